@@ -1,0 +1,3 @@
+from speechtrain.cli.main import main
+
+raise SystemExit(main())

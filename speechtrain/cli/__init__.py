@@ -1,0 +1,1 @@
+"""speechtrain.cli."""

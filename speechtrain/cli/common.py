@@ -1,0 +1,28 @@
+"""Helpers shared by subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def add_config_args(p: argparse.ArgumentParser, required: bool = False) -> None:
+    """``--config CFG`` and trailing ``key=value`` overrides."""
+    p.add_argument("--config", "-c", required=required, help="YAML config (recipes/*.yaml)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. train.max_steps=100")
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """Load the config named by ``--config`` with the overrides."""
+    from speechtrain.config import load_config
+
+    return load_config(getattr(args, "config", None), list(getattr(args, "overrides", []) or []))
+
+
+def write_json(path: str | None, obj: Any) -> None:
+    """Write ``obj`` as JSON when ``path`` is given."""
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(obj, indent=2, default=str) + "\n")

@@ -1,0 +1,375 @@
+"""Typed, validated configuration: YAML files on top, ``key=value`` overrides on the command line.
+
+Sections: ``data``, ``model``, ``optim``, ``accel``, ``train``, ``tune``, ``bench``. Every field
+carries a docstring (``description``). An unknown key is an error naming the key and the closest
+valid one; a wrong type names the key, the value and the expected type.
+
+The ``model`` section is validated by the config class of the model family named in
+``model.name`` (see :mod:`speechtrain.registry`), so model keys get the same checks.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+
+from speechtrain.errors import UserError
+
+Switch = Union[Literal["auto"], bool]
+
+
+class ConfigError(UserError, ValueError):
+    """A configuration problem, with a message that names the key and the fix."""
+
+
+class Section(BaseModel):
+    """Base of every config section: unknown keys are errors, assignments are validated."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+class DataConfig(Section):
+    """Where the audio is, how features are computed and how batches are formed."""
+
+    manifest: str | None = Field(
+        None,
+        description="LJSpeech folder or metadata.csv, JSONL manifest, or labelled folder ROOT/<label>/*.wav.",
+    )
+    format: Literal["auto", "ljspeech", "jsonl", "folder"] = Field("auto", description="Manifest format; auto detects.")
+    eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
+    eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
+    cache_dir: str | None = Field(None, description="Feature cache folder; default: .speechtrain_cache beside the data.")
+    sample_rate: int = Field(22050, gt=0, description="Target sample rate in Hz; other rates are resampled (soxr).")
+    n_fft: int = Field(1024, gt=0, description="FFT size of the STFT.")
+    win_length: int = Field(1024, gt=0, description="Window length in samples.")
+    hop_length: int = Field(256, gt=0, description="Hop length in samples (one mel frame).")
+    n_mels: int = Field(80, gt=0, description="Number of mel bands.")
+    fmin: float = Field(0.0, ge=0, description="Lowest mel frequency in Hz.")
+    fmax: float | None = Field(8000.0, description="Highest mel frequency in Hz (None: Nyquist).")
+    min_duration: float = Field(0.3, ge=0, description="Shorter utterances are skipped and reported (seconds).")
+    max_duration: float = Field(30.0, gt=0, description="Longer utterances are skipped and reported (seconds).")
+    require_text: bool | None = Field(None, description="Skip items with empty text; None: as the task needs.")
+    lowercase: bool = Field(True, description="Lowercase text before tokenizing.")
+    batch_size: int = Field(16, gt=0, description="Items per batch when bucketing is off; the mean for random plans.")
+    eval_batch_size: int = Field(8, gt=0, description="Items per evaluation batch.")
+    bucketing: bool = Field(True, description="Duration-bucketed batches sized in frames (else fixed-count random).")
+    max_frames: int | None = Field(
+        None, gt=0, description="Padded mel frames per batch (batch size x longest item); None: batch_size x longest."
+    )
+    quadratic_frames: float | None = Field(
+        None, gt=0, description="Adds length^2/quadratic_frames to an item's cost, for attention models."
+    )
+    num_buckets: int = Field(10, gt=0, description="Duration buckets, boundaries at equal-total-duration quantiles.")
+    max_batch_size: int = Field(64, gt=0, description="Cap on items per batch (the frame budget is the real limit).")
+    bucket_batch_sizes: list[int] | None = Field(
+        None, description="Explicit batch size per bucket, shortest bucket first (written by `speechtrain tune`)."
+    )
+    bucket_boundaries: list[int] | None = Field(
+        None, description="Explicit bucket upper bounds in frames (written by `speechtrain tune`)."
+    )
+    oversize: Literal["own_batch", "skip"] = Field(
+        "own_batch", description="An utterance longer than the frame budget: its own batch, or skipped and counted."
+    )
+    crop_frames: int | None = Field(None, gt=0, description="Vocoder mode: random segments of this many mel frames.")
+    crop_short: Literal["pad", "skip"] = Field("pad", description="Items shorter than crop_frames: pad or skip.")
+    pad_multiple: int = Field(1, gt=0, description="Round padded length up to a multiple (8 helps tensor cores).")
+    rank_remainder: Literal["defer", "drop_report"] = Field(
+        "defer", description="Batches that do not divide among ranks: deferred to the next epoch, or dropped+reported."
+    )
+    shuffle: bool = Field(True, description="Shuffle within buckets and across batches (seeded by seed and epoch).")
+    num_workers: int = Field(0, ge=0, description="DataLoader worker processes.")
+    pin_memory: Switch = Field("auto", description="Pin host memory for faster copies (auto: on with CUDA).")
+    prefetch_factor: int | None = Field(None, gt=0, description="Batches prefetched per worker (None: torch default).")
+    persistent_workers: bool = Field(False, description="Keep workers alive between epochs.")
+    features_on_device: bool = Field(False, description="Compute log-mel on the device from raw audio in batch.")
+    noise_snr_db: float | None = Field(None, description="Device-side additive noise at this SNR (dB) in training.")
+    time_masks: int = Field(0, ge=0, description="SpecAugment time masks per item (training only).")
+    time_mask_width: int = Field(20, ge=0, description="Max width of a time mask in frames.")
+    freq_masks: int = Field(0, ge=0, description="SpecAugment frequency masks per item (training only).")
+    freq_mask_width: int = Field(10, ge=0, description="Max width of a frequency mask in mel bands.")
+
+
+class ModelSection(Section):
+    """Base of model-family configs. ``name`` picks the family (see ``speechtrain.registry``)."""
+
+    name: str = Field("toy", description="Model family: a built-in name or 'package.module:factory'.")
+
+
+class OpaqueModelConfig(BaseModel):
+    """Config of a user model given as 'package.module:factory': keys pass through unchecked."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class OptimConfig(Section):
+    """Optimizer, learning rate, clipping and schedule."""
+
+    name: Literal["adamw", "adam", "muon", "sgd"] = Field(
+        "adamw", description="adamw; adam; muon (Muon for 2-D hidden weights + AdamW for the rest); sgd."
+    )
+    lr: float = Field(2e-4, gt=0, description="Learning rate (AdamW part when name=muon).")
+    betas: tuple[float, float] = Field((0.8, 0.99), description="Adam betas.")
+    eps: float = Field(1e-9, gt=0, description="Adam epsilon.")
+    weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
+    muon_lr: float = Field(0.02, gt=0, description="Muon learning rate for 2-D hidden weights.")
+    muon_momentum: float = Field(0.95, ge=0, lt=1, description="Muon momentum.")
+    implementation: Literal["auto", "fused", "foreach", "for_loop"] = Field(
+        "auto", description="AdamW kernel: fused on CUDA, foreach elsewhere (auto)."
+    )
+    lr_scaling: Literal["none", "linear", "sqrt"] = Field(
+        "none", description="Scale lr with the effective batch against reference_batch_size (opt-in)."
+    )
+    reference_batch_size: int = Field(16, gt=0, description="Batch size at which lr is right, for lr_scaling.")
+    grad_clip: float | None = Field(1.0, gt=0, description="Clip the gradient norm per optimizer (None: off).")
+    scheduler: Literal["none", "exponential", "warmup_cosine"] = Field("none", description="LR schedule.")
+    gamma: float = Field(0.999875, gt=0, le=1, description="ExponentialLR decay per scheduler step.")
+    warmup_steps: int = Field(0, ge=0, description="Linear warm-up steps (warmup_cosine).")
+    min_lr_ratio: float = Field(0.0, ge=0, le=1, description="Cosine floor as a fraction of lr.")
+    scheduler_interval: Literal["step", "epoch"] = Field("step", description="Step the scheduler per step or epoch.")
+
+
+class AccelConfig(Section):
+    """Accelerations. Each reports whether it took effect; ``auto`` follows the hardware probe."""
+
+    precision: Literal["auto", "bf16", "fp16", "fp32"] = Field(
+        "auto", description="auto: bf16 where supported, else fp16 with a grad scaler, else fp32 (CPU: fp32)."
+    )
+    tf32: Switch = Field("auto", description="TF32 matmul/conv on Ampere+ (approximate).")
+    cudnn_benchmark: Switch = Field("auto", description="cuDNN autotune (auto: on unless deterministic).")
+    channels_last: Switch = Field("auto", description="channels-last memory format for 2-D conv models.")
+    compile: Switch = Field(False, description="torch.compile the model(s).")
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = Field(
+        "default", description="torch.compile mode."
+    )
+    compile_dynamic: bool | None = Field(None, description="torch.compile dynamic shapes (None: torch decides).")
+    sdpa: Switch = Field("auto", description="Use scaled_dot_product_attention in attention layers.")
+    activation_checkpointing: Switch = Field(False, description="Recompute repeated blocks in backward.")
+    deterministic: bool = Field(False, description="Deterministic algorithms (slower; turns cudnn_benchmark off).")
+
+
+class TrainConfig(Section):
+    """The training loop."""
+
+    max_steps: int = Field(1000, gt=0, description="Optimizer steps to run.")
+    max_minutes: float | None = Field(None, gt=0, description="Stop (and save) after this much wall time.")
+    grad_accum: int = Field(1, gt=0, description="Micro-batches per optimizer step.")
+    log_every: int = Field(50, gt=0, description="Write metrics every N steps.")
+    eval_every: int = Field(500, gt=0, description="Evaluate every N steps.")
+    save_every: int = Field(500, gt=0, description="Save a checkpoint every N steps.")
+    keep_checkpoints: int = Field(5, gt=0, description="Keep the last K checkpoints.")
+    best_after: int = Field(0, ge=0, description="Keep the best checkpoint (by eval loss) only after this step.")
+    eval_audio_samples: int = Field(4, ge=0, description="Audio samples written at evaluation (tasks with audio).")
+    eval_batches: int | None = Field(None, gt=0, description="Cap on evaluation batches (None: the whole eval set).")
+    seed: int = Field(1234, description="Seed for Python, NumPy, torch and the sampler.")
+    output_dir: str = Field("runs/run", description="Run directory.")
+    device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
+    memory_fraction: float | None = Field(
+        None, gt=0, le=1, description="Cap this process's share of GPU memory (torch.cuda.set_per_process_memory_fraction)."
+    )
+    nan_fallback_after: int = Field(
+        3, gt=0, description="Non-finite steps in a row under fp16 before reloading and switching precision."
+    )
+    progress: bool = Field(True, description="Show a progress bar.")
+    tensorboard: bool = Field(True, description="Write TensorBoard events (needs the tensorboard package).")
+
+
+class TuneConfig(Section):
+    """The per-bucket batch-size tuner (`speechtrain tune`)."""
+
+    memory_fraction: float = Field(0.9, gt=0, le=1, description="Share of device memory the tuner may plan for.")
+    margin_gib: float = Field(0.5, ge=0, description="Memory kept free beyond the fraction, GiB.")
+    objective: Literal["throughput", "memory"] = Field(
+        "throughput", description="throughput: stop growing when audio-s/s stops rising; memory: largest that fits."
+    )
+    tolerance: float = Field(0.05, gt=0, lt=1, description="Bisection stops within this fraction.")
+    min_gain: float = Field(0.05, ge=0, description="throughput: a larger batch must raise audio-s/s by this much.")
+    steps_per_trial: int = Field(2, gt=0, description="Timed training steps per trial (after one warm-up).")
+    max_batch_size: int = Field(1024, gt=0, description="Largest batch the tuner tries.")
+    target_batch_seconds: float | None = Field(
+        None, gt=0, description="Effective batch in seconds of audio; grad_accum is chosen to reach it."
+    )
+
+
+class BenchConfig(Section):
+    """Defaults of `speechtrain bench`."""
+
+    steps: int = Field(20, gt=0, description="Timed steps per configuration.")
+    warmup: int = Field(3, ge=0, description="Warm-up steps excluded from timing.")
+
+
+class Config(Section):
+    """A whole speechtrain configuration."""
+
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: SerializeAsAny[BaseModel] = Field(default_factory=lambda: ModelSection())
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    accel: AccelConfig = Field(default_factory=AccelConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    tune: TuneConfig = Field(default_factory=TuneConfig)
+    bench: BenchConfig = Field(default_factory=BenchConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (YAML/JSON-safe) of the resolved config."""
+        return self.model_dump(mode="json")
+
+    def to_yaml(self) -> str:
+        """The resolved config as YAML."""
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+SECTIONS = ("data", "model", "optim", "accel", "train", "tune", "bench")
+
+
+def _closest(key: str, valid: list[str]) -> str | None:
+    hits = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+    return hits[0] if hits else None
+
+
+def _model_for_path(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    cls: Any = root
+    for part in loc:
+        field = getattr(cls, "model_fields", {}).get(part) if isinstance(part, str) else None
+        if field is None:
+            return None
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            cls = ann
+        else:
+            return None
+    return cls
+
+
+def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = "") -> str:
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        key = prefix + ".".join(str(p) for p in loc)
+        if e["type"] == "extra_forbidden":
+            parent = _model_for_path(root, loc[:-1])
+            valid = list(parent.model_fields) if parent is not None else []
+            hint = _closest(str(loc[-1]), valid)
+            msg = f"unknown key '{key}'"
+            if hint:
+                msg += f"; did you mean '{prefix + '.'.join(str(p) for p in loc[:-1] + (hint,))}'?"
+            elif valid:
+                msg += f"; valid keys here: {', '.join(valid)}"
+            lines.append(msg)
+        else:
+            value = e.get("input")
+            field_cls = _model_for_path(root, loc[:-1])
+            expected = ""
+            if field_cls is not None and isinstance(loc[-1], str) and loc[-1] in field_cls.model_fields:
+                ann = field_cls.model_fields[loc[-1]].annotation
+                expected = f" (expected {_type_name(ann)})"
+            lines.append(f"bad value for '{key}': {value!r} ({type(value).__name__}): {e['msg']}{expected}")
+    return "\n".join(lines)
+
+
+def _type_name(ann: Any) -> str:
+    text = repr(ann) if not isinstance(ann, type) else ann.__name__
+    return text.replace("typing.", "")
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``a.b.c=value`` (value read as YAML) into its key path and value."""
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' is not key=value (e.g. train.max_steps=100)")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not p for p in key.split(".")):
+        raise ConfigError(f"override '{text}': empty key part")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"override '{text}': value is not valid YAML ({exc})") from None
+    return key.split("."), value
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a config YAML file; ``extends: other.yaml`` (relative to this file) merges a base first."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: top level must be a mapping of sections ({', '.join(SECTIONS)})")
+    base = raw.pop("extends", None)
+    if base is not None:
+        raw = _deep_merge(read_yaml(path.parent / str(base)), raw)
+    return raw
+
+
+def build_config(raw: dict[str, Any]) -> Config:
+    """Validate a raw dict into a :class:`Config`, the model section by its family's class."""
+    from speechtrain.registry import model_config_class
+
+    for key in raw:
+        if key not in SECTIONS:
+            hint = _closest(str(key), list(SECTIONS))
+            raise ConfigError(
+                f"unknown section '{key}'" + (f"; did you mean '{hint}'?" if hint else f"; sections: {SECTIONS}")
+            )
+        if not isinstance(raw[key], dict):
+            raise ConfigError(f"section '{key}' must be a mapping, got {raw[key]!r}")
+    model_raw = dict(raw.get("model") or {})
+    name = model_raw.get("name", ModelSection.model_fields["name"].default)
+    try:
+        cls = model_config_class(name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    try:
+        model = cls.model_validate(model_raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, cls, prefix="model.")) from None
+    rest = {k: v for k, v in raw.items() if k != "model"}
+    try:
+        return Config.model_validate({**rest, "model": model})
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, Config)) from None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``key=value`` overrides to a raw config dict (copy)."""
+    out = _deep_merge({}, raw)
+    for text in overrides:
+        keys, value = parse_override(text)
+        node = out
+        for k in keys[:-1]:
+            nxt = node.get(k)
+            if nxt is None:
+                nxt = node[k] = {}
+            elif not isinstance(nxt, dict):
+                raise ConfigError(f"override '{text}': '{k}' is a value, not a section")
+            node = nxt
+        node[keys[-1]] = value
+    return out
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config (or defaults when ``path`` is None) and apply ``key=value`` overrides."""
+    raw = read_yaml(path) if path is not None else {}
+    return build_config(apply_overrides(raw, overrides or []))
+
+
+def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
+    """Write the resolved config as YAML."""
+    Path(path).write_text(cfg.to_yaml())

@@ -1,0 +1,131 @@
+"""Log-mel and linear spectrograms with torch only (no torchaudio), the same maths on the CPU
+(feature cache) and on the device (on-device features, vocoder losses, VITS).
+
+Frame convention: ``frames = n_samples // hop_length``. The signal is reflect-padded by
+``(n_fft - hop_length) / 2`` on both sides and the STFT is not centred, so a crop of ``F`` frames
+lines up with exactly ``F * hop_length`` samples (the HiFi-GAN convention).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def _hz_to_mel(f: np.ndarray) -> np.ndarray:
+    # Slaney scale: linear below 1 kHz, logarithmic above
+    f = np.asarray(f, dtype=np.float64)
+    f_sp = 200.0 / 3
+    mels = f / f_sp
+    min_log_hz, min_log_mel, logstep = 1000.0, 1000.0 / f_sp, math.log(6.4) / 27.0
+    return np.where(f >= min_log_hz, min_log_mel + np.log(np.maximum(f, 1e-10) / min_log_hz) / logstep, mels)
+
+
+def _mel_to_hz(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float64)
+    f_sp = 200.0 / 3
+    freqs = f_sp * m
+    min_log_hz, min_log_mel, logstep = 1000.0, 1000.0 / f_sp, math.log(6.4) / 27.0
+    return np.where(m >= min_log_mel, min_log_hz * np.exp(logstep * (m - min_log_mel)), freqs)
+
+
+@functools.lru_cache(maxsize=16)
+def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float | None) -> np.ndarray:
+    """Slaney-normalised triangular mel filters, shape (n_mels, n_fft // 2 + 1), float32."""
+    fmax = fmax or sample_rate / 2
+    fft_freqs = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
+    mel_pts = _mel_to_hz(np.linspace(_hz_to_mel(fmin), _hz_to_mel(fmax), n_mels + 2))
+    fdiff = np.diff(mel_pts)
+    ramps = mel_pts[:, None] - fft_freqs[None, :]
+    lower = -ramps[:-2] / fdiff[:-1, None]
+    upper = ramps[2:] / fdiff[1:, None]
+    weights = np.maximum(0, np.minimum(lower, upper))
+    weights *= (2.0 / (mel_pts[2 : n_mels + 2] - mel_pts[:n_mels]))[:, None]
+    return weights.astype(np.float32)
+
+
+def num_frames(n_samples: int, hop_length: int) -> int:
+    """Mel frames for a signal of ``n_samples`` samples."""
+    return n_samples // hop_length
+
+
+class Spectrogram(nn.Module):
+    """Magnitude spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_fft // 2 + 1, T_frames)."""
+
+    def __init__(self, n_fft: int = 1024, win_length: int = 1024, hop_length: int = 256) -> None:
+        super().__init__()
+        self.n_fft, self.win_length, self.hop_length = n_fft, win_length, hop_length
+        self.register_buffer("window", torch.hann_window(win_length), persistent=False)
+
+    def forward(self, audio: torch.Tensor) -> torch.Tensor:
+        if audio.dim() == 3:
+            audio = audio.squeeze(1)
+        n = audio.shape[-1]
+        pad = (self.n_fft - self.hop_length) // 2
+        mode = "reflect" if n > pad + self.hop_length else "constant"  # reflect needs a longer signal
+        x = torch.nn.functional.pad(audio.float().unsqueeze(1), (pad, pad + self.hop_length), mode=mode).squeeze(1)
+        spec = torch.stft(
+            x,
+            self.n_fft,
+            hop_length=self.hop_length,
+            win_length=self.win_length,
+            window=self.window.to(x.device),
+            center=False,
+            return_complex=True,
+        )  # (B, F, T_frames + 1)
+        return torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + 1e-9)[..., : num_frames(n, self.hop_length)]
+
+
+class LogMel(nn.Module):
+    """Log-mel spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_mels, T_frames), natural log."""
+
+    def __init__(
+        self,
+        sample_rate: int = 22050,
+        n_fft: int = 1024,
+        win_length: int = 1024,
+        hop_length: int = 256,
+        n_mels: int = 80,
+        fmin: float = 0.0,
+        fmax: float | None = 8000.0,
+    ) -> None:
+        super().__init__()
+        self.spec = Spectrogram(n_fft, win_length, hop_length)
+        self.hop_length = hop_length
+        fb = torch.from_numpy(mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax))
+        self.register_buffer("fb", fb, persistent=False)
+
+    def forward(self, audio: torch.Tensor) -> torch.Tensor:
+        mag = self.spec(audio)  # (B, F, T_frames)
+        mel = torch.matmul(self.fb.to(mag.device), mag)  # (B, n_mels, T_frames)
+        return torch.log(torch.clamp(mel, min=1e-5))
+
+    @classmethod
+    def from_config(cls, data_cfg: object) -> LogMel:
+        """Build from a :class:`speechtrain.config.DataConfig`."""
+        d = data_cfg
+        return cls(d.sample_rate, d.n_fft, d.win_length, d.hop_length, d.n_mels, d.fmin, d.fmax)  # type: ignore[attr-defined]
+
+
+def log_mel_numpy(audio: np.ndarray, data_cfg: object) -> np.ndarray:
+    """Log-mel of one 1-D float signal on the CPU, (n_mels, T_frames) float32 (used by the cache)."""
+    module = _cached_logmel(
+        data_cfg.sample_rate,  # type: ignore[attr-defined]
+        data_cfg.n_fft,  # type: ignore[attr-defined]
+        data_cfg.win_length,  # type: ignore[attr-defined]
+        data_cfg.hop_length,  # type: ignore[attr-defined]
+        data_cfg.n_mels,  # type: ignore[attr-defined]
+        data_cfg.fmin,  # type: ignore[attr-defined]
+        data_cfg.fmax,  # type: ignore[attr-defined]
+    )
+    with torch.no_grad():
+        return module(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))[None])[0].numpy()
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_logmel(*args: object) -> LogMel:
+    return LogMel(*args)  # type: ignore[arg-type]

@@ -1,0 +1,27 @@
+"""Shared fixtures: one small demo corpus per test session, prepared once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(2)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 40-utterance demo corpus (LJSpeech layout, plus classes/<label>/ folders)."""
+    from speechtrain.data.demo import make_demo_corpus
+
+    return make_demo_corpus(tmp_path_factory.mktemp("demo") / "corpus", utterances=40, seed=0, labelled=True)
