@@ -60,6 +60,11 @@ class Task:
         """All trainable modules by name (saved in checkpoints, moved to the device)."""
         raise NotImplementedError
 
+    def setup(self, train_dataset: Any) -> None:
+        """Called once before the first step of a fresh run (not on resume) with the training
+        SpeechDataset: fit data-dependent parts here (codebooks, normalisation), stored in modules
+        so that checkpoints carry them."""
+
     def optimizer_specs(self) -> list[OptimizerSpec]:
         """Optimizer stages in the order they run. Default: one optimizer over every module."""
         return [OptimizerSpec("main", list(self.modules()))]
