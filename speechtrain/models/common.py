@@ -1,0 +1,81 @@
+"""Layers and helpers shared by the built-in model families (HiFi-GAN, VITS, CNN-LSTM, GPT-TTS).
+
+Weight norm uses the parametrization API (``torch.nn.utils.parametrizations.weight_norm``), which
+works with ``torch.compile`` and deep copies; :func:`remove_weight_norm` folds it back into plain
+weights for inference.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+
+def sequence_mask(lengths: torch.Tensor, max_length: int | None = None) -> torch.Tensor:
+    """Boolean mask ``(B, T)``, True on real positions: ``mask[b, t] = t < lengths[b]``.
+
+    Pass ``max_length`` (the padded length) to avoid a host-device sync on ``lengths.max()``.
+    """
+    if max_length is None:
+        max_length = int(lengths.max())  # host-device sync; callers in hot paths pass max_length
+    steps = torch.arange(max_length, device=lengths.device, dtype=lengths.dtype)
+    return steps.unsqueeze(0) < lengths.unsqueeze(1)
+
+
+def get_padding(kernel_size: int, dilation: int = 1) -> int:
+    """'Same' padding of an odd kernel with dilation (output length = input length at stride 1)."""
+    return (kernel_size * dilation - dilation) // 2
+
+
+def conv_output_lengths(
+    lengths: torch.Tensor, kernel_size: int, stride: int = 1, padding: int = 0, dilation: int = 1
+) -> torch.Tensor:
+    """Output lengths of a 1-D convolution (or one axis of a 2-D one) for input ``lengths``."""
+    return torch.div(lengths + 2 * padding - dilation * (kernel_size - 1) - 1, stride, rounding_mode="floor") + 1
+
+
+def init_weights(module: nn.Module, mean: float = 0.0, std: float = 0.01) -> None:
+    """Normal init of convolution weights (HiFi-GAN / VITS habit); use with ``model.apply``."""
+    if isinstance(module, (nn.Conv1d, nn.ConvTranspose1d, nn.Conv2d)):
+        module.weight.data.normal_(mean, std)
+
+
+def weight_norm(module: nn.Module, name: str = "weight", dim: int = 0) -> nn.Module:
+    """Weight-normalise ``module.<name>`` (parametrization API); returns the module."""
+    return nn.utils.parametrizations.weight_norm(module, name=name, dim=dim)
+
+
+def spectral_norm(module: nn.Module, name: str = "weight") -> nn.Module:
+    """Spectral-normalise ``module.<name>`` (parametrization API); returns the module."""
+    return nn.utils.parametrizations.spectral_norm(module, name=name)
+
+
+def norm_layer(module: nn.Module, use_spectral_norm: bool = False) -> nn.Module:
+    """Weight norm, or spectral norm when asked (discriminators)."""
+    return spectral_norm(module) if use_spectral_norm else weight_norm(module)
+
+
+def has_weight_norm(module: nn.Module, name: str = "weight") -> bool:
+    """True when ``module.<name>`` is parametrized (weight or spectral norm)."""
+    return parametrize.is_parametrized(module, name)
+
+
+def remove_weight_norm(module: nn.Module) -> int:
+    """Fold every weight/spectral-norm parametrization under ``module`` into plain weights.
+
+    Returns the number of layers changed (0 when there were none, so calling it twice is safe).
+    Outputs are unchanged; inference gets faster because the norm is not recomputed per call.
+    """
+    count = 0
+    for sub in module.modules():
+        if parametrize.is_parametrized(sub):
+            for name in list(sub.parametrizations.keys()):  # type: ignore[union-attr]
+                parametrize.remove_parametrizations(sub, name, leave_parametrized=True)
+                count += 1
+    return count
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
+    """Number of parameters (weight-norm parametrizations counted as stored: g and v)."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
