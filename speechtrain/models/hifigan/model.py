@@ -1,0 +1,324 @@
+"""HiFi-GAN networks: the generator and the discriminators.
+
+The generator upsamples a mel spectrogram ``(B, n_mels, T_frames)`` to a waveform
+``(B, 1, T_frames * prod(upsample_rates))`` with transposed convolutions, each followed by a
+multi-receptive-field fusion of residual blocks (the mean of ``len(resblock_kernel_sizes)`` blocks).
+Every discriminator returns ``(real_logits, fake_logits, real_fmaps, fake_fmaps)``: one logit
+tensor and one list of feature maps per sub-discriminator.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from speechtrain.data.features import Spectrogram
+from speechtrain.models.common import get_padding, init_weights, norm_layer, remove_weight_norm, weight_norm
+
+LRELU_SLOPE = 0.1
+
+
+class ResBlock1(nn.Module):
+    """Residual block with one dilated and one plain convolution per dilation (HiFi-GAN V1/V2)."""
+
+    def __init__(self, channels: int, kernel_size: int = 3, dilation: list[int] | tuple[int, ...] = (1, 3, 5)) -> None:
+        super().__init__()
+        self.convs1 = nn.ModuleList(
+            weight_norm(nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=get_padding(kernel_size, d)))
+            for d in dilation
+        )
+        self.convs2 = nn.ModuleList(
+            weight_norm(nn.Conv1d(channels, channels, kernel_size, padding=get_padding(kernel_size))) for _ in dilation
+        )
+        self.convs1.apply(init_weights)
+        self.convs2.apply(init_weights)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, T_samples) -> same
+        for c1, c2 in zip(self.convs1, self.convs2):
+            xt = c2(F.leaky_relu(c1(F.leaky_relu(x, LRELU_SLOPE)), LRELU_SLOPE))
+            x = x + xt
+        return x
+
+
+class ResBlock2(nn.Module):
+    """Lighter residual block: one dilated convolution per dilation (HiFi-GAN V3)."""
+
+    def __init__(self, channels: int, kernel_size: int = 3, dilation: list[int] | tuple[int, ...] = (1, 3)) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList(
+            weight_norm(nn.Conv1d(channels, channels, kernel_size, dilation=d, padding=get_padding(kernel_size, d)))
+            for d in dilation
+        )
+        self.convs.apply(init_weights)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, T_samples) -> same
+        for c in self.convs:
+            x = x + c(F.leaky_relu(x, LRELU_SLOPE))
+        return x
+
+
+class Generator(nn.Module):
+    """Mel (or any latent) ``(B, in_channels, T_frames)`` -> waveform ``(B, 1, T_frames * prod(upsample_rates))``.
+
+    ``resblocks`` is a flat ``nn.ModuleList`` (level ``i``, kernel ``j`` at ``i * num_kernels + j``) so that
+    activation checkpointing can wrap each block. ``gin_channels > 0`` adds a global condition
+    ``g: (B, gin_channels, 1)`` (speaker embedding, as in VITS).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        upsample_initial_channel: int,
+        upsample_rates: list[int],
+        upsample_kernel_sizes: list[int],
+        resblock_kernel_sizes: list[int],
+        resblock_dilation_sizes: list[list[int]],
+        resblock: str = "1",
+        gin_channels: int = 0,
+    ) -> None:
+        super().__init__()
+        if len(upsample_rates) != len(upsample_kernel_sizes):
+            raise ValueError("upsample_rates and upsample_kernel_sizes must have the same length")
+        if len(resblock_kernel_sizes) != len(resblock_dilation_sizes):
+            raise ValueError("resblock_kernel_sizes and resblock_dilation_sizes must have the same length")
+        if str(resblock) not in ("1", "2"):
+            raise ValueError(f"resblock must be '1' or '2', got {resblock!r}")
+        self.upsample_rates = list(upsample_rates)
+        self.hop_length = math.prod(upsample_rates)
+        self.num_kernels = len(resblock_kernel_sizes)
+        self.num_upsamples = len(upsample_rates)
+        block_cls = ResBlock1 if str(resblock) == "1" else ResBlock2
+
+        self.conv_pre = weight_norm(nn.Conv1d(in_channels, upsample_initial_channel, 7, padding=3))
+        self.cond = nn.Conv1d(gin_channels, upsample_initial_channel, 1) if gin_channels > 0 else None
+        self.ups = nn.ModuleList()
+        self.resblocks = nn.ModuleList()
+        ch = upsample_initial_channel
+        for u, k in zip(upsample_rates, upsample_kernel_sizes):
+            if (k - u) % 2 or k < u:
+                raise ValueError(f"upsample kernel {k} must be >= rate {u} with an even difference")
+            out_ch = ch // 2
+            self.ups.append(weight_norm(nn.ConvTranspose1d(ch, out_ch, k, u, padding=(k - u) // 2)))
+            for kr, dr in zip(resblock_kernel_sizes, resblock_dilation_sizes):
+                self.resblocks.append(block_cls(out_ch, kr, list(dr)))
+            ch = out_ch
+        self.conv_post = weight_norm(nn.Conv1d(ch, 1, 7, padding=3))
+        self.ups.apply(init_weights)
+        self.conv_post.apply(init_weights)
+
+    def forward(self, x: torch.Tensor, g: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.conv_pre(x)  # (B, C0, T_frames)
+        if g is not None and self.cond is not None:
+            x = x + self.cond(g)
+        for i, up in enumerate(self.ups):
+            x = up(F.leaky_relu(x, LRELU_SLOPE))  # (B, C0 / 2^(i+1), T_frames * prod(rates[: i + 1]))
+            base = i * self.num_kernels
+            acc = self.resblocks[base](x)
+            for j in range(1, self.num_kernels):
+                acc = acc + self.resblocks[base + j](x)
+            x = acc / self.num_kernels
+        x = self.conv_post(F.leaky_relu(x))  # (B, 1, T_samples)
+        return torch.tanh(x)
+
+    def remove_weight_norm(self) -> int:
+        """Fold weight norm into plain weights for inference (same outputs, faster); returns layers changed."""
+        return remove_weight_norm(self)
+
+
+def _scaled(channels: int, width: float) -> int:
+    return max(1, int(round(channels * width)))
+
+
+def _groups(groups: int, width: float, c_in: int, c_out: int) -> int:
+    g = max(1, int(round(groups * width)))
+    while g > 1 and (c_in % g or c_out % g):
+        g -= 1
+    return g
+
+
+class PeriodDiscriminator(nn.Module):
+    """Looks at the waveform folded into ``(T / period, period)``: 2-D convs along time, per phase."""
+
+    def __init__(
+        self, period: int, kernel_size: int = 5, stride: int = 3, use_spectral_norm: bool = False, width: float = 1.0
+    ) -> None:
+        super().__init__()
+        self.period = period
+        chans = [1] + [_scaled(c, width) for c in (32, 128, 512, 1024)]
+        pad = (get_padding(kernel_size), 0)
+        layers = [
+            norm_layer(nn.Conv2d(cin, cout, (kernel_size, 1), (stride, 1), padding=pad), use_spectral_norm)
+            for cin, cout in zip(chans[:-1], chans[1:])
+        ]
+        last = _scaled(1024, width)
+        layers.append(norm_layer(nn.Conv2d(chans[-1], last, (kernel_size, 1), 1, padding=pad), use_spectral_norm))
+        self.convs = nn.ModuleList(layers)
+        self.conv_post = norm_layer(nn.Conv2d(last, 1, (3, 1), 1, padding=(1, 0)), use_spectral_norm)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        b, c, t = x.shape  # (B, 1, T_samples)
+        if t % self.period:
+            n_pad = self.period - t % self.period
+            x = F.pad(x, (0, n_pad), "reflect" if t > n_pad else "constant")
+            t = t + n_pad
+        x = x.view(b, c, t // self.period, self.period)  # (B, 1, T / period, period)
+        fmaps = []
+        for conv in self.convs:
+            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            fmaps.append(x)
+        x = self.conv_post(x)
+        fmaps.append(x)
+        return torch.flatten(x, 1, -1), fmaps
+
+
+class ScaleDiscriminator(nn.Module):
+    """Grouped 1-D convs over the (possibly average-pooled) waveform."""
+
+    def __init__(self, use_spectral_norm: bool = False, width: float = 1.0) -> None:
+        super().__init__()
+        # (out_channels, kernel, stride, groups), the first from 1 input channel
+        spec = [
+            (16, 15, 1, 1),
+            (64, 41, 4, 4),
+            (256, 41, 4, 16),
+            (1024, 41, 4, 64),
+            (1024, 41, 4, 256),
+            (1024, 5, 1, 1),
+        ]
+        layers = []
+        c_in = 1
+        for c, k, s, g in spec:
+            c_out = _scaled(c, width)
+            groups = _groups(g, width, c_in, c_out)
+            conv = nn.Conv1d(c_in, c_out, k, s, groups=groups, padding=(k - 1) // 2)
+            layers.append(norm_layer(conv, use_spectral_norm))
+            c_in = c_out
+        self.convs = nn.ModuleList(layers)
+        self.conv_post = norm_layer(nn.Conv1d(c_in, 1, 3, 1, padding=1), use_spectral_norm)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        fmaps = []
+        for conv in self.convs:  # (B, C, T_samples / stride so far)
+            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            fmaps.append(x)
+        x = self.conv_post(x)
+        fmaps.append(x)
+        return torch.flatten(x, 1, -1), fmaps
+
+
+class ResolutionDiscriminator(nn.Module):
+    """2-D convs over a linear magnitude spectrogram at one STFT resolution (UnivNet-style)."""
+
+    def __init__(self, n_fft: int, hop_length: int, win_length: int, width: float = 1.0) -> None:
+        super().__init__()
+        self.spec = Spectrogram(n_fft, win_length, hop_length)
+        c = _scaled(32, width)
+        layers = [weight_norm(nn.Conv2d(1, c, (3, 9), padding=(1, 4)))]
+        layers += [weight_norm(nn.Conv2d(c, c, (3, 9), stride=(1, 2), padding=(1, 4))) for _ in range(3)]
+        layers.append(weight_norm(nn.Conv2d(c, c, (3, 3), padding=(1, 1))))
+        self.convs = nn.ModuleList(layers)
+        self.conv_post = weight_norm(nn.Conv2d(c, 1, (3, 3), padding=(1, 1)))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        with torch.autocast(x.device.type, enabled=False):
+            mag = self.spec(x.float())  # (B, n_fft // 2 + 1, T_frames), fp32 STFT
+        x = mag.unsqueeze(1).to(x.dtype)  # (B, 1, F, T_frames)
+        fmaps = []
+        for conv in self.convs:
+            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            fmaps.append(x)
+        x = self.conv_post(x)
+        fmaps.append(x)
+        return torch.flatten(x, 1, -1), fmaps
+
+
+def _run_pair(
+    discs: nn.ModuleList, inputs: list[tuple[torch.Tensor, torch.Tensor]]
+) -> tuple[list[torch.Tensor], list[torch.Tensor], list[list[torch.Tensor]], list[list[torch.Tensor]]]:
+    """Run each sub-discriminator on (real, fake).
+
+    When the fake needs a gradient (generator stage) the real half runs without a graph (its
+    feature maps are only targets). Otherwise real and fake run as one batch of 2B (one launch
+    per layer instead of two; same maths, these discriminators have no batch statistics).
+    """
+    real_logits, fake_logits, real_fmaps, fake_fmaps = [], [], [], []
+    for d, (y, y_hat) in zip(discs, inputs):
+        if torch.is_grad_enabled() and y_hat.requires_grad:
+            with torch.no_grad():
+                r, rf = d(y)
+            f, ff = d(y_hat)
+        else:
+            b = y.shape[0]
+            logits, fmaps = d(torch.cat([y, y_hat.to(y.dtype)], dim=0))
+            r, f = logits[:b], logits[b:]
+            rf, ff = [m[:b] for m in fmaps], [m[b:] for m in fmaps]
+        real_logits.append(r)
+        fake_logits.append(f)
+        real_fmaps.append(rf)
+        fake_fmaps.append(ff)
+    return real_logits, fake_logits, real_fmaps, fake_fmaps
+
+
+class MultiPeriodDiscriminator(nn.Module):
+    """One :class:`PeriodDiscriminator` per period; with ``include_scale`` also a scale
+    discriminator on the raw waveform first (the VITS discriminator)."""
+
+    def __init__(
+        self,
+        periods: list[int] | tuple[int, ...] = (2, 3, 5, 7, 11),
+        use_spectral_norm: bool = False,
+        include_scale: bool = False,
+        width: float = 1.0,
+    ) -> None:
+        super().__init__()
+        discs: list[nn.Module] = [ScaleDiscriminator(use_spectral_norm, width)] if include_scale else []
+        discs += [PeriodDiscriminator(p, use_spectral_norm=use_spectral_norm, width=width) for p in periods]
+        self.discriminators = nn.ModuleList(discs)
+
+    def forward(
+        self, y: torch.Tensor, y_hat: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[list[torch.Tensor]], list[list[torch.Tensor]]]:
+        return _run_pair(self.discriminators, [(y, y_hat)] * len(self.discriminators))
+
+
+class MultiScaleDiscriminator(nn.Module):
+    """Scale discriminators on the waveform and on 2x, 4x ... average-pooled copies; the first uses
+    spectral norm (as in HiFi-GAN)."""
+
+    def __init__(self, scales: int = 3, width: float = 1.0) -> None:
+        super().__init__()
+        self.discriminators = nn.ModuleList(ScaleDiscriminator(i == 0, width) for i in range(scales))
+        self.pool = nn.AvgPool1d(4, 2, padding=2)
+
+    def forward(
+        self, y: torch.Tensor, y_hat: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[list[torch.Tensor]], list[list[torch.Tensor]]]:
+        inputs = []
+        for i in range(len(self.discriminators)):
+            if i > 0:
+                y, y_hat = self.pool(y), self.pool(y_hat)  # (B, 1, T_samples / 2^i)
+            inputs.append((y, y_hat))
+        return _run_pair(self.discriminators, inputs)
+
+
+DEFAULT_RESOLUTIONS: tuple[tuple[int, int, int], ...] = ((1024, 120, 600), (2048, 240, 1200), (512, 50, 240))
+
+
+class MultiResolutionSpectrogramDiscriminator(nn.Module):
+    """One :class:`ResolutionDiscriminator` per ``(n_fft, hop_length, win_length)``."""
+
+    def __init__(
+        self,
+        resolutions: list[tuple[int, int, int]] | tuple[tuple[int, int, int], ...] = DEFAULT_RESOLUTIONS,
+        width: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.discriminators = nn.ModuleList(ResolutionDiscriminator(n, h, w, width) for n, h, w in resolutions)
+
+    def forward(
+        self, y: torch.Tensor, y_hat: torch.Tensor
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], list[list[torch.Tensor]], list[list[torch.Tensor]]]:
+        return _run_pair(self.discriminators, [(y, y_hat)] * len(self.discriminators))
