@@ -264,7 +264,7 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
             value = e.get("input")
             field_cls = _model_for_path(root, loc[:-1])
             expected = ""
-            if field_cls is not None and isinstance(loc[-1], str) and loc[-1] in field_cls.model_fields:
+            if field_cls is not None and loc and isinstance(loc[-1], str) and loc[-1] in field_cls.model_fields:
                 ann = field_cls.model_fields[loc[-1]].annotation
                 expected = f" (expected {_type_name(ann)})"
             lines.append(f"bad value for '{key}': {value!r} ({type(value).__name__}): {e['msg']}{expected}")
