@@ -22,8 +22,7 @@ def test_cpu_stats_report_rss_and_leave_cuda_keys_empty() -> None:
     assert isinstance(stats["peak_rss"], int) and stats["peak_rss"] >= stats["rss"]
     for key in ("allocated", "reserved", "peak", "fragmentation", "alloc_retries", "num_ooms"):
         assert stats[key] is None
-    assert peak_bytes("cpu") >= stats["peak_rss"]  # a high-water mark never falls
-    assert reset_peak("cpu") is False
+    assert peak_bytes("cpu") >= stats["peak_rss"]  # a high-water mark only falls on reset
 
 
 def test_cpu_peak_rss_grows_with_a_large_allocation() -> None:
@@ -33,6 +32,8 @@ def test_cpu_peak_rss_grows_with_a_large_allocation() -> None:
     assert after >= before
     assert memory_stats("cpu")["rss"] >= block.numel() * 4 // 2
     del block
+    if reset_peak("cpu"):  # Linux: the high-water mark restarts from the current RSS
+        assert memory_stats("cpu")["peak_rss"] < after
 
 
 def test_memory_fraction_is_not_applied_on_cpu_and_says_why() -> None:

@@ -116,13 +116,19 @@ def peak_bytes(device: torch.device | str | None = None) -> int | None:
 
 
 def reset_peak(device: torch.device | str | None = None) -> bool:
-    """Reset the peak counter (CUDA). Returns False where there is none to reset (the CPU's
-    peak RSS is a process-lifetime high-water mark)."""
+    """Reset the peak counter: CUDA's max allocated; on Linux the process's peak RSS (VmHWM, by
+    writing ``5`` to /proc/self/clear_refs). Returns False where the peak cannot be reset (then
+    the CPU figure is a process-lifetime high-water mark)."""
     device = _as_device(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
         return True
-    return False
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return True
 
 
 def set_memory_fraction(fraction: float | None, device: torch.device | str | None = None) -> dict[str, Any]:
