@@ -1,0 +1,39 @@
+"""speechtrain train --config CFG [key=value ...] | --resume RUN_DIR [key=value ...]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from speechtrain.cli.common import add_config_args
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "train",
+        help="train a recipe or your own model (prepares the data when the cache is missing or stale)",
+        description="Writes a run directory (train.output_dir): config.yaml, accel.json, checkpoints/, "
+        "best.pt, metrics.jsonl, tensorboard/, samples/. SIGTERM/SIGINT save a checkpoint and exit cleanly.",
+    )
+    add_config_args(p)
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR exactly where it stopped")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from speechtrain.errors import UserError
+    from speechtrain.train.run import load_run_config, train_from_config
+
+    if args.resume:
+        if args.config:
+            raise UserError("--resume uses the run's own config.yaml; pass changes as key=value, not --config")
+        cfg = load_run_config(args.resume, args.overrides)
+    elif args.config:
+        from speechtrain.cli.common import config_from_args
+
+        cfg = config_from_args(args)
+    else:
+        raise UserError("give --config CFG (e.g. recipes/gpt_tts_tiny.yaml) or --resume RUN_DIR")
+    run_dir, summary = train_from_config(cfg, resume=args.resume)
+    print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
+    return 0

@@ -1,0 +1,42 @@
+"""Learning-rate schedules and the opt-in LR scaling rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+def lr_factor(optim_cfg: Any, n: int, total: int) -> float:
+    """LR multiplier after ``n`` scheduler steps out of ``total``."""
+    kind = optim_cfg.scheduler
+    if kind == "none":
+        return 1.0
+    if kind == "exponential":
+        return optim_cfg.gamma**n
+    warm = optim_cfg.warmup_steps
+    if warm and n < warm:
+        return (n + 1) / warm
+    progress = min(1.0, (n - warm) / max(1, total - warm))
+    floor = optim_cfg.min_lr_ratio
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, optim_cfg: Any, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """A LambdaLR following ``optim.scheduler`` (stepped per step or per epoch by the Trainer)."""
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_factor(optim_cfg, n, total))
+
+
+def lr_scale(optim_cfg: Any, effective_batch: float) -> tuple[float, str]:
+    """The opt-in scaling of lr with the effective batch against ``optim.reference_batch_size``."""
+    ratio = effective_batch / optim_cfg.reference_batch_size
+    if optim_cfg.lr_scaling == "linear":
+        return (
+            ratio,
+            f"lr x {ratio:.3g} (linear: effective batch {effective_batch:.1f} / {optim_cfg.reference_batch_size})",
+        )
+    if optim_cfg.lr_scaling == "sqrt":
+        s = math.sqrt(ratio)
+        return s, f"lr x {s:.3g} (sqrt: effective batch {effective_batch:.1f} / {optim_cfg.reference_batch_size})"
+    return 1.0, "lr as configured (optim.lr_scaling: none)"
