@@ -1,0 +1,206 @@
+"""HiFi-GAN as a Task: two optimizer stages (``disc`` then ``gen``) on random crops of (mel, audio).
+
+Per micro-batch the generator runs once: the ``disc`` stage generates ``y_hat`` and keeps it (with
+its graph) in ``cache``, trains the discriminators on ``y_hat.detach()``; the ``gen`` stage reuses it
+for the L1 log-mel, adversarial and feature-matching losses. With an empty cache (after an OOM
+split) or ``model.cache_generator_graph=false`` the stage regenerates.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechtrain.config import ConfigError
+from speechtrain.data.batch import Batch
+from speechtrain.data.features import LogMel
+from speechtrain.errors import UserError
+from speechtrain.models.hifigan.losses import (
+    discriminator_loss,
+    feature_matching_loss,
+    generator_adversarial_loss,
+    mel_l1_loss,
+    multi_resolution_stft_loss,
+)
+from speechtrain.models.hifigan.model import (
+    Generator,
+    MultiPeriodDiscriminator,
+    MultiResolutionSpectrogramDiscriminator,
+    MultiScaleDiscriminator,
+)
+from speechtrain.train.task import Needs, OptimizerSpec, Task
+
+
+def build_generator(model_cfg: Any, n_mels: int) -> Generator:
+    """The generator described by a :class:`~speechtrain.models.hifigan.config.HiFiGANConfig`."""
+    m = model_cfg
+    return Generator(
+        n_mels,
+        m.upsample_initial_channel,
+        list(m.upsample_rates),
+        list(m.upsample_kernel_sizes),
+        list(m.resblock_kernel_sizes),
+        [list(d) for d in m.resblock_dilation_sizes],
+        resblock=m.resblock,
+    )
+
+
+def build_discriminators(model_cfg: Any) -> dict[str, nn.Module]:
+    """Discriminators by module name (``mpd``, ``msd`` or ``mrsd``) as the config asks."""
+    m = model_cfg
+    discs: dict[str, nn.Module] = {}
+    if m.periods:
+        discs["mpd"] = MultiPeriodDiscriminator(list(m.periods), m.use_spectral_norm, width=m.disc_width)
+    if m.scale_discriminator == "msd":
+        discs["msd"] = MultiScaleDiscriminator(m.msd_scales, width=m.disc_width)
+    elif m.scale_discriminator == "mrsd":
+        discs["mrsd"] = MultiResolutionSpectrogramDiscriminator([tuple(r) for r in m.mrsd_resolutions], m.disc_width)
+    return discs
+
+
+class HiFiGANTask(Task):
+    """Mel -> waveform GAN vocoder. Headline: ``mel_l1`` (L1 between log-mels of real and generated audio)."""
+
+    headline_metric = "mel_l1"
+    headline_mode = "min"
+    produces_audio = True
+
+    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+        self.cfg = model_cfg
+        self.n_mels = int(data_cfg.n_mels)
+        self.hop_length = int(data_cfg.hop_length)
+        self.sample_rate = int(data_cfg.sample_rate)
+        self.generator = build_generator(model_cfg, self.n_mels)
+        self.discriminators = build_discriminators(model_cfg)
+        self.mel_fn = LogMel.from_config(data_cfg)  # no parameters; moved to the audio's device on use
+
+    # --- Task protocol -------------------------------------------------------------------------
+    def needs(self) -> Needs:
+        return Needs(mel=True, audio=True)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"generator": self.generator, **self.discriminators}
+
+    def optimizer_specs(self) -> list[OptimizerSpec]:
+        return [OptimizerSpec("disc", list(self.discriminators)), OptimizerSpec("gen", ["generator"])]
+
+    def batch_weight(self, batch: Batch) -> float:
+        return float(batch.real_frames or batch.size)
+
+    def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if stage == "disc":
+            return self._disc_step(batch, cache)
+        if stage == "gen":
+            return self._gen_step(batch, cache)
+        raise ValueError(f"unknown stage {stage!r} (hifigan has 'disc' and 'gen')")
+
+    @torch.no_grad()
+    def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        y_hat = self.generator(batch["mel"])  # (B, 1, T_frames * hop)
+        y, y_hat = _align(batch["audio"], y_hat)
+        mel_l1 = mel_l1_loss(self._mel(y), self._mel(y_hat), batch.get("mel_lengths"))
+        return {"loss": mel_l1, "mel_l1": mel_l1}
+
+    @torch.no_grad()
+    def eval_audio(self, batch: Batch, max_items: int) -> list[Any]:
+        n = min(max_items, batch.size)
+        if n <= 0:
+            return []
+        sub = batch.select(range(n)) if n < batch.size else batch
+        wavs = self.generator(sub["mel"]).squeeze(1).float().cpu().numpy()  # (n, T_samples); host copy
+        lengths = [f * self.hop_length for f in sub.frame_lengths]
+        return [w[: lengths[i] or w.shape[-1]] for i, w in enumerate(wavs)]
+
+    # --- inference -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def vocode(self, mel: torch.Tensor | np.ndarray) -> np.ndarray:
+        """Waveform(s) for log-mel(s) ``(n_mels, T_frames)`` -> ``(T_frames * hop,)``, or ``(B, n_mels, T)`` ->
+        ``(B, T * hop)``; float32 numpy in [-1, 1]."""
+        x = torch.as_tensor(np.asarray(mel) if not isinstance(mel, torch.Tensor) else mel).float()
+        single = x.dim() == 2
+        if single:
+            x = x.unsqueeze(0)
+        if x.dim() != 3 or x.shape[1] != self.n_mels:
+            raise UserError(
+                f"vocode: expected a log-mel of shape (n_mels={self.n_mels}, T) or (B, {self.n_mels}, T), "
+                f"got {tuple(x.shape)}; compute it with the run's data settings (speechtrain.data.features.LogMel)"
+            )
+        device = next(self.generator.parameters()).device
+        was_training = self.generator.training
+        self.generator.eval()
+        try:
+            y = self.generator(x.to(device)).squeeze(1).float().cpu().numpy()  # (B, T_samples); host copy
+        finally:
+            self.generator.train(was_training)
+        return y[0] if single else y
+
+    # --- stages --------------------------------------------------------------------------------
+    def _generate(self, batch: Batch) -> torch.Tensor:
+        return self.generator(batch["mel"])  # (B, n_mels, T_frames) -> (B, 1, T_frames * hop)
+
+    def _disc_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        y_hat = cache.get("y_hat")
+        if y_hat is None:
+            if self.cfg.cache_generator_graph and torch.is_grad_enabled():
+                y_hat = cache["y_hat"] = self._generate(batch)
+            else:
+                with torch.no_grad():
+                    y_hat = self._generate(batch)
+        y, y_hat = _align(batch["audio"], y_hat.detach())
+        total = None
+        for disc in self.discriminators.values():
+            real, fake, _, _ = disc(y, y_hat)
+            part = discriminator_loss(real, fake)
+            total = part if total is None else total + part
+        assert total is not None  # the config guarantees at least one discriminator
+        return {"loss": total, "disc": total.detach()}
+
+    def _gen_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        y_hat = cache.pop("y_hat", None)
+        if y_hat is None or (torch.is_grad_enabled() and not y_hat.requires_grad):
+            y_hat = self._generate(batch)
+        y, y_hat = _align(batch["audio"], y_hat)
+        with torch.no_grad():
+            mel_real = self._mel(y)  # (B, n_mels, T_frames)
+        mel_l1 = mel_l1_loss(mel_real, self._mel(y_hat), batch.get("mel_lengths"))
+        adv = fm = None
+        for disc in self.discriminators.values():
+            _, fake, real_maps, fake_maps = disc(y, y_hat)
+            a, f = generator_adversarial_loss(fake), feature_matching_loss(real_maps, fake_maps)
+            adv, fm = (a, f) if adv is None else (adv + a, fm + f)
+        assert adv is not None and fm is not None
+        m = self.cfg
+        loss = m.mel_weight * mel_l1 + m.adv_weight * adv + m.fm_weight * fm
+        out = {"mel_l1": mel_l1.detach(), "adv": adv.detach(), "fm": fm.detach()}
+        if m.stft_weight > 0:
+            stft = multi_resolution_stft_loss(y, y_hat)
+            loss = loss + m.stft_weight * stft
+            out["stft"] = stft.detach()
+        return {"loss": loss, **out}
+
+    def _mel(self, audio: torch.Tensor) -> torch.Tensor:
+        if self.mel_fn.fb.device != audio.device:
+            self.mel_fn.to(audio.device)
+        with torch.autocast(audio.device.type, enabled=False):
+            return self.mel_fn(audio.float())  # (B, n_mels, T_frames), fp32
+
+
+def _align(y: torch.Tensor, y_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Trim real and generated audio ``(B, 1, T_samples)`` to a common length (padding can differ by < hop)."""
+    n = min(y.shape[-1], y_hat.shape[-1])
+    return y[..., :n], y_hat[..., :n]
+
+
+def build_task(cfg: Any) -> HiFiGANTask:
+    """Build the HiFi-GAN task; the generator's total upsampling must equal ``data.hop_length``."""
+    up = math.prod(cfg.model.upsample_rates)
+    if up != cfg.data.hop_length:
+        raise ConfigError(
+            f"model.upsample_rates {list(cfg.model.upsample_rates)} upsample by {up} but data.hop_length is "
+            f"{cfg.data.hop_length}: make their product equal the hop length"
+        )
+    return HiFiGANTask(cfg.model, cfg.data)
