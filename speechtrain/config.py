@@ -65,6 +65,10 @@ class DataConfig(Section):
         None, gt=0, description="Adds length^2/quadratic_frames to an item's cost, for attention models."
     )
     num_buckets: int = Field(10, gt=0, description="Duration buckets, boundaries at equal-total-duration quantiles.")
+    sort_pool: int = Field(
+        16, gt=0, description="Inside a bucket, shuffled items are sorted by length in pools of this many batches "
+        "(less padding); 1: random batches within the bucket."
+    )
     max_batch_size: int = Field(64, gt=0, description="Cap on items per batch (the frame budget is the real limit).")
     bucket_batch_sizes: list[int] | None = Field(
         None, description="Explicit batch size per bucket, shortest bucket first (written by `speechtrain tune`)."
