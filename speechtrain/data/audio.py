@@ -1,0 +1,115 @@
+"""Audio reading for the data pipeline: soundfile to read, soxr to resample, mono by averaging.
+
+``probe_audio`` reads only the header (plus, for WAV, the declared size of the data chunk, since
+libsndfile silently shortens a truncated WAV to what is there); ``load_audio`` decodes, checks the
+decoded length against the header, downmixes and resamples. Problems raise :class:`AudioProblem`
+with a reason code from :data:`speechtrain.data.manifest.REASONS`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class AudioProblem(Exception):
+    """A file that cannot be used; ``reason`` is a code such as ``truncated_audio``."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass
+class AudioInfo:
+    """What the header says."""
+
+    sample_rate: int
+    channels: int
+    frames: int
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.sample_rate if self.sample_rate else 0.0
+
+
+def wav_declared_frames(path: str | os.PathLike[str], channels: int) -> int | None:
+    """Frames the WAV ``data`` chunk header declares (None: not a plain RIFF/WAVE file, or a streamed
+    file with an unknown size). Reads the chunk headers only."""
+    with open(path, "rb") as f:
+        head = f.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return None
+        block_align = None
+        for _ in range(64):  # a real WAV has a handful of chunks
+            chunk = f.read(8)
+            if len(chunk) < 8:
+                return None
+            cid, size = chunk[:4], struct.unpack("<I", chunk[4:])[0]
+            if cid == b"fmt ":
+                fmt = f.read(size + (size & 1))
+                if len(fmt) >= 14:
+                    block_align = struct.unpack("<H", fmt[12:14])[0]
+                continue
+            if cid == b"data":
+                if size in (0, 0xFFFFFFFF) or not block_align:
+                    return None  # streamed WAV: size unknown
+                return size // block_align
+            f.seek(size + (size & 1), os.SEEK_CUR)
+    return None
+
+
+def probe_audio(path: str | os.PathLike[str]) -> AudioInfo:
+    """Header of an audio file; raises :class:`AudioProblem` (missing, unreadable, truncated, empty)."""
+    import soundfile as sf
+
+    if not os.path.exists(path):
+        raise AudioProblem("missing_file", "file not found")
+    if not os.path.isfile(path):
+        raise AudioProblem("unreadable_audio", "not a regular file")
+    if os.path.getsize(path) == 0:
+        raise AudioProblem("unreadable_audio", "file is empty (0 bytes)")
+    try:
+        info = sf.info(str(path))
+    except Exception as exc:  # soundfile raises several types (LibsndfileError, RuntimeError, TypeError)
+        raise AudioProblem("unreadable_audio", _short(exc)) from None
+    out = AudioInfo(int(info.samplerate), int(info.channels), int(info.frames))
+    declared = wav_declared_frames(path, out.channels) if info.format == "WAV" else None
+    if declared is not None and declared > out.frames:
+        raise AudioProblem("truncated_audio", f"header says {declared} frames, file holds {out.frames}")
+    if out.frames <= 0:
+        raise AudioProblem("empty_audio", "no samples")
+    if out.sample_rate <= 0 or out.channels <= 0:
+        raise AudioProblem("unreadable_audio", f"bad header (rate {out.sample_rate}, channels {out.channels})")
+    return out
+
+
+def load_audio(path: str | os.PathLike[str], sample_rate: int) -> tuple[np.ndarray, AudioInfo]:
+    """Mono float32 samples at ``sample_rate`` (downmixed by averaging, resampled with soxr) and the
+    header info of the file. Raises :class:`AudioProblem` when decoding fails or comes up short."""
+    import soundfile as sf
+    import soxr
+
+    info = probe_audio(path)
+    try:
+        data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (T_samples, channels)
+    except Exception as exc:
+        raise AudioProblem("truncated_audio", f"decoding failed: {_short(exc)}") from None
+    if data.shape[0] < info.frames:
+        raise AudioProblem("truncated_audio", f"header says {info.frames} frames, decoded {data.shape[0]}")
+    mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
+    if sr != sample_rate:
+        mono = soxr.resample(mono, sr, sample_rate, quality="HQ")
+    mono = np.asarray(mono, dtype=np.float32)
+    if not np.all(np.isfinite(mono)):
+        raise AudioProblem("unreadable_audio", "samples are not finite (NaN/inf)")
+    return mono, info
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
