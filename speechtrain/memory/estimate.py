@@ -1,0 +1,419 @@
+"""Memory estimate before any run: weights, gradients, optimizer state and activations.
+
+Static memory is counted from the parameters: fp32 master weights and fp32 gradients (mixed
+precision keeps both in fp32 and only computes in bf16/fp16) plus the optimizer's state (AdamW /
+Adam: two fp32 moments; SGD: one momentum buffer; Muon: one momentum buffer for the 2-D hidden
+weights it updates and two AdamW moments for the rest).
+
+Activations are *measured*: one small forward + backward of the task at two short lengths, with
+``torch.autograd.graph.saved_tensors_hooks`` counting the bytes of the tensors autograd keeps for
+backward (live at the same time, each storage once, parameters excluded). That works on any
+device and in the configured precision. The two points are fitted per item as ``a0 + a1*T`` (or
+``a1*T + a2*T^2`` for attention models, where the score matrix grows with the square of the length)
+and scaled to the configured frame budget (``data.max_frames``) and to the longest utterance.
+
+What it leaves out: temporary buffers inside backward (gradients of activations, kernel
+workspaces) and allocator fragmentation, so a measured peak is usually somewhat above it; the
+tuner (`speechtrain tune`) prints both side by side.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechtrain.memory.stats import format_bytes
+
+FP32 = 4
+#: default text rate when no data is prepared: about 15 characters per second of speech
+CHARS_PER_SECOND = 15.0
+
+
+# ---------------------------------------------------------------------------------------------- static
+
+
+def muon_split(params: list[nn.Parameter]) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+    """(Muon params, AdamW params): Muon takes the 2-D hidden weight matrices (conv kernels
+    flattened count as 2-D); embeddings, biases, norms and 1-D params go to AdamW."""
+    muon = [p for p in params if p.ndim >= 2]
+    ids = {id(p) for p in muon}
+    return muon, [p for p in params if id(p) not in ids]
+
+
+def _unique_params(modules: dict[str, nn.Module], names: list[str] | None = None) -> list[nn.Parameter]:
+    seen: set[int] = set()
+    out = []
+    for name, module in modules.items():
+        if names is not None and name not in names:
+            continue
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                out.append(p)
+    return out
+
+
+def _embedding_params(modules: dict[str, nn.Module]) -> set[int]:
+    return {id(m.weight) for mod in modules.values() for m in mod.modules() if isinstance(m, nn.Embedding)}
+
+
+def optimizer_state_bytes(params: list[nn.Parameter], optimizer: str, embeddings: set[int] | None = None) -> int:
+    """Bytes of optimizer state for ``params`` (fp32 states)."""
+    n = sum(p.numel() for p in params)
+    if optimizer in ("adamw", "adam"):
+        return 2 * FP32 * n
+    if optimizer == "sgd":
+        return FP32 * n
+    if optimizer == "muon":
+        embeddings = embeddings or set()
+        muon, rest = muon_split([p for p in params if id(p) not in embeddings])
+        rest += [p for p in params if id(p) in embeddings]
+        return FP32 * sum(p.numel() for p in muon) + 2 * FP32 * sum(p.numel() for p in rest)
+    raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """The precision a run would use: ``auto`` is bf16 where CUDA supports it, else fp16 on CUDA,
+    fp32 on the CPU."""
+    if precision != "auto":
+        return precision
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return "fp32"
+
+
+def resolve_device(spec: str) -> torch.device:
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(spec)
+
+
+def device_memory(device: torch.device) -> dict[str, Any]:
+    """Total memory of ``device`` in bytes and its name: the GPU's memory, or the system RAM."""
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return {"name": props.name, "total_bytes": int(props.total_memory), "kind": "gpu"}
+    try:
+        total = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        total = None
+    return {"name": "system RAM", "total_bytes": total, "kind": "cpu"}
+
+
+# ---------------------------------------------------------------------------------------------- activations
+
+
+class SavedTensorMeter:
+    """Counts bytes of tensors saved for backward that are alive at the same time (peak), each
+    storage once, leaving out parameters (already counted as weights)."""
+
+    def __init__(self, exclude: set[int] | None = None) -> None:
+        self.exclude = exclude or set()
+        self.live = 0
+        self.peak = 0
+        self._refs: dict[int, list[int]] = {}  # storage ptr -> [nbytes, saved tensors alive]
+
+    def _release(self, key: int) -> None:
+        entry = self._refs.get(key)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            self.live -= entry[0]
+            del self._refs[key]
+
+    def pack(self, t: torch.Tensor) -> torch.Tensor:
+        try:
+            storage = t.untyped_storage()
+            key, nbytes = storage.data_ptr(), storage.nbytes()
+        except (RuntimeError, NotImplementedError):  # sparse or wrapper tensors: count their own size
+            key, nbytes = id(t), t.numel() * t.element_size()
+        if key in self.exclude or nbytes == 0:
+            return t
+        entry = self._refs.get(key)
+        if entry is None:
+            self._refs[key] = [nbytes, 1]
+            self.live += nbytes
+            self.peak = max(self.peak, self.live)
+        else:
+            entry[1] += 1
+        weakref.finalize(t, self._release, key)
+        return t
+
+    @staticmethod
+    def unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    @contextmanager
+    def hooks(self) -> Iterator[SavedTensorMeter]:
+        with torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack):
+            yield self
+
+
+def synthetic_items(
+    n: int,
+    frames: int,
+    data_cfg: Any,
+    needs: Any,
+    tokens_per_frame: float,
+    max_tokens: int | None = None,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
+    """``n`` dataset-like items of ``frames`` mel frames (random log-mel, noise audio, random text)."""
+    from speechtrain.data.text import VOCAB_SIZE
+
+    rng = np.random.default_rng(seed)
+    n_tokens = max(2, int(round(frames * tokens_per_frame)))
+    if max_tokens is not None:
+        n_tokens = min(n_tokens, max_tokens)
+    items = []
+    for i in range(n):
+        item: dict[str, Any] = {"id": f"synthetic{i}", "speaker": 0, "label": 0, "text": "x" * n_tokens}
+        if needs.mel or not needs.audio:
+            item["mel"] = rng.standard_normal((data_cfg.n_mels, frames), dtype=np.float32) - 4.0  # (n_mels, T_frames)
+        if needs.audio or data_cfg.features_on_device:
+            item["audio"] = 0.1 * rng.standard_normal(frames * data_cfg.hop_length, dtype=np.float32)  # (T_samples,)
+        if needs.text:
+            item["tokens"] = rng.integers(4, VOCAB_SIZE, n_tokens).astype(np.int64)  # (L_tokens,)
+        items.append(item)
+    return items
+
+
+def _autocast(device: torch.device, precision: str) -> tuple[Any, str]:
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    if dtype is None:
+        return nullcontext(), "fp32"
+    try:
+        ctx = torch.autocast(device_type=device.type, dtype=dtype)
+    except (RuntimeError, ValueError):
+        return nullcontext(), f"fp32 ({precision} autocast unavailable on {device.type})"
+    return ctx, precision
+
+
+def measure_activation_bytes(task: Any, batch: Any, device: torch.device, precision: str = "fp32") -> int:
+    """Peak bytes saved for backward during one training step of every optimizer stage of ``task``
+    on ``batch`` (forward + backward; no optimizer step, gradients cleared afterwards)."""
+    modules = task.modules()
+    params = _unique_params(modules)
+    exclude = set()
+    for p in params:
+        exclude.add(p.untyped_storage().data_ptr())
+    meter = SavedTensorMeter(exclude)
+    batch = batch.to(device)
+    ctx, _ = _autocast(device, precision)
+    cache: dict[str, Any] = {}
+    try:
+        with meter.hooks():
+            for spec in task.optimizer_specs():
+                with ctx:
+                    out = task.training_step(batch, spec.name, cache)
+                out["loss"].float().backward()
+                del out
+    finally:
+        cache.clear()
+        for p in params:
+            p.grad = None
+    return int(meter.peak)
+
+
+def _has_attention(modules: dict[str, nn.Module]) -> bool:
+    for mod in modules.values():
+        for m in mod.modules():
+            name = type(m).__name__.lower()
+            if isinstance(m, nn.MultiheadAttention) or "attention" in name or name.endswith("attn"):
+                return True
+    return False
+
+
+def fit_activations(points: list[tuple[int, int, int]], quadratic: bool) -> dict[str, Any]:
+    """Per-item model of activation bytes from ``(batch_size, frames, bytes)`` at two lengths:
+    ``a0 + a1*T`` (linear) or ``a1*T + a2*T^2`` (quadratic, falling back to linear when the
+    fitted square term is negative)."""
+    (b1, t1, y1), (b2, t2, y2) = points
+    p1, p2 = y1 / b1, y2 / b2
+    if quadratic:
+        det = t1 * t2 * t2 - t2 * t1 * t1
+        a1 = (p1 * t2 * t2 - p2 * t1 * t1) / det
+        a2 = (t1 * p2 - t2 * p1) / det
+        if a2 >= 0 and a1 >= 0:
+            return {"model": "quadratic", "per_item": 0.0, "per_frame": a1, "per_frame2": a2}
+    a1 = max(0.0, (p2 - p1) / (t2 - t1))
+    a0 = max(0.0, p1 - a1 * t1)
+    return {"model": "linear", "per_item": a0, "per_frame": a1, "per_frame2": 0.0}
+
+
+def activation_bytes(fit: dict[str, Any], batch_size: int, frames: int) -> int:
+    """Activation bytes of a batch of ``batch_size`` items of ``frames`` frames from a fit."""
+    per_item = fit["per_item"] + fit["per_frame"] * frames + fit["per_frame2"] * frames * frames
+    return int(math.ceil(batch_size * per_item))
+
+
+def predict_bytes(est: dict[str, Any], batch_size: int, frames: int) -> int:
+    """Estimated peak of a training step: static bytes + activations of ``batch_size x frames``."""
+    return int(est["static_bytes"]) + activation_bytes(est["activations"], batch_size, frames)
+
+
+# ---------------------------------------------------------------------------------------------- estimate
+
+
+def _dataset_stats(cfg: Any) -> dict[str, Any] | None:
+    """Longest item and text rate of the prepared training set, or None when not prepared."""
+    try:
+        from speechtrain.data.dataset import SpeechDataset
+
+        ds = SpeechDataset.from_config(cfg, split="train", fields=("mel",))
+    except Exception:  # noqa: BLE001 - not prepared (or no manifest): fall back to max_duration
+        return None
+    frames = np.asarray(ds.frames)
+    if frames.size == 0:
+        return None
+    return {"longest_frames": int(frames.max()), "items": int(frames.size)}
+
+
+def estimate(
+    cfg: Any,
+    task: Any = None,
+    device: torch.device | str | None = None,
+    longest_frames: int | None = None,
+    lengths: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """Memory a training run of ``cfg`` needs, before running it (bytes; see the module doc).
+
+    ``task`` defaults to the task of ``cfg.model``; ``device`` to ``train.device``;
+    ``longest_frames`` to the prepared training set's longest utterance (else
+    ``data.max_duration``); ``lengths`` are the two measured lengths in frames (default 64, 128;
+    crop mode: half the crop and the crop).
+    """
+    from speechtrain.data.batch import round_up
+    from speechtrain.data.collate import collate
+
+    d = cfg.data
+    device = resolve_device(cfg.train.device) if device is None else torch.device(device)
+    if task is None:
+        from speechtrain.registry import build_task
+
+        task = build_task(cfg)
+    modules = task.modules()
+    for m in modules.values():
+        m.to(device)
+    precision = resolve_precision(cfg.accel.precision, device)
+    _, measured_precision = _autocast(device, precision)
+
+    # static memory: by optimizer stage, each stage's own optimizer over its modules
+    params = _unique_params(modules)
+    trainable = [p for p in params if p.requires_grad]
+    embeddings = _embedding_params(modules)
+    opt_bytes = 0
+    seen: set[int] = set()
+    for spec in task.optimizer_specs():
+        stage = [p for p in _unique_params(modules, spec.modules) if p.requires_grad and id(p) not in seen]
+        seen.update(id(p) for p in stage)
+        opt_bytes += optimizer_state_bytes(stage, cfg.optim.name, embeddings)
+    weights = sum(p.numel() * p.element_size() for p in params)
+    grads = FP32 * sum(p.numel() for p in trainable)
+    static = weights + grads + opt_bytes
+
+    # activations: two small measured steps
+    crop = d.crop_frames
+    if lengths is None:
+        lengths = (max(1, crop // 2), crop) if crop else (64, 128)
+    lengths = tuple(round_up(int(t), d.pad_multiple) for t in lengths)
+    if lengths[0] == lengths[1]:
+        lengths = (lengths[0], lengths[0] * 2)
+    needs = task.needs()
+    tokens_per_frame = CHARS_PER_SECOND * d.hop_length / d.sample_rate
+    max_tokens = getattr(cfg.model, "max_text_tokens", None)
+    max_tokens = max_tokens - 2 if max_tokens else None  # room for bos/eos
+    b0 = 2
+    points = []
+    was_training = {k: m.training for k, m in modules.items()}
+    for m in modules.values():
+        m.train()
+    try:
+        for t in lengths:
+            items = synthetic_items(b0, t, d, needs, tokens_per_frame, max_tokens)
+            batch = collate(items, d.pad_multiple, d.hop_length, d.sample_rate)
+            points.append((b0, int(t), measure_activation_bytes(task, batch, device, precision)))
+    finally:
+        for k, m in modules.items():
+            m.train(was_training[k])
+    quadratic = bool(d.quadratic_frames) or _has_attention(modules)
+    fit = fit_activations(points, quadratic)
+    fit["measured"] = [{"batch_size": b, "frames": t, "bytes": y} for b, t, y in points]
+    fit["precision"] = measured_precision
+
+    # scale to the longest utterance and the frame budget
+    source = "argument"
+    if longest_frames is None:
+        stats = _dataset_stats(cfg)
+        if stats is not None:
+            longest_frames, source = stats["longest_frames"], "prepared training set"
+        else:
+            longest_frames = int(d.max_duration * d.sample_rate / d.hop_length)
+            source = "data.max_duration"
+    longest = round_up(int(crop or longest_frames), d.pad_multiple)
+    if crop:
+        budget_batch, budget_frames = d.batch_size, d.batch_size * longest
+    elif d.max_frames is not None:
+        budget_batch, budget_frames = max(1, d.max_frames // longest), d.max_frames
+    else:
+        budget_batch, budget_frames = d.batch_size, d.batch_size * longest
+    act_longest = activation_bytes(fit, 1, longest)
+    act_budget = activation_bytes(fit, budget_batch, longest)
+    mem = device_memory(device)
+    total = static + act_budget
+    return {
+        "device": str(device),
+        "device_name": mem["name"],
+        "device_memory_bytes": mem["total_bytes"],
+        "precision": precision,
+        "optimizer": cfg.optim.name,
+        "parameters": int(sum(p.numel() for p in params)),
+        "trainable_parameters": int(sum(p.numel() for p in trainable)),
+        "weights_bytes": int(weights),
+        "gradients_bytes": int(grads),
+        "optimizer_bytes": int(opt_bytes),
+        "static_bytes": int(static),
+        "activations": fit,
+        "longest_frames": int(longest),
+        "longest_source": "data.crop_frames" if crop else source,
+        "budget_batch_size": int(budget_batch),
+        "budget_frames": int(budget_frames),
+        "activations_longest_bytes": act_longest,
+        "activations_budget_bytes": act_budget,
+        "total_longest_bytes": static + act_longest,
+        "total_budget_bytes": total,
+        "fits": None if mem["total_bytes"] is None else bool(total <= mem["total_bytes"]),
+    }
+
+
+def format_estimate(est: dict[str, Any]) -> str:
+    """A short human-readable table of an estimate."""
+    fit = est["activations"]
+    pts = ", ".join(f"{p['batch_size']}x{p['frames']} frames: {format_bytes(p['bytes'])}" for p in fit["measured"])
+    lines = [
+        f"device           {est['device']} ({est['device_name']}): {format_bytes(est['device_memory_bytes'])}",
+        f"parameters       {est['parameters']:,} ({est['trainable_parameters']:,} trainable)",
+        f"weights          {format_bytes(est['weights_bytes'])} (fp32 master)",
+        f"gradients        {format_bytes(est['gradients_bytes'])} (fp32)",
+        f"optimizer        {format_bytes(est['optimizer_bytes'])} ({est['optimizer']})",
+        f"activations      measured in {fit['precision']}: {pts}; {fit['model']} fit: "
+        f"{fit['per_item'] / 1024:.1f} KiB/item + {fit['per_frame'] / 1024:.2f} KiB/frame"
+        + (f" + {fit['per_frame2']:.1f} B/frame^2" if fit["model"] == "quadratic" else ""),
+        f"longest item     {est['longest_frames']} frames ({est['longest_source']}): "
+        f"activations {format_bytes(est['activations_longest_bytes'])}, "
+        f"total {format_bytes(est['total_longest_bytes'])}",
+        f"frame budget     {est['budget_batch_size']} x {est['longest_frames']} = {est['budget_frames']} frames: "
+        f"activations {format_bytes(est['activations_budget_bytes'])}, total {format_bytes(est['total_budget_bytes'])}"
+        + ("" if est["fits"] is None else ("  (fits)" if est["fits"] else "  (DOES NOT FIT: lower data.max_frames)")),
+        "not counted      backward temporaries, kernel workspaces, allocator fragmentation (measure with tune)",
+    ]
+    return "\n".join(lines)
