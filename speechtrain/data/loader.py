@@ -1,0 +1,445 @@
+"""The input pipeline: sampler -> worker reads + collate -> pinned Batch -> device features.
+
+``build_train_loader`` gives an endless iterable of :class:`Batch` whose state is counted in
+batches *consumed by the trainer*: batches prefetched by workers but not yet handed out are not
+counted, so ``state_dict()`` taken at any step resumes at exactly the next batch, whatever
+``num_workers`` is. Each epoch's batches are planned up front by the sampler (a pure function of
+seed and epoch), so resuming recomputes the plan and starts at batch ``k`` without replaying.
+
+Workers read and collate whole batches (``DataLoader(batch_size=None)`` over planned batches), so
+one worker call produces one Batch and the main process does no per-item work.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from speechtrain.data.batch import Batch
+from speechtrain.data.collate import MEL_PAD, collate, crop_item
+from speechtrain.data.sampler import BatchKey, BucketBatchSampler
+from speechtrain.errors import DataError
+
+_FIELD_OF = {"mel": "mel", "audio": "audio", "tokens": "tokens", "speaker": "speaker", "label": "label"}
+
+
+def _data_cfg(cfg: Any) -> Any:
+    return cfg.data if hasattr(cfg, "data") else cfg
+
+
+def _seed(cfg: Any) -> int:
+    return int(cfg.train.seed) if hasattr(cfg, "train") else 0
+
+
+def item_keys(cfg: Any, needs: Any) -> tuple[str, ...]:
+    """Item keys the loader ships for a task's ``Needs`` (with ``features_on_device`` the mel is
+    computed on the device from ``audio``, so only audio travels)."""
+    d = _data_cfg(cfg)
+    keys = []
+    if needs.mel and not d.features_on_device:
+        keys.append("mel")
+    if needs.audio or (needs.mel and d.features_on_device):
+        keys.append("audio")
+    if getattr(needs, "text", False):
+        keys.append("tokens")
+    if getattr(needs, "speakers", False):
+        keys.append("speaker")
+    if getattr(needs, "labels", False):
+        keys.append("label")
+    return tuple(keys)
+
+
+def dataset_fields(cfg: Any, needs: Any) -> tuple[str, ...]:
+    """The ``fields`` argument of ``SpeechDataset.from_config`` for a task (mel/audio/tokens only)."""
+    return tuple(k for k in item_keys(cfg, needs) if k in ("mel", "audio", "tokens"))
+
+
+def resolve_pin_memory(value: Any) -> bool:
+    """``auto`` -> pin when CUDA is available."""
+    if value == "auto":
+        return torch.cuda.is_available()
+    return bool(value)
+
+
+class BatchReader(torch.utils.data.Dataset):
+    """Reads and collates one planned batch (runs inside DataLoader workers)."""
+
+    def __init__(
+        self,
+        dataset: Any,
+        keys: tuple[str, ...],
+        pad_multiple: int = 1,
+        crop_frames: int | None = None,
+        hop_length: int | None = None,
+        sample_rate: int | None = None,
+    ) -> None:
+        self.dataset, self.keys = dataset, keys
+        self.pad_multiple, self.crop_frames = pad_multiple, crop_frames
+        self.hop_length = int(hop_length or dataset.hop_length)
+        self.sample_rate = int(sample_rate or dataset.sample_rate)
+
+    def read(self, index: int) -> dict[str, Any]:
+        item = self.dataset[index]
+        missing = [k for k in self.keys if k not in item]
+        if missing:
+            raise DataError(
+                f"item {item.get('id', index)} has no {missing}: the dataset was built without them; build it "
+                "with SpeechDataset.from_config(cfg, split, fields=speechtrain.data.loader.dataset_fields(cfg, needs))"
+            )
+        out = {k: item[k] for k in self.keys}
+        out["id"] = item.get("id", str(index))
+        return out
+
+    def __getitem__(self, key: BatchKey) -> Batch:
+        items = [self.read(i) for i in key.indices]
+        if self.crop_frames and key.offsets is not None:
+            items = [crop_item(it, o, self.crop_frames, self.hop_length) for it, o in zip(items, key.offsets)]
+        return collate(items, self.pad_multiple, self.hop_length, self.sample_rate, key.bucket, self.crop_frames)
+
+    def __len__(self) -> int:  # pragma: no cover - DataLoader with a sampler does not need it
+        return len(self.dataset)
+
+
+class _KeySource(torch.utils.data.Sampler):
+    """The batches a DataLoader iterator reads: set by the main process before each iter()."""
+
+    def __init__(self) -> None:
+        self.keys: list[BatchKey] = []
+
+    def __iter__(self) -> Iterator[BatchKey]:
+        return iter(list(self.keys))
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _dataloader(reader: BatchReader, source: _KeySource, d: Any, notes: list[str]) -> torch.utils.data.DataLoader:
+    kwargs: dict[str, Any] = {}
+    if d.num_workers > 0:
+        if d.prefetch_factor is not None:
+            kwargs["prefetch_factor"] = d.prefetch_factor
+        kwargs["persistent_workers"] = d.persistent_workers
+    else:
+        if d.prefetch_factor is not None:
+            notes.append("data.prefetch_factor not used: it needs data.num_workers > 0")
+        if d.persistent_workers:
+            notes.append("data.persistent_workers not used: it needs data.num_workers > 0")
+    pin = resolve_pin_memory(d.pin_memory)
+    if d.pin_memory is True and not torch.cuda.is_available():
+        notes.append("data.pin_memory not used: no CUDA device")
+        pin = False
+    return torch.utils.data.DataLoader(
+        reader,
+        batch_size=None,
+        sampler=source,
+        num_workers=d.num_workers,
+        collate_fn=_identity,
+        pin_memory=pin,
+        **kwargs,
+    )
+
+
+class _Totals:
+    def __init__(self) -> None:
+        self.batches = self.items = self.real_frames = self.padded_frames = 0
+        self.audio_seconds = 0.0
+
+    def add(self, batch: Batch) -> None:
+        self.batches += 1
+        self.items += batch.size
+        self.real_frames += batch.real_frames
+        self.padded_frames += batch.padded_frames
+        self.audio_seconds += batch.audio_seconds
+
+    @property
+    def padding_fraction(self) -> float:
+        return 0.0 if self.padded_frames == 0 else 1.0 - self.real_frames / self.padded_frames
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "batches": self.batches,
+            "items": self.items,
+            "real_frames": self.real_frames,
+            "padded_frames": self.padded_frames,
+            "audio_seconds": self.audio_seconds,
+            "padding_fraction": self.padding_fraction,
+        }
+
+    def load(self, raw: dict[str, Any]) -> None:
+        for k in ("batches", "items", "real_frames", "padded_frames"):
+            setattr(self, k, int(raw.get(k, 0)))
+        self.audio_seconds = float(raw.get("audio_seconds", 0.0))
+
+
+class TrainLoader:
+    """Endless iterable of training batches across epochs, resumable at the exact next batch."""
+
+    def __init__(self, dataset: Any, sampler: BucketBatchSampler, reader: BatchReader, data_cfg: Any) -> None:
+        self.dataset, self.sampler, self.reader = dataset, sampler, reader
+        self.notes: list[str] = list(sampler.report.lines())
+        self._source = _KeySource()
+        self._loader = _dataloader(reader, self._source, data_cfg, self.notes)
+        self.num_workers = data_cfg.num_workers
+        self.pin_memory = self._loader.pin_memory
+        self._total, self._epoch_totals = _Totals(), _Totals()
+        self._history: list[dict[str, Any]] = []
+        self._generation = 0
+
+    @property
+    def epoch(self) -> int:
+        return self.sampler.epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        """Jump forward to the start of ``epoch`` (carrying rank remainders on the way)."""
+        if epoch != self.sampler.epoch:
+            self._finish_epoch()
+            self.sampler.set_epoch(epoch)
+            self._generation += 1
+
+    def __len__(self) -> int:
+        """Batches of this rank in the current epoch."""
+        return len(self.sampler)
+
+    def _finish_epoch(self) -> None:
+        if self._epoch_totals.batches:
+            self._history.append({"epoch": self.sampler.epoch, **self._epoch_totals.to_dict()})
+            self._history = self._history[-100:]
+        self._epoch_totals = _Totals()
+
+    def __iter__(self) -> Iterator[Batch]:
+        generation = self._generation
+        while True:
+            if self.sampler.position >= len(self.sampler):
+                self._finish_epoch()
+                self.sampler.advance()
+            self._source.keys = self.sampler.epoch_keys()
+            it = iter(self._loader)
+            try:
+                for batch in it:
+                    if generation != self._generation:
+                        return  # load_state_dict/set_epoch happened: this iterator is stale
+                    self.sampler.position += 1  # counted when handed to the trainer
+                    self._total.add(batch)
+                    self._epoch_totals.add(batch)
+                    yield batch
+                    if generation != self._generation:
+                        return
+            finally:
+                del it  # stops workers of a non-persistent loader, drops prefetched batches
+
+    def stats(self) -> dict[str, Any]:
+        """Padding fraction and counts so far (total and this epoch), and what was left out."""
+        report = self.sampler.report
+        skipped = dict(report.skipped)
+        if self.sampler.dropped_items:
+            skipped["rank_remainder"] = self.sampler.dropped_items
+        return {
+            "epoch": self.sampler.epoch,
+            "position": self.sampler.position,
+            "batches_per_epoch": len(self.sampler),
+            **self._total.to_dict(),
+            "epoch_padding_fraction": self._epoch_totals.padding_fraction,
+            "epochs": list(self._history),
+            "oversize": report.oversize,
+            "oversize_action": report.oversize_action,
+            "crop_short": report.crop_short,
+            "crop_short_action": report.crop_short_action,
+            "skipped": skipped,
+            "carried_batches": len(self.sampler.carried),
+            "dropped_batches": self.sampler.dropped,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "sampler": self.sampler.state_dict(),
+            "total": self._total.to_dict(),
+            "epoch_totals": self._epoch_totals.to_dict(),
+            "history": list(self._history),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sampler.load_state_dict(state["sampler"])
+        self._total.load(state.get("total", {}))
+        self._epoch_totals.load(state.get("epoch_totals", {}))
+        self._history = list(state.get("history", []))
+        self._generation += 1
+
+
+def build_train_loader(
+    cfg: Any, dataset: Any, needs: Any, rank: int | None = None, world_size: int | None = None
+) -> TrainLoader:
+    """The training loader for ``dataset`` (a SpeechDataset or look-alike) and a task's ``needs``.
+
+    ``cfg`` is a Config (``data`` and ``train.seed`` are used) or a DataConfig (seed 0).
+    ``rank``/``world_size`` default to torch.distributed when initialised, else 0/1.
+    """
+    d = _data_cfg(cfg)
+    if len(dataset) == 0:
+        raise DataError("the training set is empty: check data.manifest and the prepare report")
+    if d.crop_frames and not (needs.mel or needs.audio):
+        raise DataError("data.crop_frames crops mel and audio, but the task needs neither")
+    sampler = BucketBatchSampler.from_config(
+        d, dataset.frames, seed=_seed(cfg), ids=getattr(dataset, "ids", None), rank=rank, world_size=world_size
+    )
+    if sampler.usable.size == 0:
+        raise DataError("every utterance was skipped by the sampler: " + "; ".join(sampler.report.lines()))
+    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, d.crop_frames)
+    reader.read(int(sampler.usable[0]))  # fail here, not in a worker, when a field is missing
+    return TrainLoader(dataset, sampler, reader, d)
+
+
+class EvalLoader:
+    """One ordered pass over the evaluation set in batches of ``eval_batch_size`` (re-iterable)."""
+
+    def __init__(self, reader: BatchReader, keys: list[BatchKey], data_cfg: Any) -> None:
+        self.reader, self.keys = reader, keys
+        self.notes: list[str] = []
+        self._source = _KeySource()
+        self._source.keys = keys
+        self._loader = _dataloader(reader, self._source, data_cfg, self.notes)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[Batch]:
+        return iter(self._loader)
+
+
+def build_eval_loader(cfg: Any, dataset: Any, needs: Any) -> EvalLoader:
+    """Whole utterances (no crop) in dataset order, ``data.eval_batch_size`` per batch."""
+    d = _data_cfg(cfg)
+    bs = d.eval_batch_size
+    keys = [BatchKey(tuple(range(s, min(s + bs, len(dataset)))), None, None) for s in range(0, len(dataset), bs)]
+    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, None)
+    if keys:
+        reader.read(0)
+    return EvalLoader(reader, keys, d)
+
+
+class DeviceFeatures(nn.Module):
+    """Features and augmentation for a Batch already on the device (no host round trip).
+
+    - ``data.features_on_device``: ``mel`` = LogMel(``audio``) (the loader then ships raw audio only);
+    - training only (``module.train()``): additive Gaussian noise at ``data.noise_snr_db`` on the
+      audio (before the mel), SpecAugment time/frequency masks on the mel within each item's valid
+      length (masked values set to the item's mean log-mel).
+    """
+
+    def __init__(self, cfg: Any, needs: Any | None = None) -> None:
+        super().__init__()
+        from speechtrain.data.features import LogMel
+
+        d = _data_cfg(cfg)
+        self.hop_length = d.hop_length
+        self.compute_mel = bool(d.features_on_device) and (needs is None or needs.mel)
+        self.logmel = LogMel.from_config(d) if self.compute_mel else None
+        self.noise_snr_db = d.noise_snr_db
+        self.time_masks, self.time_mask_width = d.time_masks, d.time_mask_width
+        self.freq_masks, self.freq_mask_width = d.freq_masks, d.freq_mask_width
+
+    @property
+    def active(self) -> bool:
+        """Whether forward changes anything (in training mode)."""
+        return self.compute_mel or self.noise_snr_db is not None or self.time_masks > 0 or self.freq_masks > 0
+
+    def forward(self, batch: Batch) -> Batch:
+        tensors = dict(batch.tensors)
+        host = {k: list(v) for k, v in batch.host_lengths.items()}
+        if self.training and self.noise_snr_db is not None:
+            if "audio" not in tensors:
+                from speechtrain.config import ConfigError
+
+                raise ConfigError(
+                    "data.noise_snr_db adds noise to audio, but the batch has none: set data.features_on_device=true "
+                    "(noise then reaches the mel) or use a task that reads audio"
+                )
+            tensors["audio"] = self._add_noise(tensors["audio"], tensors["audio_lengths"])
+        if self.compute_mel:
+            if "audio" not in tensors:
+                raise DataError("data.features_on_device needs audio in the batch (build the loader with the same cfg)")
+            audio = tensors["audio"]  # (B, 1, T_samples)
+            lengths = torch.div(tensors["audio_lengths"], self.hop_length, rounding_mode="floor")
+            mel = self.logmel(audio)  # (B, n_mels, T_frames)
+            frames = torch.arange(mel.shape[-1], device=mel.device)
+            tensors["mel"] = mel.masked_fill(frames[None, None, :] >= lengths[:, None, None], MEL_PAD)
+            tensors["mel_lengths"] = lengths
+            host["mel_lengths"] = [n // self.hop_length for n in host.get("audio_lengths", [])]
+        if self.training and "mel" in tensors and (self.time_masks or self.freq_masks):
+            tensors["mel"] = self._spec_augment(tensors["mel"], tensors["mel_lengths"])
+        ids = list(batch.ids)
+        return Batch(tensors, ids, batch.hop_length, batch.sample_rate, batch.pad_multiple, batch.bucket, host)
+
+    def _add_noise(self, audio: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        # audio: (B, 1, T_samples); per-item signal power over the valid samples only
+        valid = (torch.arange(audio.shape[-1], device=audio.device)[None, :] < lengths[:, None]).unsqueeze(1)
+        power = (audio.float().pow(2) * valid).sum(dim=-1, keepdim=True) / lengths.clamp(min=1)[:, None, None]
+        std = torch.sqrt(power / (10.0 ** (self.noise_snr_db / 10.0)))
+        noise = torch.randn_like(audio, dtype=torch.float32) * std * valid
+        return (audio.float() + noise).to(audio.dtype)
+
+    @staticmethod
+    def _band_mask(lengths: torch.Tensor, size: int, count: int, width: int) -> torch.Tensor:
+        """(B, size) bool: ``count`` random bands of width <= ``width`` within each item's length."""
+        b = lengths.shape[0]
+        dev = lengths.device
+        lens = lengths.to(torch.float32)[:, None]  # (B, 1)
+        widths = torch.floor(torch.rand(b, count, device=dev) * (width + 1)).clamp(max=lens)
+        starts = torch.floor(torch.rand(b, count, device=dev) * (lens - widths + 1))
+        pos = torch.arange(size, device=dev, dtype=torch.float32)[None, None, :]  # (1, 1, size)
+        inside = (pos >= starts[..., None]) & (pos < (starts + widths)[..., None])  # (B, count, size)
+        return inside.any(dim=1)
+
+    def _spec_augment(self, mel: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        b, n_mels, t = mel.shape  # (B, n_mels, T_frames)
+        valid = torch.arange(t, device=mel.device)[None, :] < lengths[:, None]  # (B, T_frames)
+        denom = (lengths.clamp(min=1) * n_mels).to(mel.dtype)
+        mean = (mel * valid[:, None, :]).sum(dim=(1, 2)) / denom  # (B,)
+        mask = torch.zeros_like(mel, dtype=torch.bool)
+        if self.time_masks and self.time_mask_width:
+            tmask = self._band_mask(lengths, t, self.time_masks, self.time_mask_width) & valid
+            mask |= tmask[:, None, :]
+        if self.freq_masks and self.freq_mask_width:
+            full = torch.full_like(lengths, n_mels)
+            fmask = self._band_mask(full, n_mels, self.freq_masks, self.freq_mask_width)
+            mask |= fmask[:, :, None] & valid[:, None, :]
+        return torch.where(mask, mean[:, None, None].expand_as(mel), mel)
+
+
+class TimedIterator:
+    """Wraps an iterator and adds up the seconds spent blocked in ``next()`` (the data wait)."""
+
+    def __init__(self, iterable: Iterable[Any]) -> None:
+        self._it = iter(iterable)
+        self.wait_seconds = 0.0
+        self.last_wait = 0.0
+        self.count = 0
+
+    def __iter__(self) -> TimedIterator:
+        return self
+
+    def __next__(self) -> Any:
+        start = time.perf_counter()
+        try:
+            return next(self._it)
+        finally:
+            self.last_wait = time.perf_counter() - start
+            self.wait_seconds += self.last_wait
+            self.count += 1
+
+    def reset(self) -> float:
+        """Return the wait accumulated since the last reset and start again from zero."""
+        waited, self.wait_seconds = self.wait_seconds, 0.0
+        return waited
+
+    @property
+    def mean_wait(self) -> float:
+        return self.wait_seconds / self.count if self.count else math.nan

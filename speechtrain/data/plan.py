@@ -1,0 +1,163 @@
+"""The batch plan of an epoch, without reading audio: bucket bounds, batches per bucket, items
+per batch and padding, for duration-bucketed batching beside plain random batching of the same
+mean batch size (the naive baseline). Used by ``speechtrain plan`` and by the docs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from speechtrain.data.sampler import OVERSIZE, BucketBatchSampler, EpochPlan, item_cost
+
+
+def _plan_stats(sampler: BucketBatchSampler, plan: EpochPlan, budget: float | None) -> dict[str, Any]:
+    batches = plan.all_batches() + list(plan.remainder)
+    frames = sampler.frames
+    sizes = np.array([len(k.indices) for k in batches], dtype=np.int64)
+    real = padded = 0
+    costs = []
+    per_bucket: dict[int, dict[str, float]] = {}
+    for k in batches:
+        lengths = frames[list(k.indices)]
+        pad_len = int(sampler.padded(int(lengths.max())))
+        real += int(lengths.sum())
+        padded += pad_len * len(lengths)
+        costs.append(len(lengths) * float(item_cost(pad_len, sampler.quadratic_frames)))
+        if k.bucket is not None:
+            entry = per_bucket.setdefault(k.bucket, {"batches": 0, "utterances": 0, "real": 0, "padded": 0})
+            entry["batches"] += 1
+            entry["utterances"] += len(lengths)
+            entry["real"] += int(lengths.sum())
+            entry["padded"] += pad_len * len(lengths)
+    out: dict[str, Any] = {
+        "batches": len(batches),
+        "utterances": int(sizes.sum()),
+        "padding_fraction": 0.0 if padded == 0 else 1.0 - real / padded,
+        "real_frames": real,
+        "padded_frames": padded,
+        "mean_batch_size": float(sizes.mean()) if sizes.size else 0.0,
+        "min_batch_size": int(sizes.min()) if sizes.size else 0,
+        "max_batch_size": int(sizes.max()) if sizes.size else 0,
+        "max_batch_cost": max(costs, default=0.0),
+    }
+    if budget is not None and np.isfinite(budget):
+        out["budget"] = budget
+        out["batches_over_budget"] = int(sum(c > budget for c in costs))
+    if sampler.mode == "bucketed":
+        buckets = []
+        for b in sorted(per_bucket):
+            e = per_bucket[b]
+            upper = "oversize" if b == OVERSIZE else int(sampler.boundaries[b])
+            buckets.append(
+                {
+                    "bucket": b,
+                    "upper_frames": upper,
+                    "batches": int(e["batches"]),
+                    "utterances": int(e["utterances"]),
+                    "items_per_batch": e["utterances"] / e["batches"],
+                    "padding_fraction": 0.0 if e["padded"] == 0 else 1.0 - e["real"] / e["padded"],
+                }
+            )
+        out["boundaries"] = sampler.boundaries.tolist()
+        out["buckets"] = buckets
+    return out
+
+
+def plan_report(
+    frames: Sequence[int] | np.ndarray,
+    cfg: Any,
+    ids: Sequence[str] | None = None,
+    seed: int | None = None,
+    hop_length: int | None = None,
+    sample_rate: int | None = None,
+) -> dict[str, Any]:
+    """Plan one epoch (epoch 0, one rank) of bucketed batches and of random batches of the same
+    mean batch size. ``cfg`` is a Config or DataConfig. Returns a JSON-safe dict with keys
+    ``bucketed``, ``random`` (each: ``padding_fraction``, ``batches``, ``utterances``, ...),
+    ``utterances``, ``audio_hours`` and, in crop mode, ``crop``."""
+    d = cfg.data if hasattr(cfg, "data") else cfg
+    if seed is None:
+        seed = int(cfg.train.seed) if hasattr(cfg, "train") else 0
+    hop = hop_length or d.hop_length
+    sr = sample_rate or d.sample_rate
+    frames = np.asarray(frames, dtype=np.int64)
+    common = dict(seed=seed, ids=ids, rank=0, world_size=1)
+    bucketed_cfg = d.model_copy(update={"bucketing": True, "crop_frames": None})
+    bucketed = BucketBatchSampler.from_config(bucketed_cfg, frames, **common)
+    b_stats = _plan_stats(bucketed, bucketed.plan(0), bucketed.budget)
+    mean_bs = max(1, round(b_stats["mean_batch_size"]))
+    random_cfg = d.model_copy(update={"bucketing": False, "crop_frames": None, "batch_size": mean_bs})
+    rnd = BucketBatchSampler.from_config(random_cfg, frames, **common)
+    r_stats = _plan_stats(rnd, rnd.plan(0), bucketed.budget)
+    r_stats["batch_size"] = mean_bs
+    report: dict[str, Any] = {
+        "utterances": int(frames.size),
+        "audio_hours": float(frames.sum()) * hop / sr / 3600.0,
+        "frames_per_second": sr / hop,
+        "min_frames": int(frames.min()) if frames.size else 0,
+        "max_frames": int(frames.max()) if frames.size else 0,
+        "config": {
+            "max_frames": d.max_frames,
+            "quadratic_frames": d.quadratic_frames,
+            "num_buckets": d.num_buckets,
+            "max_batch_size": d.max_batch_size,
+            "batch_size": d.batch_size,
+            "sort_pool": d.sort_pool,
+            "pad_multiple": d.pad_multiple,
+            "bucket_batch_sizes": d.bucket_batch_sizes,
+            "bucket_boundaries": d.bucket_boundaries,
+        },
+        "bucketed": {**b_stats, **bucketed.report.to_dict()},
+        "random": r_stats,
+    }
+    if d.crop_frames:
+        crop = BucketBatchSampler.from_config(d, frames, **common)
+        c_stats = _plan_stats(crop, crop.plan(0), None)
+        # padding in crop mode: short items padded up to crop_frames
+        real = int(np.minimum(frames[crop.usable], d.crop_frames).sum())
+        c_stats["padding_fraction"] = 1.0 - real / max(1, crop.usable.size * d.crop_frames)
+        report["crop"] = {**c_stats, **crop.report.to_dict(), "crop_frames": d.crop_frames}
+    return report
+
+
+def format_plan(report: dict[str, Any]) -> str:
+    """The plan as text: one line per bucket, then bucketed vs random."""
+    b, r = report["bucketed"], report["random"]
+    lines = [
+        f"{report['utterances']} utterances, {report['audio_hours']:.2f} h, "
+        f"{report['min_frames']}-{report['max_frames']} frames ({report['frames_per_second']:.1f} frames/s)",
+        f"frame budget per batch: {b['budget']:.0f}" if "budget" in b else "frame budget: none",
+        "",
+        f"{'bucket':>7} {'<= frames':>10} {'utts':>7} {'batches':>8} {'items/batch':>12} {'padding':>8}",
+    ]
+    for e in b.get("buckets", []):
+        lines.append(
+            f"{e['bucket']:>7} {e['upper_frames']!s:>10} {e['utterances']:>7} {e['batches']:>8} "
+            f"{e['items_per_batch']:>12.1f} {e['padding_fraction']:>8.1%}"
+        )
+    lines += [
+        "",
+        f"{'plan':>9} {'batches':>8} {'items/batch':>12} {'max items':>10} {'padding':>8} {'over budget':>12}",
+        f"{'bucketed':>9} {b['batches']:>8} {b['mean_batch_size']:>12.1f} {b['max_batch_size']:>10} "
+        f"{b['padding_fraction']:>8.1%} {b.get('batches_over_budget', 0):>12}",
+        f"{'random':>9} {r['batches']:>8} {r['mean_batch_size']:>12.1f} {r['max_batch_size']:>10} "
+        f"{r['padding_fraction']:>8.1%} {r.get('batches_over_budget', 0):>12}",
+    ]
+    if "crop" in report:
+        c = report["crop"]
+        lines.append(
+            f"{'crop':>9} {c['batches']:>8} {c['mean_batch_size']:>12.1f} {c['max_batch_size']:>10} "
+            f"{c['padding_fraction']:>8.1%} {'':>12}  (crop_frames={c['crop_frames']})"
+        )
+    notes = []
+    if b["oversize"]:
+        notes.append(
+            f"{b['oversize']} utterance(s) over the budget ({b['oversize_action']}): {', '.join(b['oversize_ids'])}"
+        )
+    if "crop" in report and report["crop"]["crop_short"]:
+        c = report["crop"]
+        notes.append(f"{c['crop_short']} utterance(s) shorter than crop_frames ({c['crop_short_action']})")
+    return "\n".join(lines + notes)
