@@ -38,10 +38,10 @@ def test_cpu_peak_rss_grows_with_a_large_allocation() -> None:
 
 def test_memory_fraction_is_not_applied_on_cpu_and_says_why() -> None:
     record = set_memory_fraction(0.5, "cpu")
-    assert record["name"] == "memory_fraction"
-    assert record["applied"] is False
-    assert "cpu" in record["detail"]
-    assert set_memory_fraction(None, "cpu")["applied"] is False
+    assert record.name == "memory_fraction"
+    assert record.applied is False
+    assert "cpu" in record.detail
+    assert set_memory_fraction(None, "cpu").applied is False
     with pytest.raises(ValueError):
         set_memory_fraction(1.5, "cpu")
 

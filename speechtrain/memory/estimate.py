@@ -80,16 +80,6 @@ def optimizer_state_bytes(params: list[nn.Parameter], optimizer: str, embeddings
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """The precision a run would use: ``auto`` is bf16 where CUDA supports it, else fp16 on CUDA,
-    fp32 on the CPU."""
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    return "fp32"
-
-
 def resolve_device(spec: str) -> torch.device:
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -304,7 +294,9 @@ def estimate(
     modules = task.modules()
     for m in modules.values():
         m.to(device)
-    precision = resolve_precision(cfg.accel.precision, device)
+    from speechtrain.accel.precision import resolve_precision
+
+    precision = resolve_precision(cfg.accel.precision, device).name
     _, measured_precision = _autocast(device, precision)
 
     # static memory: by optimizer stage, each stage's own optimizer over its modules

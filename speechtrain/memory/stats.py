@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from speechtrain.accel.record import AccelRecord
+
 GIB = 1024**3
 
 
@@ -131,29 +133,28 @@ def reset_peak(device: torch.device | str | None = None) -> bool:
     return True
 
 
-def set_memory_fraction(fraction: float | None, device: torch.device | str | None = None) -> dict[str, Any]:
+def set_memory_fraction(fraction: float | None, device: torch.device | str | None = None) -> AccelRecord:
     """Cap this process's share of the GPU's memory (``torch.cuda.set_per_process_memory_fraction``).
 
-    Returns a record ``{"name", "applied", "exact", "detail"}`` like the accelerations do: on the
+    Returns an :class:`~speechtrain.accel.record.AccelRecord` like the accelerations do: on the
     CPU (or with ``fraction=None``) nothing is applied and ``detail`` says why.
     """
-    record: dict[str, Any] = {"name": "memory_fraction", "applied": False, "exact": True, "detail": ""}
     if fraction is None:
-        record["detail"] = "not set (train.memory_fraction is None)"
-        return record
+        return AccelRecord("memory_fraction", False, True, "not set (train.memory_fraction is None)")
     if not 0 < fraction <= 1:
         from speechtrain.config import ConfigError
 
         raise ConfigError(f"memory_fraction must be in (0, 1], got {fraction!r}")
     device = _as_device(device)
     if device.type != "cuda":
-        record["detail"] = f"not applied on {device.type}: the cap is a CUDA caching-allocator limit"
-        return record
+        detail = f"not applied on {device.type}: the cap is a CUDA caching-allocator limit"
+        return AccelRecord("memory_fraction", False, True, detail, {"fraction": fraction})
     torch.cuda.set_per_process_memory_fraction(fraction, device)
     total = torch.cuda.get_device_properties(device).total_memory
-    record["applied"] = True
-    record["detail"] = f"capped at {fraction:.2f} of {format_bytes(total)} = {format_bytes(fraction * total)}"
-    return record
+    detail = f"capped at {fraction:.2f} of {format_bytes(total)} = {format_bytes(fraction * total)}"
+    return AccelRecord(
+        "memory_fraction", True, True, detail, {"fraction": fraction, "limit_bytes": int(fraction * total)}
+    )
 
 
 class RetryStormDetector:
