@@ -154,8 +154,9 @@ def manifests(data_cfg: Any) -> list[tuple[str, str]]:
 
 def held_out_ids(ids: list[str], eval_utterances: int) -> set[str]:
     """The ids held out for evaluation: the ``eval_utterances`` smallest by a stable hash of the id
-    (independent of order and of other items; at least one item is left for training)."""
-    k = min(eval_utterances, max(0, len(ids) - 1))
+    (independent of listing order). Capped at a fifth of the items (at least one when there are two
+    or more) so that a small corpus keeps most of its items for training."""
+    k = min(eval_utterances, max(1, len(ids) // 5) if len(ids) >= 2 else 0)
     ranked = sorted(ids, key=lambda i: hashlib.sha1(i.encode()).hexdigest())
     return set(ranked[:k])
 

@@ -391,11 +391,23 @@ def _compute_one(task: tuple[str, str, str, dict[str, Any]]) -> tuple[str, int, 
 
 
 def default_workers(n_tasks: int) -> int:
-    """Up to 8 processes, at most the CPU count; 1 (in process) for a handful of items."""
+    """Up to 8 processes, at most the CPU count; 1 (in this process) for fewer than 32 items, where
+    starting processes (each imports torch) costs more than it saves."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if n_tasks < 8:
+    if n_tasks < 32:
         return 1
-    return max(1, min(8, cpus, n_tasks // 4))
+    return max(1, min(8, cpus, n_tasks // 8))
+
+
+def _pool_context() -> Any:
+    """forkserver where there is one: a clean server (no CUDA, no OpenMP threads) imports torch once
+    and forks the workers from it; spawn elsewhere. Workers are top-level functions with picklable
+    arguments, so any start method works."""
+    if "forkserver" in mp.get_all_start_methods():
+        ctx = mp.get_context("forkserver")
+        ctx.set_forkserver_preload(["speechtrain.data.prepare", "speechtrain.data.features"])
+        return ctx
+    return mp.get_context("spawn")
 
 
 def _compute_all(
@@ -419,7 +431,7 @@ def _compute_all(
                 results[key] = (frames, samples, err)
                 bar.update()
         else:
-            ctx = mp.get_context("spawn")  # torch in a forked child can deadlock; spawn is safe everywhere
+            ctx = _pool_context()
             chunk = max(1, min(16, n // (workers * 4)))
             with ctx.Pool(workers, initializer=_init_worker) as pool:
                 for key, frames, samples, err in pool.imap_unordered(_compute_one, tasks, chunksize=chunk):

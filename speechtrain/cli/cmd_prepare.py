@@ -1,0 +1,71 @@
+"""speechtrain prepare DATA [--config CFG] [--workers N] [--strict] [--json REPORT] [key=value ...]"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from typing import Any
+
+from speechtrain.cli.common import write_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "prepare",
+        help="validate the data and build the feature cache (reused when nothing changed)",
+        description="Validation pass (bad items are skipped and reported), then log-mel, audio and "
+        "token features computed once into the cache in parallel worker processes.",
+    )
+    p.add_argument("data", nargs="?", default=None, metavar="DATA", help="LJSpeech folder/csv, JSONL, or ROOT/<label>/")
+    p.add_argument("--config", "-c", help="YAML config (its data.* settings are used)")
+    p.add_argument("--workers", "-j", type=int, default=None, help="feature processes (default: up to 8)")
+    p.add_argument("--strict", action="store_true", help="any bad item is an error (exit 2) instead of a skip")
+    p.add_argument("--json", metavar="REPORT", help="also write the report as JSON")
+    p.add_argument("--require-text", action="store_true", help="skip items with empty text (TTS data)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. data.n_mels=64")
+    _allow_overrides_anywhere(p, takes_value=("--config", "-c", "--workers", "-j", "--json"))
+    return p
+
+
+_OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[\w]+)*=")
+
+
+def _allow_overrides_anywhere(p: argparse.ArgumentParser, takes_value: tuple[str, ...]) -> None:
+    """argparse cannot take positionals after options (``prepare DATA --json r.json data.n_mels=64``):
+    lift ``key=value`` tokens out before parsing and hand them over as overrides."""
+    parse = p.parse_known_args
+
+    def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
+        tokens = list(sys.argv[1:] if args is None else args)
+        rest, lifted = [], []
+        for i, tok in enumerate(tokens):
+            after_option = i > 0 and tokens[i - 1] in takes_value
+            (lifted if _OVERRIDE.match(tok) and not after_option else rest).append(tok)
+        ns, extra = parse(rest, namespace)
+        ns.overrides = list(getattr(ns, "overrides", None) or []) + lifted
+        return ns, extra
+
+    p.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def run(args: argparse.Namespace) -> int:
+    from speechtrain.config import load_config
+    from speechtrain.data.prepare import prepare_dataset
+
+    overrides = list(args.overrides or [])
+    data = args.data
+    cfg = load_config(args.config, overrides)
+    if data is not None:
+        cfg.data.manifest = str(data)  # set directly: a path is not parsed as YAML
+    report = prepare_dataset(
+        cfg,
+        workers=args.workers,
+        strict=args.strict,
+        progress=not args.no_progress,
+        require_text=True if args.require_text else None,
+    )
+    print(report.summary())
+    write_json(args.json, report.to_dict())
+    return 0
