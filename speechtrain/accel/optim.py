@@ -1,0 +1,302 @@
+"""Optimizers: AdamW/Adam/SGD with the fastest update kernel, and Muon + AdamW as one optimizer.
+
+Muon rule (which parameters it updates): every trainable tensor with 2 or more dimensions that is
+a real matrix (more than one row and more than one column once viewed as ``out x (in * k)``),
+except
+
+- ``nn.Embedding`` weights (and output layers tied to them),
+- output heads: modules whose name is or ends with ``head`` (``head``, ``lm_head``,
+  ``mel_head``...) or is ``classifier``,
+- weight-norm magnitudes (``weight_g``, ``parametrizations.weight.original0``),
+
+which, with every 1-D tensor (biases, norm scales), go to AdamW. Conv weights ``(out, in, k)``
+are orthogonalised as ``(out, in * k)`` matrices. 2-D weights use ``torch.optim.Muon``; conv
+weights use :class:`FlatMuon`, the same update on the flattened view.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from speechtrain.accel.record import AccelRecord
+
+_HEAD = re.compile(r"(^|\.)(\w*head|classifier)$")
+_NS_COEFFS = (3.4445, -4.7750, 2.0315)  # quintic Newton-Schulz coefficients published with Muon
+
+
+def _orthogonalize(g: torch.Tensor, steps: int, coeffs: tuple[float, float, float], eps: float) -> torch.Tensor:
+    """Approximate U V^T of the 2-D ``g = U S V^T`` by a quintic Newton-Schulz iteration (in bf16)."""
+    a, b, c = coeffs
+    x = g.bfloat16()
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.T
+    x = x / x.norm().clamp(min=eps)  # spectral norm <= Frobenius norm <= 1
+    for _ in range(steps):
+        gram = x @ x.T
+        poly = torch.addmm(gram, gram, gram, beta=b, alpha=c)  # b*G + c*G^2
+        x = torch.addmm(x, poly, x, beta=a)  # a*X + (b*G + c*G^2) X
+    return x.T if tall else x
+
+
+class FlatMuon(torch.optim.Optimizer):
+    """Muon for tensors of 2 or more dimensions: the momentum is orthogonalised as an
+    ``out x (in * k)`` matrix. Same update as ``torch.optim.Muon`` (Nesterov momentum, lr scaled
+    by ``sqrt(max(1, out / fan_in))``, decoupled weight decay) for 2-D tensors."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 0.02,
+        momentum: float = 0.95,
+        weight_decay: float = 0.0,
+        nesterov: bool = True,
+        ns_steps: int = 5,
+        eps: float = 1e-7,
+    ) -> None:
+        defaults = {
+            "lr": lr,
+            "momentum": momentum,
+            "weight_decay": weight_decay,
+            "nesterov": nesterov,
+            "ns_steps": ns_steps,
+            "eps": eps,
+        }
+        super().__init__(params, defaults)
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dim() < 2:
+                    raise ValueError(f"FlatMuon: a parameter of shape {tuple(p.shape)} is not a matrix (needs >= 2-D)")
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - mom)
+                update = p.grad.lerp(buf, mom) if group["nesterov"] else buf
+                rows = p.shape[0]
+                ortho = _orthogonalize(update.reshape(rows, -1), group["ns_steps"], _NS_COEFFS, group["eps"])
+                scale = math.sqrt(max(1.0, rows / (p.numel() // rows)))
+                p.mul_(1 - lr * wd)
+                p.add_(ortho.view(update.shape).to(p.dtype), alpha=-lr * scale)
+        return loss
+
+
+class CombinedOptimizer(torch.optim.Optimizer):
+    """Several optimizers stepped as one. ``param_groups`` holds the very dicts of the inner
+    optimizers' groups (each tagged ``"kind"``), and all share one ``state``, so LR schedulers,
+    ``GradScaler.unscale_/step``, ``zero_grad``, clipping and ``state_dict`` see one optimizer."""
+
+    def __init__(self, parts: list[tuple[str, torch.optim.Optimizer]]) -> None:
+        if not parts:
+            raise ValueError("CombinedOptimizer needs at least one optimizer")
+        groups: list[dict[str, Any]] = []
+        for kind, opt in parts:
+            for g in opt.param_groups:
+                g["kind"] = kind
+                groups.append(g)
+        super().__init__([{"params": g["params"]} for g in groups], defaults={})
+        self.parts = [opt for _, opt in parts]
+        self.kinds = [kind for kind, _ in parts]
+        self._share()
+        self.param_groups = groups
+
+    def _share(self, groups: list[dict[str, Any]] | None = None) -> None:
+        start = 0
+        for opt in self.parts:
+            if groups is not None:
+                n = len(opt.param_groups)
+                opt.param_groups = groups[start : start + n]
+                start += n
+            opt.state = self.state
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for opt in self.parts:
+            opt.step()
+        return loss
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)  # replaces self.state and self.param_groups with new objects
+        self._share(self.param_groups)
+
+
+def _named_trainable(modules: list[nn.Module]) -> list[tuple[str, str, nn.Module, nn.Parameter]]:
+    """(module path, parameter name, owning module, parameter), each parameter once."""
+    seen: set[int] = set()
+    out = []
+    for i, root in enumerate(modules):
+        for mod_name, mod in root.named_modules():
+            for p_name, p in mod.named_parameters(recurse=False):
+                if id(p) in seen or not p.requires_grad:
+                    continue
+                seen.add(id(p))
+                path = f"{i}.{mod_name}" if mod_name else str(i)
+                out.append((path, p_name, mod, p))
+    return out
+
+
+def muon_partition(modules: list[nn.Module]) -> tuple[list[nn.Parameter], list[nn.Parameter], dict[str, str]]:
+    """Split trainable parameters into (Muon, AdamW) by the rule in this module's docstring;
+    the dict maps ``module.param`` names to ``muon`` or ``adamw: why``."""
+    entries = _named_trainable(modules)
+    embedding_ids = {id(p) for _, _, mod, p in entries if isinstance(mod, nn.Embedding)}
+    muon, adamw, why = [], [], {}
+    for path, p_name, _mod, p in entries:
+        name = f"{path}.{p_name}"
+        owner = re.sub(r"\.parametrizations\.\w+$", "", path)
+        rows = p.shape[0] if p.dim() else 1
+        if p.dim() < 2:
+            reason = "adamw: 1-D (bias / norm)"
+        elif id(p) in embedding_ids:
+            reason = "adamw: embedding"
+        elif p_name == "weight_g" or (p_name == "original0" and ".parametrizations." in f".{path}"):
+            reason = "adamw: weight-norm magnitude"
+        elif _HEAD.search(owner):
+            reason = "adamw: output head"
+        elif rows < 2 or p.numel() // rows < 2:
+            reason = "adamw: a vector stored as a matrix"
+        else:
+            reason = "muon"
+        (muon if reason == "muon" else adamw).append(p)
+        why[name] = reason
+    return muon, adamw, why
+
+
+def _kernel_kwargs(impl: str, params: list[nn.Parameter], device: torch.device) -> tuple[dict[str, Any], str]:
+    devices = {p.device.type for p in params} or {device.type}
+    on_cuda = devices == {"cuda"}
+    if impl == "auto":
+        impl = "fused" if on_cuda and all(p.is_floating_point() for p in params) else "foreach"
+    return {"fused": {"fused": True}, "foreach": {"foreach": True}, "for_loop": {"foreach": False}}[impl], impl
+
+
+def _make(cls: type[torch.optim.Optimizer], params: list[Any], kwargs: dict[str, Any], kernel: dict[str, Any]) -> Any:
+    try:
+        return cls(params, **kwargs, **kernel)
+    except (RuntimeError, ValueError) as exc:
+        from speechtrain.config import ConfigError
+
+        raise ConfigError(
+            f"optim.implementation: {cls.__name__} with {kernel} failed: {exc}; use optim.implementation=auto"
+        ) from None
+
+
+def build_optimizer(
+    modules: list[nn.Module], optim_cfg: Any, device: str | torch.device, lr_multiplier: float = 1.0
+) -> tuple[torch.optim.Optimizer, AccelRecord]:
+    """The optimizer over the trainable parameters of ``modules`` (each parameter once) and a
+    record of what was built (name, update kernel, parameter counts).
+
+    ``optim_cfg`` is a :class:`speechtrain.config.OptimConfig` (name, lr, betas, eps, weight_decay,
+    implementation, muon_lr, muon_momentum). ``lr_multiplier`` scales every learning rate.
+    ``sgd`` uses ``betas[0]`` as its momentum.
+    """
+    from speechtrain.errors import UserError
+
+    dev = torch.device(device)
+    name = optim_cfg.name
+    entries = _named_trainable(modules)
+    params = [p for *_, p in entries]
+    if not params:
+        raise UserError("build_optimizer: the modules have no trainable parameters (all frozen or empty)")
+    lr = optim_cfg.lr * lr_multiplier
+    n_total = sum(p.numel() for p in params)
+
+    if name in ("adamw", "adam", "sgd"):
+        kernel_kwargs, kernel = _kernel_kwargs(optim_cfg.implementation, params, dev)
+        if name == "sgd":
+            kwargs = {"lr": lr, "momentum": optim_cfg.betas[0], "weight_decay": optim_cfg.weight_decay}
+            cls: type[torch.optim.Optimizer] = torch.optim.SGD
+        else:
+            kwargs = {"lr": lr, "betas": tuple(optim_cfg.betas), "eps": optim_cfg.eps}
+            kwargs["weight_decay"] = optim_cfg.weight_decay
+            cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+        opt = _make(cls, params, kwargs, kernel_kwargs)
+        for g in opt.param_groups:
+            g["kind"] = name
+        record = AccelRecord(
+            "optimizer",
+            kernel in ("fused", "foreach"),
+            True,
+            f"{cls.__name__} ({kernel} kernel, {_why_kernel(optim_cfg.implementation, kernel, dev)}), "
+            f"{len(params)} tensors, {n_total / 1e6:.2f} M parameters",
+            {"name": name, "kernel": kernel, "tensors": len(params), "parameters": n_total, "lr": lr},
+        )
+        return opt, record
+
+    if name != "muon":
+        from speechtrain.config import ConfigError
+
+        raise ConfigError(f"optim.name: unknown optimizer '{name}' (adamw, adam, muon, sgd)")
+    muon_params, adamw_params, why = muon_partition(modules)
+    muon_lr = optim_cfg.muon_lr * lr_multiplier
+    common = {"lr": muon_lr, "momentum": optim_cfg.muon_momentum, "weight_decay": optim_cfg.weight_decay}
+    parts: list[tuple[str, torch.optim.Optimizer]] = []
+    matrices = [p for p in muon_params if p.dim() == 2]
+    convs = [p for p in muon_params if p.dim() > 2]
+    native = getattr(torch.optim, "Muon", None)
+    if matrices and native is not None:
+        parts.append(("muon", native(matrices, **common)))
+    elif matrices:
+        convs = matrices + convs
+    if convs:
+        parts.append(("muon", FlatMuon(convs, **common)))
+    kernel = "none"
+    if adamw_params:
+        kernel_kwargs, kernel = _kernel_kwargs(optim_cfg.implementation, adamw_params, dev)
+        adamw_kwargs = {"lr": lr, "betas": tuple(optim_cfg.betas), "eps": optim_cfg.eps}
+        adamw_kwargs["weight_decay"] = optim_cfg.weight_decay
+        parts.append(("adamw", _make(torch.optim.AdamW, adamw_params, adamw_kwargs, kernel_kwargs)))
+    opt = CombinedOptimizer(parts)
+    n_muon = sum(p.numel() for p in muon_params)
+    reasons: dict[str, int] = {}
+    for r in why.values():
+        reasons[r] = reasons.get(r, 0) + 1
+    record = AccelRecord(
+        "optimizer",
+        bool(muon_params),
+        True,
+        f"Muon on {len(muon_params)} matrices ({n_muon / 1e6:.2f} M params, lr {muon_lr:g}; "
+        f"{len(convs)} conv weights flattened) + AdamW ({kernel} kernel) on {len(adamw_params)} tensors (lr {lr:g})",
+        {
+            "name": "muon",
+            "kernel": kernel,
+            "muon_tensors": len(muon_params),
+            "muon_parameters": n_muon,
+            "adamw_tensors": len(adamw_params),
+            "parameters": n_total,
+            "torch_muon": bool(matrices) and native is not None,
+            "partition": reasons,
+        },
+    )
+    return opt, record
+
+
+def _why_kernel(requested: str, kernel: str, device: torch.device) -> str:
+    if requested != "auto":
+        return "requested"
+    if kernel == "fused":
+        return "auto: CUDA parameters"
+    return f"auto: {device.type} parameters" if device.type != "cuda" else "auto: parameters not all on CUDA"

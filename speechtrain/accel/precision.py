@@ -1,0 +1,120 @@
+"""Mixed precision: which autocast dtype, whether a grad scaler is needed, and the safer fallback."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from speechtrain.accel.record import AccelRecord
+
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
+
+
+def bf16_supported(device: str | torch.device) -> bool:
+    """bf16 autocast is worth using on ``device``: CUDA compute capability 8.0+ (Ampere), or the CPU."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            return False
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        return torch.cuda.get_device_capability(index) >= (8, 0)
+    return dev.type == "cpu"
+
+
+@dataclass
+class PrecisionPlan:
+    """How a run computes: ``name`` is bf16, fp16 or fp32; ``amp_dtype`` the autocast dtype
+    (``None`` for fp32); ``use_grad_scaler`` is true for fp16 only."""
+
+    name: str
+    device_type: str
+    reason: str
+    requested: str = "auto"
+
+    @property
+    def amp_dtype(self) -> torch.dtype | None:
+        return _DTYPES[self.name]
+
+    @property
+    def use_grad_scaler(self) -> bool:
+        return self.name == "fp16"
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """``torch.autocast`` on the device type in ``amp_dtype``; a no-op context for fp32."""
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device_type, dtype=self.amp_dtype)
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        """A GradScaler for this plan (disabled, i.e. a pass-through, unless fp16)."""
+        return torch.amp.GradScaler(self.device_type, enabled=self.use_grad_scaler)
+
+    def fallback(self) -> PrecisionPlan | None:
+        """The next safer plan: fp16 -> bf16 where supported, else fp32; bf16 -> fp32; fp32 -> None."""
+        if self.name == "fp16" and bf16_supported(self.device_type):
+            return PrecisionPlan("bf16", self.device_type, "fallback from fp16 (non-finite losses)", self.requested)
+        if self.name in ("fp16", "bf16"):
+            return PrecisionPlan("fp32", self.device_type, f"fallback from {self.name} (non-finite losses)", "fp32")
+        return None
+
+    def record(self) -> AccelRecord:
+        """The AccelRecord of this plan."""
+        applied = self.amp_dtype is not None
+        detail = f"{self.name}: {self.reason}"
+        if self.use_grad_scaler:
+            detail += " (dynamic grad scaler)"
+        info = {"requested": self.requested, "dtype": self.name, "grad_scaler": self.use_grad_scaler}
+        return AccelRecord("precision", applied, not applied, detail, info)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "device_type": self.device_type,
+            "reason": self.reason,
+            "requested": self.requested,
+            "amp_dtype": None if self.amp_dtype is None else str(self.amp_dtype).replace("torch.", ""),
+            "use_grad_scaler": self.use_grad_scaler,
+        }
+
+
+def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPlan:
+    """The precision plan for ``requested`` (auto, bf16, fp16, fp32) on ``device``.
+
+    ``auto`` follows the hardware probe (:func:`speechtrain.accel.probe.decide`): bf16 on Ampere or
+    newer, fp16 with a grad scaler on older GPUs, fp32 on the CPU. An explicit bf16 on a GPU
+    without bf16 tensor cores is a ConfigError (before any GPU work) naming the fix.
+    """
+    from speechtrain.config import ConfigError
+
+    dev = torch.device(device)
+    if requested not in ("auto", *_DTYPES):
+        raise ConfigError(f"accel.precision: unknown value '{requested}' (auto, bf16, fp16, fp32)")
+    if requested == "auto":
+        from speechtrain.accel.probe import cached_probe, decide
+
+        rec = decide(cached_probe(str(dev)))["accel.precision"]
+        return PrecisionPlan(rec.value, dev.type, f"auto: {rec.reason}", "auto")
+    if requested == "bf16" and not bf16_supported(dev):
+        raise ConfigError(
+            f"accel.precision=bf16: {dev} has no bf16 support (needs CUDA compute capability 8.0+); "
+            "use accel.precision=fp16 (with grad scaler) or accel.precision=auto"
+        )
+    if requested == "fp16" and dev.type == "cpu":
+        reason = "requested; CPU fp16 autocast is slow on most CPUs"
+    elif requested == "fp32":
+        reason = "requested: full precision, no autocast"
+    else:
+        reason = "requested"
+    return PrecisionPlan(requested, dev.type, reason, requested)
+
+
+@contextlib.contextmanager
+def fp32_region() -> Iterator[None]:
+    """Turn autocast off (CUDA and CPU) for a loss that needs fp32 (STFT losses, log of small
+    values, long reductions). Cast the inputs with ``.float()`` inside the region."""
+    with torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False):
+        yield
