@@ -49,6 +49,8 @@ def test_memory_fraction_is_not_applied_on_cpu_and_says_why() -> None:
 def test_format_bytes() -> None:
     assert format_bytes(3 * 1024**3) == "3.00 GiB"
     assert format_bytes(None) == "-"
+    assert format_bytes(512 * 1024**2) == "0.500 GiB"
+    assert format_bytes(3 * 1024**2) == "0.003 GiB (3.0 MiB)"
 
 
 def test_retry_storm_detector_warns_only_when_retries_jump() -> None:

@@ -19,10 +19,14 @@ GIB = 1024**3
 
 
 def format_bytes(n: int | float | None) -> str:
-    """Bytes as GiB with two decimals (``'-'`` for None)."""
+    """Bytes as GiB (``'-'`` for None); below 0.01 GiB the MiB follow in brackets."""
     if n is None:
         return "-"
-    return f"{n / GIB:.2f} GiB"
+    gib = n / GIB
+    if abs(gib) >= 1 or gib == 0:
+        return f"{gib:.2f} GiB"
+    text = f"{gib:.3f} GiB"
+    return text if abs(gib) >= 0.01 else f"{text} ({n / 1024**2:.1f} MiB)"
 
 
 def _as_device(device: torch.device | str | None) -> torch.device:

@@ -1,0 +1,39 @@
+"""speechtrain tune --config CFG --out TUNED.yaml [--json REPORT] [key=value ...]
+
+Finds, per duration bucket, the largest batch that trains within the memory budget (or the one
+past which audio-seconds/s stop rising), by running real training steps; writes the config with
+``data.bucket_boundaries`` / ``data.bucket_batch_sizes`` (and ``train.grad_accum`` when
+``tune.target_batch_seconds`` is set) so that ``speechtrain train --config TUNED.yaml`` uses them.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from speechtrain.cli.common import add_config_args, config_from_args, write_json
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("tune", help="measure the largest batch per duration bucket and write a tuned config")
+    add_config_args(p, required=True)
+    p.add_argument("--out", required=True, metavar="TUNED.yaml", help="where to write the tuned config")
+    p.add_argument("--json", default=None, metavar="REPORT", help="also write the per-bucket report as JSON")
+    p.add_argument("--quiet", action="store_true", help="do not print every trial")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    from speechtrain.memory.estimate import format_estimate
+    from speechtrain.memory.tune import tune, write_tuned_config
+
+    print(f"tuning batch sizes per bucket ({cfg.tune.objective}) ...")
+    report = tune(cfg, log=(lambda _m: None) if args.quiet else print)
+    print(report.table())
+    if report.estimate is not None:
+        print("estimate (before any run):")
+        print(format_estimate(report.estimate))
+    path = write_tuned_config(report, args.out)
+    write_json(args.json, report.to_dict())
+    print(f"wrote {path}: train with `speechtrain train --config {path}`")
+    return 0

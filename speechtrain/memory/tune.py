@@ -1,0 +1,522 @@
+"""The per-bucket batch-size tuner behind ``speechtrain tune``.
+
+For each duration bucket of the training set, longest first, the tuner runs real training steps
+(forward, backward, optimizer step, with the accelerations the config switches on) on batches at
+the bucket's longest length, made of the bucket's longest real utterances repeated up to the batch
+size, and finds the largest batch that fits in the memory budget
+(``tune.memory_fraction`` x device memory - ``tune.margin_gib``):
+
+1. grow by doubling from a start (1 for the first bucket; the previous bucket's answer scaled by
+   the length ratio for the next ones) until a trial fails or ``tune.max_batch_size`` is reached;
+2. bisect between the last batch that fitted and the first that failed until they are within
+   ``tune.tolerance`` of each other.
+
+A trial fails when it raises an out-of-memory error (:func:`speechtrain.memory.oom.is_oom_error`)
+or its measured peak exceeds the budget. The allocator cache is not emptied between trials, so
+fragmentation is seen as it will be in training. With ``tune.objective: throughput`` (default),
+growing also stops when a larger batch no longer raises audio-seconds per second by
+``tune.min_gain``: on a CPU this is what binds. ``SPEECHTRAIN_INJECT_OOM_FRAMES=N`` rehearses the
+whole search on a CPU (every batch over N padded frames raises an OOM).
+
+The result is the input config with ``data.bucket_boundaries`` and ``data.bucket_batch_sizes``
+filled in (``data.batch_size`` in crop mode or without bucketing) and, when
+``tune.target_batch_seconds`` is set, ``train.grad_accum`` chosen so that an optimizer step sees
+that many seconds of audio.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from speechtrain.memory.stats import GIB, format_bytes, memory_stats, reset_peak, set_memory_fraction
+
+StepFn = Callable[[Any], Any]
+
+
+@dataclass
+class Trial:
+    """One measured batch size: whether it fitted, its peak memory and its speed."""
+
+    batch_size: int
+    ok: bool
+    reason: str  # fits | oom | over budget
+    padded_frames: int = 0
+    peak_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    step_seconds: float | None = None
+    audio_seconds_per_second: float | None = None
+
+
+@dataclass
+class BucketResult:
+    """The tuned batch of one bucket (``bucket`` indexes the buckets shortest first)."""
+
+    bucket: int
+    upper_frames: int  # the bucket's upper bound (data.bucket_boundaries)
+    max_item_frames: int  # longest item in the bucket
+    padded_frames: int  # its padded length (pad_multiple)
+    items: int
+    audio_seconds: float
+    batch_size: int
+    batch_frames: int
+    peak_memory_bytes: int | None
+    peak_reserved_bytes: int | None
+    step_seconds: float | None
+    audio_seconds_per_second: float | None
+    limited_by: str  # memory | throughput | max_batch_size | does_not_fit
+    estimate_bytes: int | None = None
+    trials: list[Trial] = field(default_factory=list)
+
+
+@dataclass
+class TuneReport:
+    """What ``tune`` found; ``config`` is the tuned config (write it with :func:`write_tuned_config`)."""
+
+    buckets: list[BucketResult]
+    seconds: float
+    mode: str  # bucketed | crop | fixed
+    objective: str
+    device: str
+    budget_bytes: int | None
+    budget_source: str
+    injected_oom_frames: int | None
+    grad_accum: int
+    mean_batch_seconds: float
+    effective_batch_seconds: float
+    target_batch_seconds: float | None
+    estimate: dict[str, Any] | None
+    config: Any = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "config"}
+        out["buckets"] = [asdict(b) for b in self.buckets]
+        return out
+
+    def table(self) -> str:
+        """The per-bucket table printed by ``speechtrain tune``."""
+        head = (
+            f"{'bucket':>6} {'longest':>8} {'batch':>6} {'padded':>8} {'peak':>11} {'estimate':>11} "
+            f"{'step s':>8} {'audio s/s':>10}  limited by"
+        )
+        lines = [head]
+        for b in sorted(self.buckets, key=lambda r: -r.max_item_frames):
+            aps = "-" if b.audio_seconds_per_second is None else f"{b.audio_seconds_per_second:.1f}"
+            step = "-" if b.step_seconds is None else f"{b.step_seconds:.3f}"
+            lines.append(
+                f"{b.bucket:>6} {b.max_item_frames:>8} {b.batch_size:>6} {b.batch_frames:>8} "
+                f"{format_bytes(b.peak_memory_bytes):>11} {format_bytes(b.estimate_bytes):>11} {step:>8} {aps:>10}  "
+                f"{b.limited_by} ({len(b.trials)} trials)"
+            )
+        lines.append(
+            f"budget {format_bytes(self.budget_bytes)} ({self.budget_source}); objective {self.objective}; "
+            f"device {self.device}; tuned in {self.seconds:.1f} s"
+        )
+        accum = f"grad_accum {self.grad_accum}: mean batch {self.mean_batch_seconds:.1f} s of audio"
+        if self.target_batch_seconds:
+            accum += f", {self.effective_batch_seconds:.1f} s per optimizer step (target {self.target_batch_seconds:g})"
+        lines.append(accum)
+        lines.extend(f"note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------- search
+
+
+def search_batch_size(
+    trial: Callable[[int], Trial],
+    start: int = 1,
+    cap: int = 1024,
+    tolerance: float = 0.05,
+    objective: str = "memory",
+    min_gain: float = 0.05,
+) -> tuple[Trial | None, list[Trial], str]:
+    """Largest batch size for which ``trial(b).ok`` (grow by doubling, then bisect).
+
+    Returns ``(best trial or None when even 1 fails, all trials, what limited it)``; ``limited``
+    is ``memory``, ``throughput``, ``max_batch_size`` or ``does_not_fit``. With
+    ``objective="throughput"`` growth also stops when a doubled batch does not raise
+    ``audio_seconds_per_second`` by ``min_gain`` (the smaller batch is kept).
+    """
+    trials: list[Trial] = []
+
+    def run(b: int) -> Trial:
+        r = trial(b)
+        trials.append(r)
+        return r
+
+    b = int(min(max(1, start), cap))
+    r = run(b)
+    fail: int | None = None
+    if not r.ok:
+        fail = b
+        while not r.ok and b > 1:  # the start was too large: halve until one fits
+            b = max(1, b // 2)
+            r = run(b)
+            if not r.ok:
+                fail = b
+        if not r.ok:
+            return None, trials, "does_not_fit"
+        best, limited = r, "memory"
+    else:
+        best, limited = r, ""
+        while not limited:
+            if b >= cap:
+                limited = "max_batch_size"
+                break
+            nb = min(cap, 2 * b)
+            r = run(nb)
+            if not r.ok:
+                fail, limited = nb, "memory"
+            elif objective == "throughput" and _no_gain(r, best, min_gain):
+                limited = "throughput"
+            else:
+                best, b = r, nb
+    if limited == "memory":
+        lo, hi = best.batch_size, int(fail)  # type: ignore[arg-type]
+        while hi - lo > 1 and hi - lo > tolerance * lo:
+            mid = (lo + hi) // 2
+            r = run(mid)
+            if r.ok:
+                best, lo = r, mid
+            else:
+                hi = mid
+    return best, trials, limited
+
+
+def _no_gain(new: Trial, old: Trial, min_gain: float) -> bool:
+    if new.audio_seconds_per_second is None or old.audio_seconds_per_second is None:
+        return False
+    return new.audio_seconds_per_second < old.audio_seconds_per_second * (1.0 + min_gain)
+
+
+# ---------------------------------------------------------------------------------------------- budget
+
+
+def memory_budget(cfg: Any, device: torch.device) -> tuple[int | None, str, int | None]:
+    """(budget bytes, where it comes from, device total bytes): fraction x total - margin."""
+    from speechtrain.memory.estimate import device_memory
+
+    mem = device_memory(device)
+    total = mem["total_bytes"]
+    if total is None:
+        return None, "unknown device memory: only OOMs bind", None
+    t = cfg.tune
+    budget = int(total * t.memory_fraction - t.margin_gib * GIB)
+    if budget <= 0:
+        from speechtrain.config import ConfigError
+
+        raise ConfigError(
+            f"tune.memory_fraction={t.memory_fraction} x {format_bytes(total)} - tune.margin_gib={t.margin_gib} "
+            "leaves no memory; raise tune.memory_fraction or lower tune.margin_gib"
+        )
+    what = f"{t.memory_fraction:g} x {format_bytes(total)} {mem['name']} - {t.margin_gib:g} GiB"
+    return budget, what, total
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # host sync: timing needs the step finished
+
+
+def _peaks(device: torch.device) -> tuple[int | None, int | None]:
+    """(peak allocated, peak reserved) on CUDA; (peak RSS, peak RSS) on the CPU."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device)), int(torch.cuda.max_memory_reserved(device))
+    peak = memory_stats(device)["peak_rss"]
+    return peak, peak
+
+
+def run_trial(
+    step_fn: StepFn,
+    batch: Any,
+    device: torch.device,
+    steps: int,
+    budget: int | None,
+    clear_grads: Callable[[], None] = lambda: None,
+) -> Trial:
+    """One warm-up and ``steps`` timed training steps on ``batch``; fails on OOM or over budget."""
+    from speechtrain.memory.oom import is_oom_error, maybe_inject_oom
+
+    b = batch.size
+    reset_peak(device)
+    oom = False
+    elapsed = 0.0
+    try:
+        for i in range(1 + steps):
+            if i == 1:
+                _sync(device)
+                t0 = time.perf_counter()
+            maybe_inject_oom(batch)
+            step_fn(batch)
+        _sync(device)
+        elapsed = time.perf_counter() - t0
+    except Exception as exc:
+        if not is_oom_error(exc):
+            raise
+        oom = True
+        del exc
+    if oom:  # outside the except block, so the traceback (and the tensors it holds) is gone
+        clear_grads()
+        gc.collect()
+        return Trial(b, False, "oom", batch.padded_frames)
+    peak, reserved = _peaks(device)
+    step_s = elapsed / steps
+    aps = batch.audio_seconds / step_s if step_s > 0 else None
+    over = budget is not None and reserved is not None and reserved > budget
+    return Trial(b, not over, "over budget" if over else "fits", batch.padded_frames, peak, reserved, step_s, aps)
+
+
+# ---------------------------------------------------------------------------------------------- tune
+
+
+def bucket_plan(cfg: Any, frames: np.ndarray) -> tuple[str, list[int]]:
+    """(mode, bucket upper bounds in frames, shortest first) of a training set for the tuner."""
+    from speechtrain.data.sampler import equal_duration_boundaries
+
+    d = cfg.data
+    if d.crop_frames:
+        return "crop", [int(d.crop_frames)]
+    if not d.bucketing:
+        return "fixed", [int(frames.max())]
+    if d.bucket_boundaries:
+        return "bucketed", [int(x) for x in d.bucket_boundaries]
+    return "bucketed", [int(x) for x in equal_duration_boundaries(frames, d.num_buckets)]
+
+
+def scaled_start(batch_size: int, frames: int, new_frames: int, quadratic_frames: float | None = None) -> int:
+    """The previous bucket's batch size scaled to a bucket of ``new_frames`` (equal item cost)."""
+    from speechtrain.data.sampler import item_cost
+
+    cost = float(item_cost(frames, quadratic_frames)) * batch_size
+    return max(1, int(cost // float(item_cost(new_frames, quadratic_frames))))
+
+
+def choose_grad_accum(
+    buckets: list[BucketResult], target_seconds: float | None, current: int = 1
+) -> tuple[int, float, float]:
+    """(grad_accum, mean batch seconds, seconds per optimizer step) for ``target_seconds`` of audio
+    per optimizer step. The mean is over the batches of an epoch: each bucket contributes
+    ``items / batch_size`` batches holding its audio."""
+    n_batches = sum(b.items / b.batch_size for b in buckets if b.batch_size > 0 and b.items > 0)
+    seconds = sum(b.audio_seconds for b in buckets if b.items > 0)
+    mean = seconds / n_batches if n_batches else 0.0
+    if target_seconds is None or mean <= 0:
+        return current, mean, mean * current
+    accum = max(1, math.ceil(target_seconds / mean - 1e-9))
+    return accum, mean, mean * accum
+
+
+def tune(
+    cfg: Any,
+    task: Any = None,
+    dataset: Any = None,
+    step_fn: StepFn | None = None,
+    log: Callable[[str], None] = print,
+    with_estimate: bool = True,
+) -> TuneReport:
+    """Tune per-bucket batch sizes for ``cfg`` (see the module docstring).
+
+    ``task`` defaults to the config's model; ``dataset`` to the prepared training set (prepared
+    here when missing or stale); ``step_fn(batch)`` to one step of a
+    :class:`speechtrain.train.trainer.Trainer` built without its OOM guard (pass your own to tune
+    a training loop of your own).
+    """
+    from speechtrain.config import build_config
+    from speechtrain.data.batch import round_up
+    from speechtrain.data.loader import BatchReader, item_keys
+    from speechtrain.data.sampler import BatchKey, item_cost
+    from speechtrain.memory.estimate import predict_bytes, resolve_device
+    from speechtrain.memory.oom import injected_oom_frames
+
+    t0 = time.perf_counter()
+    d, t = cfg.data, cfg.tune
+    if task is None:
+        from speechtrain.registry import build_task
+
+        task = build_task(cfg)
+    needs = task.needs()
+    if dataset is None:
+        from speechtrain.data.dataset import SpeechDataset
+        from speechtrain.data.prepare import ensure_prepared
+        from speechtrain.train.run import dataset_fields
+
+        ensure_prepared(cfg, require_text=needs.text)
+        dataset = SpeechDataset.from_config(cfg, "train", fields=dataset_fields(needs, cfg))
+        task.setup(dataset)
+    frames = np.asarray(dataset.frames, dtype=np.int64)
+    if frames.size == 0:
+        from speechtrain.errors import DataError
+
+        raise DataError(f"the training set of {d.manifest} is empty: nothing to tune on")
+
+    est = None
+    if with_estimate:
+        from speechtrain.memory.estimate import estimate
+
+        est = estimate(cfg, task=task, longest_frames=int(frames.max()))
+    if step_fn is None:
+        from speechtrain.train.trainer import Trainer
+
+        trainer = Trainer(cfg, task, oom_guard=False, log=lambda _msg: None)
+        device = trainer.device
+
+        def step_fn(batch: Any) -> Any:
+            return trainer.train_step([batch])
+    else:
+        device = resolve_device(cfg.train.device)
+
+    budget, budget_source, total = memory_budget(cfg, device)
+    injected = injected_oom_frames()
+    if injected is not None:
+        budget_source += f"; injected OOM above {injected} padded frames (SPEECHTRAIN_INJECT_OOM_FRAMES)"
+    cap_record = None
+    if device.type == "cuda" and budget is not None and total:
+        cap_record = set_memory_fraction(min(1.0, budget / total), device)  # real OOMs at the budget
+
+    params = [p for m in task.modules().values() for p in m.parameters()]
+
+    def clear_grads() -> None:
+        for p in params:
+            p.grad = None
+
+    mode, bounds = bucket_plan(cfg, frames)
+    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, d.crop_frames)
+    lower = -1
+    members_of = []
+    for ub in bounds:
+        idx = np.flatnonzero((frames > lower) & (frames <= ub)) if mode == "bucketed" else np.arange(frames.size)
+        members_of.append(idx[np.argsort(-frames[idx], kind="stable")])
+        lower = ub
+    results: list[BucketResult] = []
+    notes: list[str] = []
+    prev: tuple[int, int] | None = None  # (batch size, padded length) of the previous bucket
+    try:
+        for k in reversed(range(len(bounds))):  # longest bucket first
+            members = members_of[k]
+            if members.size == 0:
+                notes.append(f"bucket {k} (<= {bounds[k]} frames) is empty: sized from its neighbour")
+                results.append(
+                    BucketResult(k, bounds[k], 0, 0, 0, 0.0, 0, 0, None, None, None, None, "empty", None, [])
+                )
+                continue
+            longest = int(d.crop_frames or frames[members[0]])
+            padded = round_up(longest, d.pad_multiple)
+            distinct = members[: min(members.size, 16)]  # the bucket's longest real items, repeated
+
+            def make_batch(b: int, k: int = k, distinct: np.ndarray = distinct) -> Any:
+                idx = tuple(int(distinct[i % distinct.size]) for i in range(b))
+                offsets = (0,) * b if mode == "crop" else None
+                return reader[BatchKey(idx, offsets, k)]
+
+            def trial(b: int, make_batch: Callable[[int], Any] = make_batch, k: int = k, padded: int = padded) -> Trial:
+                r = run_trial(step_fn, make_batch(b), device, t.steps_per_trial, budget, clear_grads)
+                log(
+                    f"  bucket {k}: {b} x {padded} frames: {r.reason}"
+                    + (f", peak {format_bytes(r.peak_bytes)}" if r.peak_bytes is not None else "")
+                    + (f", {r.audio_seconds_per_second:.1f} audio s/s" if r.audio_seconds_per_second else "")
+                )
+                return r
+
+            start = 1 if prev is None else scaled_start(prev[0], prev[1], padded, d.quadratic_frames)
+            best, trials, limited = search_batch_size(
+                trial, start, t.max_batch_size, t.tolerance, t.objective, t.min_gain
+            )
+            if best is None:
+                notes.append(
+                    f"bucket {k}: one utterance of {padded} frames does not fit in the budget; lower "
+                    "data.max_duration or data.crop_frames, or switch on accel.activation_checkpointing"
+                )
+                best = Trial(1, False, "does not fit", padded)
+            seconds = float(np.sum(frames[members])) * d.hop_length / d.sample_rate
+            if mode == "crop":
+                seconds = float(np.minimum(frames[members], d.crop_frames).sum()) * d.hop_length / d.sample_rate
+            results.append(
+                BucketResult(
+                    bucket=k,
+                    upper_frames=int(bounds[k]),
+                    max_item_frames=longest,
+                    padded_frames=padded,
+                    items=int(members.size),
+                    audio_seconds=seconds,
+                    batch_size=best.batch_size,
+                    batch_frames=best.batch_size * padded,
+                    peak_memory_bytes=best.peak_bytes,
+                    peak_reserved_bytes=best.peak_reserved_bytes,
+                    step_seconds=best.step_seconds,
+                    audio_seconds_per_second=best.audio_seconds_per_second,
+                    limited_by=limited,
+                    estimate_bytes=None if est is None else predict_bytes(est, best.batch_size, padded),
+                    trials=trials,
+                )
+            )
+            prev = (best.batch_size, padded)
+    finally:
+        if cap_record is not None and cap_record.applied:
+            set_memory_fraction(cfg.train.memory_fraction or 1.0, device)
+    results.sort(key=lambda r: r.bucket)
+    _fill_empty(results)
+
+    accum, mean_s, eff_s = choose_grad_accum(results, t.target_batch_seconds, cfg.train.grad_accum)
+    raw = cfg.to_dict()
+    if mode == "bucketed":
+        raw["data"]["bucket_boundaries"] = [r.upper_frames for r in results]
+        raw["data"]["bucket_batch_sizes"] = [r.batch_size for r in results]
+        # every item must stay inside a bucket (an item over data.max_frames would get a batch of its own)
+        costs = [
+            r.batch_size * item_cost(round_up(r.upper_frames, d.pad_multiple), d.quadratic_frames) for r in results
+        ]
+        raw["data"]["max_frames"] = int(math.ceil(max(costs)))
+    else:
+        raw["data"]["batch_size"] = results[0].batch_size
+    raw["train"]["grad_accum"] = accum
+    tuned = build_config(raw)
+    return TuneReport(
+        buckets=results,
+        seconds=time.perf_counter() - t0,
+        mode=mode,
+        objective=t.objective,
+        device=str(device),
+        budget_bytes=budget,
+        budget_source=budget_source,
+        injected_oom_frames=injected,
+        grad_accum=accum,
+        mean_batch_seconds=mean_s,
+        effective_batch_seconds=eff_s,
+        target_batch_seconds=t.target_batch_seconds,
+        estimate=est,
+        config=tuned,
+        notes=notes,
+    )
+
+
+def _fill_empty(results: list[BucketResult]) -> None:
+    """Empty buckets take the batch size of the nearest longer bucket that has items (safe)."""
+    for i, r in enumerate(results):
+        if r.limited_by != "empty":
+            continue
+        longer = [x for x in results[i + 1 :] if x.limited_by != "empty"]
+        shorter = [x for x in results[:i] if x.limited_by != "empty"]
+        r.batch_size = longer[0].batch_size if longer else (shorter[-1].batch_size if shorter else 1)
+
+
+def write_tuned_config(report: TuneReport, path: str | Path) -> Path:
+    """Write the tuned config as YAML, with a header saying how it was tuned."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = [
+        "# written by `speechtrain tune`: data.bucket_boundaries / data.bucket_batch_sizes (per bucket, shortest",
+        f"# first) and train.grad_accum were measured on {report.device}, budget {format_bytes(report.budget_bytes)}"
+        f" ({report.budget_source}), objective {report.objective}, in {report.seconds:.1f} s.",
+    ]
+    path.write_text("\n".join(header) + "\n" + report.config.to_yaml())
+    return path
