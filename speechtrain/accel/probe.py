@@ -284,12 +284,15 @@ def _timed(fn: Any, reps: int, dev: torch.device) -> float:
 
 
 def peak_flops(info: HardwareInfo, dtype: str | torch.dtype, tf32: bool = False) -> float | None:
-    """Peak FLOP/s for matmuls in ``dtype`` (bf16, fp16, fp32; ``tf32`` when TF32 is on), for MFU.
+    """Peak FLOP/s for matmuls in ``dtype`` (bf16, fp16, fp32, tf32; or ``tf32=True`` for fp32
+    with TF32 on), for MFU.
 
     ``None`` when unknown (a GPU not in the table without ``measure``, a CPU without ``measure``).
     """
     name = str(dtype).replace("torch.", "")
     name = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}.get(name, name)
+    if name == "tf32":
+        name, tf32 = "fp32", True
     if name == "bf16":
         tflops = info.peak_bf16_tflops
     elif name == "fp16":
@@ -297,7 +300,7 @@ def peak_flops(info: HardwareInfo, dtype: str | torch.dtype, tf32: bool = False)
     elif name == "fp32":
         tflops = (info.peak_tf32_tflops if tf32 else None) or info.peak_fp32_tflops
     else:
-        raise ValueError(f"peak_flops: unknown dtype '{dtype}' (bf16, fp16, fp32)")
+        raise ValueError(f"peak_flops: unknown dtype '{dtype}' (bf16, fp16, fp32, tf32)")
     return None if tflops is None else tflops * 1e12
 
 
