@@ -1,1 +1,80 @@
-"""speechtrain.bench."""
+"""Benchmarks that prove every speed-up in speech units (audio seconds per second).
+
+``run_bench(cfg, ...)`` measures the plain-PyTorch baseline and speechtrain on the same model and
+data in one invocation (``ablate=True``: the whole ladder of :mod:`speechtrain.bench.ablate`) and
+returns the report dict (see :mod:`speechtrain.bench.report`). Parts:
+
+- :mod:`~speechtrain.bench.measure`  one configuration: timed loop, data wait, peak memory
+- :mod:`~speechtrain.bench.baseline` the plain PyTorch loop every speed-up is compared with
+- :mod:`~speechtrain.bench.ablate`   the ladder of changes, one at a time, then all
+- :mod:`~speechtrain.bench.diagnose` where the time goes (input, host sync, memory, compute)
+- :mod:`~speechtrain.bench.report`   JSON, markdown table, PNG chart
+- :mod:`~speechtrain.bench.nvml`, :mod:`~speechtrain.bench.flops`  GPU busy share, MFU
+
+Importing this package is light; torch is imported when a benchmark runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+
+def run_bench(
+    cfg: Any,
+    *,
+    steps: int | None = None,
+    warmup: int | None = None,
+    ablate: bool = False,
+    skip: Sequence[str] = (),
+    isolate: bool = True,
+    fake_data: int | None = None,
+    time_limit: float | None = None,
+    measure_peak: bool = True,
+    command: str = "",
+    on_row: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
+
+    ``steps``/``warmup`` default to ``cfg.bench``. ``isolate`` runs each configuration in a fresh
+    process (per-configuration peak memory on the CPU). ``fake_data`` benchmarks on that many
+    synthetic LJSpeech-like utterances instead of ``data.manifest``. ``time_limit`` bounds each
+    configuration's timed region (seconds, at least 2 steps). ``measure_peak`` times a matmul on
+    the CPU so that MFU has a (measured, not specified) peak. ``on_row(i, n, label)`` is called
+    before each row.
+    """
+    from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder
+    from speechtrain.bench.baseline import resolve_device
+    from speechtrain.bench.measure import device_info, probe
+    from speechtrain.bench.report import build_report
+
+    dev = resolve_device(cfg.train.device)
+    probe_result = probe(measure=measure_peak and dev.type == "cpu")
+    steps = cfg.bench.steps if steps is None else steps
+    warmup = cfg.bench.warmup if warmup is None else warmup
+    if ablate:
+        variants = plan_ladder(cfg, dev.type, probe_result, skip)
+    else:
+        variants = [
+            Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
+            Variant("config", "speechtrain (this config)", records=()),
+        ]
+    total = len(variants)
+    rows = run_ladder(
+        cfg,
+        variants,
+        device_type=dev.type,
+        steps=steps,
+        warmup=warmup,
+        isolate=isolate,
+        fake_data=fake_data,
+        time_limit=time_limit,
+        on_row=(lambda i, v: on_row(i, total, v.label)) if on_row else None,
+    )
+    notes = [f"{steps} timed steps after {warmup} warm-up steps per configuration (fewer if time-limited)"]
+    if fake_data:
+        notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
+    return build_report(rows, device_info(probe_result, cfg.train.device), probe_result, command, notes)
+
+
+__all__ = ["run_bench"]

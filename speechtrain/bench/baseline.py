@@ -1,0 +1,149 @@
+"""The baseline every speed-up is measured against: a plain PyTorch loop, written the way a user
+writes it before optimizing anything.
+
+- fp32, no autocast, no compile, default module settings;
+- ``torch.utils.data.DataLoader(dataset, batch_size=data.batch_size, shuffle=True)`` with default
+  settings (no workers, no pinning) and a simple pad-to-longest collate (random crops of
+  ``data.crop_frames`` for vocoders, as a user's vocoder loop would do);
+- one plain ``torch.optim.AdamW`` per optimizer stage (torch's default kernel choice), gradient
+  clipping as configured, ``zero_grad`` / ``backward`` / ``step``;
+- the same model and the same maths: the loss comes from the Task's own ``training_step``.
+
+``bench/baseline_loop.py`` runs this loop as a script.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechtrain.data.batch import Batch
+
+
+class PadCollate:
+    """Pads items to the longest one in the batch (or crops them to ``crop_frames``).
+
+    ``items`` are SpeechDataset dicts; the result is a :class:`Batch` with ``mel`` (B, n_mels,
+    T_frames), ``audio`` (B, 1, T_samples), ``tokens`` (B, L_tokens) and their ``*_lengths``,
+    plus ``labels`` / ``speakers`` (B,) when the task asks for them.
+    """
+
+    def __init__(self, needs: Any, hop_length: int, sample_rate: int, crop_frames: int | None = None) -> None:
+        self.needs = needs
+        self.hop_length = hop_length
+        self.sample_rate = sample_rate
+        self.crop_frames = crop_frames
+
+    def _crop(self, item: dict[str, Any]) -> dict[str, Any]:
+        # the same random window of mel frames and of samples (audio is T_frames * hop long)
+        frames = item["mel"].shape[-1] if "mel" in item else len(item["audio"]) // self.hop_length
+        if frames <= self.crop_frames:
+            return item
+        start = random.randint(0, frames - self.crop_frames)
+        out = dict(item)
+        if "mel" in item:
+            out["mel"] = item["mel"][:, start : start + self.crop_frames]
+        if "audio" in item:
+            hop = self.hop_length
+            out["audio"] = item["audio"][start * hop : (start + self.crop_frames) * hop]
+        return out
+
+    def __call__(self, items: Sequence[dict[str, Any]]) -> Batch:
+        if self.crop_frames:
+            items = [self._crop(it) for it in items]
+        tensors: dict[str, torch.Tensor] = {}
+        if "mel" in items[0]:
+            tensors["mel"], tensors["mel_lengths"] = _pad([torch.from_numpy(np.asarray(it["mel"])) for it in items])
+        if "audio" in items[0]:
+            audio, lengths = _pad([torch.from_numpy(np.asarray(it["audio"])) for it in items])
+            tensors["audio"], tensors["audio_lengths"] = audio.unsqueeze(1), lengths  # (B, 1, T_samples)
+        if "tokens" in items[0]:
+            tensors["tokens"], tensors["token_lengths"] = _pad([torch.as_tensor(it["tokens"]) for it in items])
+        if self.needs.labels:
+            tensors["labels"] = torch.tensor([int(it["label"]) for it in items], dtype=torch.long)
+        if self.needs.speakers:
+            tensors["speakers"] = torch.tensor([int(it["speaker"]) for it in items], dtype=torch.long)
+        return Batch(tensors, [str(it["id"]) for it in items], self.hop_length, self.sample_rate)
+
+
+def _pad(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad along the last axis: list of (..., T_i) -> (B, ..., T_max) and lengths (B,)."""
+    lengths = torch.tensor([s.shape[-1] for s in seqs], dtype=torch.long)
+    out = seqs[0].new_zeros((len(seqs), *seqs[0].shape[:-1], int(lengths.max())))
+    for i, s in enumerate(seqs):
+        out[i, ..., : s.shape[-1]] = s
+    return out, lengths
+
+
+def plain_loader(cfg: Any, dataset: Any, needs: Any) -> torch.utils.data.DataLoader:
+    """``DataLoader(dataset, batch_size=data.batch_size, shuffle=True)``: default settings."""
+    collate = PadCollate(needs, dataset.hop_length, dataset.sample_rate, cfg.data.crop_frames)
+    batch_size = min(cfg.data.batch_size, len(dataset))
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, collate_fn=collate, drop_last=True)
+
+
+def endless(loader: torch.utils.data.DataLoader) -> Iterator[Batch]:
+    """Batches forever, epoch after epoch (a user's ``for epoch in ...: for batch in loader``)."""
+    while True:
+        yield from loader
+
+
+def resolve_device(name: str) -> torch.device:
+    """``train.device`` ("auto", "cpu", "cuda", "cuda:N") as a torch device."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class PlainLoop:
+    """The user's loop: modules on the device, one AdamW per stage, fp32 steps."""
+
+    def __init__(self, cfg: Any, task: Any, device: torch.device) -> None:
+        self.cfg = cfg
+        self.task = task
+        self.device = device
+        modules = task.modules()
+        for module in modules.values():
+            module.to(device).train()
+        self.stages: list[tuple[Any, list[nn.Parameter], torch.optim.Optimizer]] = []
+        for spec in task.optimizer_specs():
+            params = [p for name in spec.modules for p in modules[name].parameters() if p.requires_grad]
+            o = cfg.optim
+            opt = torch.optim.AdamW(
+                params, lr=o.lr * spec.lr_multiplier, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
+            )
+            self.stages.append((spec, params, opt))
+
+    def losses(self, batch: Batch) -> list[torch.Tensor]:
+        """Forward + backward of every stage on a device batch, without the optimizer update
+        (what the FLOP counter measures). Returns each stage's loss."""
+        cache: dict[str, Any] = {}
+        out = []
+        for spec, _, opt in self.stages:
+            opt.zero_grad(set_to_none=True)
+            loss = self.task.training_step(batch, spec.name, cache)["loss"]
+            loss.backward()
+            out.append(loss.detach())
+        return out
+
+    def step(self, batch: Batch) -> None:
+        """One training step on a host batch."""
+        batch = batch.to(self.device)
+        cache: dict[str, Any] = {}
+        for spec, params, opt in self.stages:
+            opt.zero_grad(set_to_none=True)
+            loss = self.task.training_step(batch, spec.name, cache)["loss"]
+            loss.backward()
+            clip = spec.grad_clip if spec.grad_clip is not None else self.cfg.optim.grad_clip
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            opt.step()
+
+    def zero_grad(self) -> None:
+        for _, _, opt in self.stages:
+            opt.zero_grad(set_to_none=True)

@@ -1,0 +1,429 @@
+"""Measure one training configuration: throughput in speech units, padding, data wait, memory, MFU.
+
+A configuration is a resolved config plus a path: ``baseline`` (the plain PyTorch loop of
+:mod:`speechtrain.bench.baseline`) or ``engine`` (speechtrain's Trainer and loader, with the
+accelerations the config switches on). Warm-up steps are excluded; the device is synchronized
+before and after the timed region (not inside it, so that data loading may overlap compute as it
+does in training). Data wait is the wall time spent in ``next(loader)``.
+
+Peak memory: on CUDA ``torch.cuda.max_memory_allocated`` over the whole run of the configuration;
+on the CPU the peak resident set size (VmHWM) of a fresh process that runs only this configuration
+(``isolate=True``, the default), so peaks are per configuration. Loader worker processes are not
+counted on the CPU. ``isolate=False`` runs in this process and resets VmHWM first; memory an earlier
+configuration left cached is then included.
+
+Run as ``python -m speechtrain.bench.measure SPEC.json OUT.json`` (what ``isolate=True`` does).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from speechtrain.errors import UserError
+
+
+@dataclass
+class RunSpec:
+    """What to measure: a config (as a raw dict), the path, and how long."""
+
+    name: str
+    raw: dict[str, Any]
+    kind: str = "engine"  # "baseline" (plain loop) or "engine" (speechtrain Trainer)
+    steps: int = 20
+    warmup: int = 3
+    count_flops: bool = False
+    fake_data: int | None = None  # synthetic LJSpeech-like utterances instead of the manifest
+    time_limit: float | None = None  # stop timing after this many seconds (at least 2 timed steps)
+
+
+@dataclass
+class RunResult:
+    """Raw measurements of one configuration; the rates are derived so they stay consistent."""
+
+    name: str
+    steps: int
+    seconds: float
+    samples: int
+    audio_seconds: float
+    padded_frames: int
+    real_frames: int
+    data_wait_seconds: float
+    peak_memory_bytes: int | None
+    gpu_busy_fraction: float | None = None
+    flops_per_padded_frame: float | None = None
+    precision: str = "fp32"
+    applied: dict[str, Any] = field(default_factory=dict)
+    mfu: float | None = None
+    speedup_vs_baseline: float | None = None
+    tuned_batch_size: float | None = None
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def samples_per_second(self) -> float:
+        return self.samples / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def audio_seconds_per_second(self) -> float:
+        return self.audio_seconds / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def padding_fraction(self) -> float:
+        return 1.0 - self.real_frames / self.padded_frames if self.padded_frames > 0 else 0.0
+
+    @property
+    def data_wait_fraction(self) -> float:
+        return min(1.0, self.data_wait_seconds / self.seconds) if self.seconds > 0 else 0.0
+
+    @property
+    def mean_batch_size(self) -> float:
+        return self.samples / self.steps if self.steps else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON record of a run (rates derived from the raw counts)."""
+        return {
+            "name": self.name,
+            "steps": self.steps,
+            "steps_per_second": self.steps_per_second,
+            "samples_per_second": self.samples_per_second,
+            "audio_seconds_per_second": self.audio_seconds_per_second,
+            "audio_seconds": self.audio_seconds,
+            "seconds": self.seconds,
+            "samples": self.samples,
+            "mean_batch_size": self.mean_batch_size,
+            "tuned_batch_size": self.tuned_batch_size,
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "padding_fraction": self.padding_fraction,
+            "padded_frames": self.padded_frames,
+            "real_frames": self.real_frames,
+            "data_wait_fraction": self.data_wait_fraction,
+            "gpu_busy_fraction": self.gpu_busy_fraction,
+            "mfu": self.mfu,
+            "flops_per_padded_frame": self.flops_per_padded_frame,
+            "precision": self.precision,
+            "speedup_vs_baseline": self.speedup_vs_baseline,
+            "applied": self.applied,
+        }
+
+    @classmethod
+    def from_raw(cls, raw: dict[str, Any]) -> RunResult:
+        names = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in raw.items() if k in names})
+
+
+# ---------------------------------------------------------------------------------------------
+# device description
+
+
+def probe(measure: bool = False) -> Any | None:
+    """The hardware probe's result (``speechtrain.accel.probe_hardware``), or None without it.
+    ``measure`` also times a matmul, whose rate becomes the peak for MFU where no table has one."""
+    try:
+        from speechtrain.accel.probe import probe_hardware
+    except ImportError:
+        return None
+    return probe_hardware(measure=measure)
+
+
+def device_info(probe_result: Any | None = None, device: str = "auto") -> dict[str, Any]:
+    """JSON description of the device the figures were taken on (with the probe's fields)."""
+    import torch
+
+    from speechtrain.bench.baseline import resolve_device
+
+    dev = resolve_device(device)
+    info: dict[str, Any] = {
+        "type": dev.type,
+        "name": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "peak_memory_kind": "cuda max_memory_allocated per configuration"
+        if dev.type == "cuda"
+        else "peak resident set size (VmHWM) of a fresh process per configuration",
+    }
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        info.update(
+            name=props.name, total_memory_bytes=int(props.total_memory), capability=f"{props.major}.{props.minor}"
+        )
+    else:
+        info["name"] = _cpu_model_name() or info["name"]
+    if probe_result is not None:
+        as_dict = probe_result.to_dict() if hasattr(probe_result, "to_dict") else _plain(probe_result)
+        info["probe"] = as_dict
+    return info
+
+
+def _plain(obj: Any) -> Any:
+    try:
+        return asdict(obj)
+    except TypeError:
+        return str(obj)
+
+
+def _cpu_model_name() -> str | None:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# the timed loop
+
+
+def synchronize(device: Any) -> None:
+    """Wait for the device's queued work (a host-device sync; only around timed regions)."""
+    import torch
+
+    if getattr(device, "type", str(device)) == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed_loop(
+    step: Callable[[Any], Any],
+    batches: Iterator[Any],
+    steps: int,
+    warmup: int,
+    device: Any,
+    time_limit: float | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``warmup`` untimed then up to ``steps`` timed steps; returns raw counts and seconds.
+
+    Host-side counts only (``Batch`` keeps lengths on the host), so the loop adds no device syncs.
+    ``time_limit`` stops after that many timed seconds once 2 steps are done (bounded demo runs).
+    """
+    from speechtrain.bench.nvml import GpuBusySampler
+
+    for _ in range(warmup):
+        step(next(batches))
+    synchronize(device)
+    counts = {"steps": 0, "samples": 0, "audio_seconds": 0.0, "padded_frames": 0, "real_frames": 0}
+    wait = 0.0
+    index = getattr(device, "index", None)
+    cuda_index = (index or 0) if getattr(device, "type", "") == "cuda" else None
+    with GpuBusySampler(cuda_index) as busy:
+        start = time.perf_counter()
+        for i in range(steps):
+            t0 = time.perf_counter()
+            batch = next(batches)
+            wait += time.perf_counter() - t0
+            counts["steps"] += 1
+            counts["samples"] += batch.size
+            counts["audio_seconds"] += batch.audio_seconds
+            counts["padded_frames"] += batch.padded_frames
+            counts["real_frames"] += batch.real_frames
+            step(batch)
+            if progress is not None:
+                progress(i + 1)
+            if time_limit is not None and i >= 1 and time.perf_counter() - start > time_limit:
+                break
+        synchronize(device)
+        seconds = time.perf_counter() - start
+    return {**counts, "seconds": seconds, "data_wait_seconds": wait, "gpu_busy_fraction": busy.fraction}
+
+
+# ---------------------------------------------------------------------------------------------
+# building one configuration
+
+
+def load_train_dataset(cfg: Any, needs: Any, fake_data: int | None = None) -> Any:
+    """The training SpeechDataset (prepared when needed), or a synthetic LJSpeech-like one."""
+    from speechtrain.data.loader import dataset_fields
+
+    fields = dataset_fields(cfg, needs)
+    if fake_data:
+        from speechtrain.testing.datasets import FakeSpeechDataset, ljspeech_like_frames
+
+        d = cfg.data
+        frames = ljspeech_like_frames(
+            fake_data, seed=cfg.train.seed, sample_rate=d.sample_rate, hop_length=d.hop_length
+        )
+        return FakeSpeechDataset(
+            frames,
+            n_mels=d.n_mels,
+            hop_length=d.hop_length,
+            sample_rate=d.sample_rate,
+            seed=cfg.train.seed,
+            fields=fields,
+        )
+    if not cfg.data.manifest:
+        raise UserError("data.manifest is not set: give a corpus (data.manifest=PATH) or --fake-data N")
+    from speechtrain.data.dataset import SpeechDataset
+    from speechtrain.data.prepare import ensure_prepared
+
+    ensure_prepared(cfg)
+    return SpeechDataset.from_config(cfg, "train", fields)
+
+
+def _record_dict(rec: Any) -> dict[str, Any] | None:
+    d = rec.to_dict() if hasattr(rec, "to_dict") else _plain(rec)
+    if not isinstance(d, dict) or "name" not in d:
+        return None
+    return {k: d.get(k) for k in ("applied", "exact", "detail", "info")}
+
+
+def _records(trainer: Any) -> dict[str, Any]:
+    """What the Trainer says took effect: its acceleration records and one optimizer record per
+    stage (``optimizer:<stage>``)."""
+    out: dict[str, Any] = {}
+    for rec in getattr(getattr(trainer, "accel", None), "records", None) or []:
+        d = _record_dict(rec)
+        if d is not None:
+            out[str(rec.name)] = d
+    for stage, rec in (getattr(trainer, "optimizer_records", None) or {}).items():
+        d = _record_dict(rec)
+        if d is not None:
+            out[f"optimizer:{stage}"] = d
+    return out
+
+
+def execute(spec: RunSpec, progress: Callable[[int], None] | None = None) -> RunResult:
+    """Build and measure one configuration in this process."""
+    with tempfile.TemporaryDirectory(prefix="speechtrain-bench-") as tmp:
+        return _execute(spec, Path(tmp), progress)
+
+
+def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -> RunResult:
+    import torch
+
+    from speechtrain.bench.baseline import PlainLoop, endless, plain_loader, resolve_device
+    from speechtrain.bench.flops import count_flops
+    from speechtrain.config import build_config
+    from speechtrain.memory.stats import peak_bytes, reset_peak
+    from speechtrain.registry import build_task
+
+    cfg = build_config(spec.raw)
+    torch.manual_seed(cfg.train.seed)
+    task = build_task(cfg)
+    needs = task.needs()
+    dataset = load_train_dataset(cfg, needs, spec.fake_data)
+    task.setup(dataset)
+    flops_per_frame = None
+    applied: dict[str, Any] = {}
+    precision = "fp32"
+    if spec.kind == "baseline":
+        device = resolve_device(cfg.train.device)
+        reset_peak(device)
+        loop = PlainLoop(cfg, task, device)
+        batches = endless(plain_loader(cfg, dataset, needs))
+        if spec.count_flops:
+            first = next(batches).to(device)
+            flops = count_flops(lambda: loop.losses(first))
+            loop.zero_grad()
+            flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
+        step = loop.step
+    elif spec.kind == "engine":
+        from speechtrain.data.loader import build_train_loader
+        from speechtrain.train.trainer import Trainer
+
+        loader = build_train_loader(cfg, dataset, needs)
+        trainer = Trainer(cfg, task, train_loader=loader, run_dir=tmp / "run")
+        device = trainer.device
+        reset_peak(device)
+        applied = _records(trainer)
+        applied.update(_data_record(cfg, loader))
+        precision = getattr(getattr(trainer, "precision", None), "name", "fp32")
+        batches = iter(loader)
+
+        def step(batch: Any) -> None:
+            trainer.train_step([batch])
+
+    else:
+        raise ValueError(f"unknown run kind {spec.kind!r} (baseline or engine)")
+    counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress)
+    tuned = cfg.data.bucket_batch_sizes
+    return RunResult(
+        name=spec.name,
+        peak_memory_bytes=peak_bytes(device),
+        flops_per_padded_frame=flops_per_frame,
+        precision=precision,
+        applied=applied,
+        tuned_batch_size=(sum(tuned) / len(tuned)) if tuned else None,
+        **counts,
+    )
+
+
+def _data_record(cfg: Any, loader: Any) -> dict[str, Any]:
+    d = cfg.data
+    stats = loader.stats() if hasattr(loader, "stats") else {}
+    bucketing = {
+        "applied": bool(d.bucketing),
+        "exact": True,
+        "detail": (f"{d.num_buckets} duration buckets" if d.bucketing else "fixed-count random batches")
+        + (f"; tuned per-bucket sizes {d.bucket_batch_sizes}" if d.bucket_batch_sizes else ""),
+    }
+    if isinstance(stats, dict) and stats.get("padding_fraction") is not None:
+        bucketing["detail"] += f"; loader padding so far {float(stats['padding_fraction']):.1%}"
+    workers = {
+        "applied": d.num_workers > 0,
+        "exact": True,
+        "detail": f"num_workers={d.num_workers}, pin_memory={d.pin_memory}, prefetch_factor={d.prefetch_factor}, "
+        f"persistent_workers={d.persistent_workers}",
+    }
+    return {"bucketing": bucketing, "loader": workers}
+
+
+# ---------------------------------------------------------------------------------------------
+# isolation
+
+
+def run_spec(spec: RunSpec, isolate: bool = True, timeout: float | None = None) -> RunResult:
+    """Measure ``spec`` in a fresh process (``isolate``) or in this one.
+
+    A configuration that fails raises :class:`RunFailed` with the child's last error lines.
+    """
+    if not isolate:
+        return execute(spec)
+    with tempfile.TemporaryDirectory(prefix="speechtrain-bench-") as tmp:
+        spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
+        spec_path.write_text(json.dumps(asdict(spec), default=str))
+        cmd = [sys.executable, "-m", "speechtrain.bench.measure", str(spec_path), str(out_path)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RunFailed(f"timed out after {timeout:.0f} s") from None
+        if proc.returncode != 0 or not out_path.is_file():
+            lines = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
+            raise RunFailed(" | ".join(lines[-3:]) or f"exit status {proc.returncode}")
+        return RunResult.from_raw(json.loads(out_path.read_text()))
+
+
+class RunFailed(RuntimeError):
+    """A configuration that could not be measured (its error is listed in the report)."""
+
+
+def _main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m speechtrain.bench.measure SPEC.json OUT.json", file=sys.stderr)
+        return 2
+    spec = RunSpec(**json.loads(Path(argv[0]).read_text()))
+    result = execute(spec)
+    raw = asdict(result)
+    Path(argv[1]).write_text(json.dumps(raw, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

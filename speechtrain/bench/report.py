@@ -1,0 +1,199 @@
+"""Benchmark reports: JSON, a markdown table and a PNG chart, from measured ladder rows.
+
+The JSON has ``device``, ``runs`` (measured configurations, rates derived from the raw counts),
+``skipped`` (rows listed with their reason but not measured), ``bottleneck`` (the diagnosis),
+``command`` and ``notes``. Speed-ups are ratios to the baseline run of the same invocation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from speechtrain.bench.ablate import LadderRow, applied_text
+from speechtrain.bench.diagnose import diagnose
+from speechtrain.bench.flops import mfu, peak_flops_for
+from speechtrain.errors import UserError
+
+GIB = 1024**3
+
+
+def _finish_runs(rows: Sequence[LadderRow], probe_result: Any) -> None:
+    """Fill speed-up and MFU of every measured row (from the baseline of the same invocation)."""
+    base = next((r.result for r in rows if r.variant.key == "baseline" and r.result is not None), None)
+    base_rate = base.audio_seconds_per_second if base is not None else None
+    flops_per_frame = base.flops_per_padded_frame if base is not None else None
+    for row in rows:
+        res = row.result
+        if res is None:
+            continue
+        res.speedup_vs_baseline = res.audio_seconds_per_second / base_rate if base_rate else None
+        flops = flops_per_frame * res.padded_frames if flops_per_frame else None
+        tf32 = bool((res.applied.get("tf32") or {}).get("applied"))
+        peak = peak_flops_for(probe_result, res.precision, tf32=tf32)
+        res.mfu = mfu(flops, res.seconds, peak)
+
+
+def build_report(
+    rows: Sequence[LadderRow],
+    device: dict[str, Any],
+    probe_result: Any = None,
+    command: str = "",
+    notes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The report dict (JSON-ready) of a finished ladder, with the diagnosis."""
+    _finish_runs(rows, probe_result)
+    runs = []
+    skipped = []
+    for index, row in enumerate(rows):
+        if row.result is not None:
+            rec = row.result.to_dict()
+            rec["key"] = row.variant.key
+            rec["index"] = index
+            rec["applied_summary"] = applied_text(row.result, row.variant)
+            runs.append(rec)
+        else:
+            skipped.append(
+                {"name": row.variant.label, "key": row.variant.key, "reason": row.error or row.variant.skip_reason}
+            )
+    bottleneck = diagnose(runs, device)
+    peak_note = (
+        "MFU: FLOPs counted once on the baseline (torch.utils.flop_counter, forward+backward) per padded frame, "
+        "scaled by each run's padded frames; peak from the probe ("
+        + str((device.get("probe") or {}).get("peak_source", "unknown"))
+        + "); null where the peak for the run's precision is unknown."
+    )
+    return {
+        "device": device,
+        "runs": runs,
+        "skipped": skipped,
+        "bottleneck": bottleneck,
+        "command": command,
+        "notes": [*notes, peak_note],
+    }
+
+
+def _gib(n: Any) -> str:
+    return "-" if n is None else f"{n / GIB:.2f} GiB"
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def _cell(text: str) -> str:
+    return str(text).replace("|", "/").replace("\n", " ")
+
+
+def markdown_table(report: dict[str, Any]) -> str:
+    """The ladder as a markdown table (measured rows first in ladder order, skipped rows after)."""
+    runs = report["runs"]
+    base = next((r for r in runs if r.get("key") == "baseline"), None)
+    base_peak = base.get("peak_memory_bytes") if base else None
+    header = (
+        "| configuration | audio-s/s | speed-up | steps/s | samples/s | peak memory | memory saved | padding "
+        "| data wait | GPU busy | MFU | applied? |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+    )
+    lines: list[tuple[int, str]] = []
+    for r in runs:
+        peak = r.get("peak_memory_bytes")
+        saved = 1.0 - peak / base_peak if (peak and base_peak) else None
+        speedup = r.get("speedup_vs_baseline")
+        lines.append(
+            (
+                r.get("index", 0),
+                f"| {_cell(r['name'])} | {r['audio_seconds_per_second']:.1f} | "
+                + ("-" if speedup is None else f"{speedup:.2f}x")
+                + f" | {r['steps_per_second']:.2f} | {r['samples_per_second']:.1f} | {_gib(peak)} | "
+                + ("-" if saved is None else f"{saved:+.0%}")
+                + f" | {_pct(r['padding_fraction'])} | {_pct(r['data_wait_fraction'])} | {_pct(r.get('gpu_busy_fraction'))}"
+                + f" | {_pct(r.get('mfu'))} | {_cell(r.get('applied_summary', ''))} |",
+            )
+        )
+    for s in report.get("skipped", []):
+        cells = " - |" * 10
+        lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{cells} {_cell(s['reason'])} |"))
+    return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
+
+
+def diagnosis_text(report: dict[str, Any]) -> str:
+    """The bottleneck as a few plain lines."""
+    b = report["bottleneck"]
+    out = [f"Bottleneck: {b['kind']}", f"  evidence: {b['evidence']}"]
+    out += [f"  - {a}" for a in b.get("advice", [])]
+    return "\n".join(out)
+
+
+def markdown_report(report: dict[str, Any], title: str = "speechtrain bench") -> str:
+    """A whole markdown page: device, command, table, diagnosis, notes."""
+    dev = report["device"]
+    lines = [
+        f"# {title}",
+        "",
+        f"- device: {dev.get('type')} ({dev.get('name')}), {dev.get('cpu_count')} CPU cores, torch {dev.get('torch')}",
+        f"- date: {dev.get('date')}",
+        f"- command: `{report.get('command', '')}`",
+        f"- peak memory: {dev.get('peak_memory_kind')}",
+        "",
+        markdown_table(report),
+        "```",
+        diagnosis_text(report),
+        "```",
+        "",
+    ]
+    lines += [f"- {n}" for n in report.get("notes", [])]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    return path
+
+
+def write_markdown(report: dict[str, Any], path: str | Path, title: str = "speechtrain bench") -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(markdown_report(report, title))
+    return path
+
+
+def write_plot(report: dict[str, Any], path: str | Path) -> Path:
+    """A PNG with two bar charts per configuration: audio-seconds/s and peak memory."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise UserError(
+            "--plot needs matplotlib: pip install 'speechtrain[plot]' (or pip install matplotlib)"
+        ) from None
+    runs = report["runs"]
+    if not runs:
+        raise UserError("nothing was measured, so there is nothing to plot")
+    names = [r["name"] for r in runs][::-1]
+    rates = [r["audio_seconds_per_second"] for r in runs][::-1]
+    peaks = [(r.get("peak_memory_bytes") or 0) / GIB for r in runs][::-1]
+    height = max(3.0, 0.4 * len(runs) + 1.2)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, height), sharey=True)
+    bars = ax1.barh(names, rates, color="#3b7dd8")
+    for bar, r in zip(bars, runs[::-1]):
+        s = r.get("speedup_vs_baseline")
+        if s is not None:
+            ax1.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {s:.2f}x", va="center", fontsize=8)
+    ax1.set_xlabel("audio seconds per second (higher is better)")
+    ax2.barh(names, peaks, color="#d8833b")
+    ax2.set_xlabel("peak memory, GiB (" + ("GPU allocated" if report["device"].get("type") == "cuda" else "RSS") + ")")
+    dev = report["device"]
+    fig.suptitle(f"speechtrain bench on {dev.get('name')} ({dev.get('date')})", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
