@@ -1,0 +1,313 @@
+"""The VITS Task: two optimizer stages (``disc`` then ``gen``), losses as in the paper, inference.
+
+Training step of one micro-batch:
+
+1. the linear spectrogram (posterior encoder input) is computed on the device from ``audio``;
+2. the generator runs once (text encoder, posterior encoder, flow, MAS under no_grad, duration
+   loss, decoder on a random ``segment_size`` slice per item) and its output is kept in ``cache``;
+3. ``disc``: multi-period (+ scale) discriminator on the real slice vs the detached output;
+4. ``gen``: 45 x L1 log-mel (fp32, real frames only) + KL + duration + adversarial + feature
+   matching. With an empty cache (an OOM split gives fresh caches) the generator is run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechtrain.config import ConfigError
+from speechtrain.data.batch import Batch
+from speechtrain.data.features import LogMel, Spectrogram
+from speechtrain.errors import UserError
+from speechtrain.models.common import count_parameters, remove_weight_norm
+from speechtrain.models.hifigan.losses import (
+    discriminator_loss,
+    feature_matching_loss,
+    generator_adversarial_loss,
+    mel_l1_loss,
+)
+from speechtrain.models.hifigan.model import MultiPeriodDiscriminator
+from speechtrain.models.vits.model import VITSGenerator, VITSOutput, kl_loss, slice_segments
+from speechtrain.train.task import Needs, OptimizerSpec, Task
+
+
+class VITSTask(Task):
+    """VITS text-to-speech. Headline: ``mel_l1`` (L1 between log-mels of the real and decoded slices)."""
+
+    headline_metric = "mel_l1"
+    headline_mode = "min"
+    produces_audio = True
+
+    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+        from speechtrain.data.text import VOCAB_SIZE, Tokenizer
+
+        self.cfg = model_cfg
+        self.sample_rate = int(data_cfg.sample_rate)
+        self.hop_length = int(data_cfg.hop_length)
+        self.segment_frames = model_cfg.segment_size // self.hop_length
+        self.tokenizer = Tokenizer(lowercase=data_cfg.lowercase)
+        self.n_vocab = model_cfg.n_vocab or VOCAB_SIZE
+        self.spec_fn = Spectrogram(data_cfg.n_fft, data_cfg.win_length, data_cfg.hop_length)
+        self.mel_fn = LogMel.from_config(data_cfg)
+        self.generator = VITSGenerator(model_cfg, self.n_vocab, data_cfg.n_fft // 2 + 1, self.segment_frames)
+        self.discriminator = MultiPeriodDiscriminator(
+            model_cfg.mpd_periods,
+            use_spectral_norm=model_cfg.use_spectral_norm,
+            include_scale=True,
+            width=model_cfg.disc_width,
+        )
+        self.last_inference_info: dict[str, Any] = {}
+        self._inference_decoder: tuple[Any, nn.Module, str] | None = None
+
+    # --- Task protocol -------------------------------------------------------------------------
+    def needs(self) -> Needs:
+        return Needs(text=True, audio=True, mel=False, speakers=self.cfg.n_speakers > 1)
+
+    def modules(self) -> dict[str, nn.Module]:
+        return {"generator": self.generator, "discriminator": self.discriminator}
+
+    def optimizer_specs(self) -> list[OptimizerSpec]:
+        return [OptimizerSpec("disc", ["discriminator"]), OptimizerSpec("gen", ["generator"])]
+
+    def setup(self, train_dataset: Any) -> None:
+        speakers = list(getattr(train_dataset, "speakers", None) or [])
+        if len(speakers) > 1 and self.cfg.n_speakers < len(speakers):
+            raise ConfigError(
+                f"the training data has {len(speakers)} speakers but model.n_speakers={self.cfg.n_speakers}; "
+                f"set model.n_speakers={len(speakers)} (a speaker embedding is used when > 1)"
+            )
+
+    def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        if stage == "disc":
+            return self._disc_step(batch, cache)
+        if stage == "gen":
+            return self._gen_step(batch, cache)
+        raise ValueError(f"unknown stage {stage!r} (vits has 'disc' and 'gen')")
+
+    @torch.no_grad()
+    def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """Reconstruction metrics on fixed-seed slices (comparable between evaluations); ``loss`` is the
+        weighted mel + KL + duration part (adversarial terms are not comparable across steps)."""
+        devices = [batch["audio"].device] if batch["audio"].device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(0)
+            out, y = self._generate(batch)
+        mel_l1 = self._mel_l1(out, y, batch)
+        kl = kl_loss(out.z_p, out.logs_q, out.m_p, out.logs_p, out.y_mask)
+        c = self.cfg
+        loss = c.c_mel * mel_l1 + c.c_kl * kl + c.c_dur * out.dur_loss.float()
+        return {"loss": loss, "mel_l1": mel_l1, "kl": kl, "dur": out.dur_loss.float()}
+
+    @torch.no_grad()
+    def eval_audio(self, batch: Batch, max_items: int) -> list[Any]:
+        n = min(max_items, batch.size) if not self.cfg.eval_texts else min(max_items, len(self.cfg.eval_texts))
+        if n <= 0:
+            return []
+        device = batch["tokens"].device
+        if self.cfg.eval_texts:
+            tokens, lengths = self._encode_texts(self.cfg.eval_texts[:n], device)
+            speakers = torch.zeros(n, dtype=torch.long, device=device) if self.generator.emb_g is not None else None
+        else:
+            sub = batch.select(range(n)) if n < batch.size else batch
+            tokens, lengths, speakers = sub["tokens"], sub["token_lengths"], sub.get("speakers")
+        was_training = self.generator.training
+        self.generator.eval()
+        try:
+            audio, frames = self.generator.infer(tokens, lengths, speakers, max_frames=self._max_frames())
+        finally:
+            self.generator.train(was_training)
+        wavs = audio.squeeze(1).float().cpu().numpy()  # host copy
+        counts = (frames * self.hop_length).tolist()
+        return [w[: int(k)] for w, k in zip(wavs, counts)]
+
+    # --- inference -----------------------------------------------------------------------------
+    @torch.no_grad()
+    def synthesize(
+        self,
+        text: str,
+        noise_scale: float = 0.667,
+        noise_scale_w: float = 0.8,
+        length_scale: float = 1.0,
+        speaker: int | str | None = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """Waveform (float32, 1-D, ``sample_rate`` Hz) for ``text``. ``speaker``: id of a multi-speaker
+        model. Extra keyword ``seed`` fixes the sampling noise. What ran (device, decoder precision,
+        compiled or not, timings) is left in ``self.last_inference_info``."""
+        unknown = set(kwargs) - {"seed"}
+        if unknown:
+            raise UserError(f"synthesize: unknown option(s) {sorted(unknown)} for vits (known: seed)")
+        if not text or not text.strip():
+            raise UserError("synthesize: empty text")
+        device = next(self.generator.parameters()).device
+        if kwargs.get("seed") is not None:
+            torch.manual_seed(int(kwargs["seed"]))
+        tokens, lengths = self._encode_texts([text], device)
+        speakers = self._speaker_tensor(speaker, device)
+        decoder, precision = self._decoder_for_inference(device)
+        was_training = self.generator.training
+        self.generator.eval()
+        t0 = time.perf_counter()
+        try:
+            autocast = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
+            with autocast:
+                audio, frames = self.generator.infer(
+                    tokens,
+                    lengths,
+                    speakers,
+                    noise_scale=noise_scale,
+                    noise_scale_w=noise_scale_w,
+                    length_scale=length_scale,
+                    max_frames=self._max_frames(),
+                    decoder=decoder,
+                )
+            wav = audio[0, 0].float().cpu().numpy()  # host copy (and the sync that ends the timing)
+        finally:
+            self.generator.train(was_training)
+        seconds = time.perf_counter() - t0
+        n = int(frames[0]) * self.hop_length
+        wav = wav[:n]
+        self.last_inference_info = {
+            "device": str(device),
+            "decoder_precision": precision,
+            "decoder_compiled": bool(self.cfg.inference_compile and device.type == "cuda"),
+            "weight_norm_folded": True,
+            "tokens": int(lengths[0]),
+            "frames": int(frames[0]),
+            "samples": n,
+            "audio_seconds": n / self.sample_rate,
+            "synthesis_seconds": seconds,
+            "rtf": seconds / max(n / self.sample_rate, 1e-9),
+        }
+        return wav.astype(np.float32)
+
+    def parameter_counts(self) -> dict[str, int]:
+        """Parameters of the generator, the discriminator and both (weight norm counted as stored)."""
+        gen, disc = count_parameters(self.generator), count_parameters(self.discriminator)
+        return {"generator": gen, "discriminator": disc, "total": gen + disc}
+
+    # --- internals -----------------------------------------------------------------------------
+    def _max_frames(self) -> int:
+        return int(60 * self.sample_rate / self.hop_length)  # a minute of audio per utterance at most
+
+    def _encode_texts(self, texts: list[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = [self.tokenizer.encode(t) or [self.tokenizer.unk_id] for t in texts]
+        longest = max(len(i) for i in ids)
+        tokens = torch.zeros(len(ids), longest, dtype=torch.long)
+        for row, i in enumerate(ids):
+            tokens[row, : len(i)] = torch.tensor(i, dtype=torch.long)
+        lengths = torch.tensor([len(i) for i in ids], dtype=torch.long)
+        return tokens.to(device), lengths.to(device)
+
+    def _speaker_tensor(self, speaker: int | str | None, device: torch.device) -> torch.Tensor | None:
+        if self.generator.emb_g is None:
+            if speaker not in (None, 0, "0"):
+                raise UserError(f"synthesize: speaker={speaker!r} given but this model has one speaker")
+            return None
+        try:
+            sid = 0 if speaker is None else int(speaker)
+        except ValueError:
+            raise UserError(f"synthesize: speaker must be an integer id, got {speaker!r}") from None
+        if not 0 <= sid < self.cfg.n_speakers:
+            raise UserError(f"synthesize: speaker {sid} out of range 0..{self.cfg.n_speakers - 1}")
+        return torch.tensor([sid], dtype=torch.long, device=device)
+
+    def _decoder_for_inference(self, device: torch.device) -> tuple[nn.Module, str]:
+        """A copy of the decoder with weight norm folded (same outputs, no norm recomputed per call),
+        compiled when asked on CUDA; rebuilt when the weights changed since (training goes on)."""
+        precision = self.cfg.inference_precision
+        if device.type != "cuda":
+            precision = "fp32"  # bf16 autocast on the CPU is slower than fp32 for these convolutions
+        elif precision == "auto":
+            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        dec = self.generator.dec
+        key = (device, tuple(p._version for p in dec.parameters()), self.cfg.inference_compile)
+        if self._inference_decoder is None or self._inference_decoder[0] != key:
+            folded = self.generator.new_decoder().to(device).eval()
+            folded.load_state_dict(dec.state_dict())
+            remove_weight_norm(folded)
+            if self.cfg.inference_compile and device.type == "cuda":
+                folded = torch.compile(folded, dynamic=True)
+            self._inference_decoder = (key, folded, precision)
+        return self._inference_decoder[1], precision
+
+    def _spec(self, audio: torch.Tensor) -> torch.Tensor:
+        if self.spec_fn.window.device != audio.device:
+            self.spec_fn.to(audio.device)
+        with torch.autocast(audio.device.type, enabled=False):
+            return self.spec_fn(audio.float())  # (B, n_fft // 2 + 1, T_frames), fp32
+
+    def _mel(self, audio: torch.Tensor) -> torch.Tensor:
+        if self.mel_fn.fb.device != audio.device:
+            self.mel_fn.to(audio.device)
+        with torch.autocast(audio.device.type, enabled=False):
+            return self.mel_fn(audio.float())  # (B, n_mels, T_frames), fp32
+
+    def _generate(self, batch: Batch) -> tuple[VITSOutput, torch.Tensor]:
+        audio = batch["audio"]  # (B, 1, T_samples)
+        spec = self._spec(audio)  # (B, F, T_frames)
+        spec_lengths = batch["audio_lengths"] // self.hop_length
+        out = self.generator(batch["tokens"], batch["token_lengths"], spec, spec_lengths, batch.get("speakers"))
+        y = slice_segments(audio, out.slice_starts * self.hop_length, self.segment_frames * self.hop_length)
+        return out, y  # y: (B, 1, segment_samples) the real slices
+
+    def _cached(self, batch: Batch, cache: dict[str, Any]) -> tuple[VITSOutput, torch.Tensor]:
+        if "vits" not in cache or (torch.is_grad_enabled() and not cache["vits"][0].audio_hat.requires_grad):
+            cache["vits"] = self._generate(batch)
+        return cache["vits"]
+
+    def _mel_l1(self, out: VITSOutput, y: torch.Tensor, batch: Batch) -> torch.Tensor:
+        spec_lengths = batch["audio_lengths"] // self.hop_length
+        valid = (spec_lengths - out.slice_starts).clamp(0, self.segment_frames)  # real frames in each slice
+        with torch.no_grad():
+            mel_real = self._mel(y)
+        return mel_l1_loss(mel_real, self._mel(out.audio_hat), valid)
+
+    def _disc_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        out, y = self._cached(batch, cache)
+        real, fake, _, _ = self.discriminator(y, out.audio_hat.detach())
+        loss = discriminator_loss(real, fake)
+        return {"loss": loss, "disc": loss.detach()}
+
+    def _gen_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        out, y = self._cached(batch, cache)
+        cache.pop("vits", None)  # the graph is consumed by this backward
+        mel_l1 = self._mel_l1(out, y, batch)
+        kl = kl_loss(out.z_p, out.logs_q, out.m_p, out.logs_p, out.y_mask)
+        _, fake, real_maps, fake_maps = self.discriminator(y, out.audio_hat)
+        adv = generator_adversarial_loss(fake)
+        fm = feature_matching_loss(real_maps, fake_maps)
+        dur = out.dur_loss.float()
+        c = self.cfg
+        loss = c.c_mel * mel_l1 + c.c_kl * kl + c.c_dur * dur + c.c_adv * adv + c.c_fm * fm
+        return {
+            "loss": loss,
+            "mel_l1": mel_l1.detach(),
+            "kl": kl.detach(),
+            "dur": dur.detach(),
+            "adv": adv.detach(),
+            "fm": fm.detach(),
+        }
+
+
+def build_task(cfg: Any) -> VITSTask:
+    """Build the VITS task; the decoder's upsampling must equal ``data.hop_length`` and ``segment_size``
+    must be a whole number of frames."""
+    m, d = cfg.model, cfg.data
+    if math.prod(m.upsample_rates) != d.hop_length:
+        raise ConfigError(
+            f"model.upsample_rates {m.upsample_rates} multiply to {math.prod(m.upsample_rates)} but data.hop_length "
+            f"is {d.hop_length}; the decoder must turn one latent frame into hop_length samples"
+        )
+    if m.segment_size % d.hop_length:
+        raise ConfigError(
+            f"model.segment_size={m.segment_size} is not a multiple of data.hop_length={d.hop_length}; "
+            f"use e.g. {max(1, round(m.segment_size / d.hop_length)) * d.hop_length}"
+        )
+    return VITSTask(m, d)
