@@ -139,8 +139,12 @@ def read_manifest(path: str | os.PathLike[str], fmt: str = "auto") -> tuple[list
 
 def _lines(src: Path) -> list[tuple[int, str | None]]:
     """(line number, text or None when not UTF-8) of the non-empty lines."""
+    try:
+        blob = src.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read manifest {src}: {exc.strerror or exc}") from None
     out = []
-    for n, raw in enumerate(src.read_bytes().split(b"\n"), start=1):
+    for n, raw in enumerate(blob.split(b"\n"), start=1):
         raw = raw.rstrip(b"\r")
         if not raw.strip():
             continue

@@ -426,10 +426,17 @@ def _compute_all(
     bar = tqdm(total=n, desc="features", unit="utt", disable=not progress, dynamic_ncols=True)
     try:
         if workers == 1:
-            for task in tasks:
-                key, frames, samples, err = _compute_one(task)
-                results[key] = (frames, samples, err)
-                bar.update()
+            import torch
+
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # as in the workers: per-item STFTs gain nothing from more threads
+            try:
+                for task in tasks:
+                    key, frames, samples, err = _compute_one(task)
+                    results[key] = (frames, samples, err)
+                    bar.update()
+            finally:
+                torch.set_num_threads(threads)
         else:
             ctx = _pool_context()
             chunk = max(1, min(16, n // (workers * 4)))
