@@ -81,9 +81,23 @@ class FakeSpeechDataset:
         self.speakers = [f"spk{i}" for i in range(num_speakers)]
         self.labels = [f"class{i}" for i in range(num_labels)]
         self.tokenizer = _tokenizer()
+        self.texts = [self.text(i) for i in range(self.frames.size)]
+        self.token_lengths = np.asarray([len(self.tokenizer.encode(t)) for t in self.texts], dtype=np.int64)
+        self.speaker_ids = np.arange(self.frames.size, dtype=np.int64) % num_speakers
+        self.label_ids = np.arange(self.frames.size, dtype=np.int64) % num_labels
+        self._options = dict(n_mels=n_mels, hop_length=hop_length, sample_rate=sample_rate, seed=seed)
+        self._options.update(num_speakers=num_speakers, num_labels=num_labels)
 
     def __len__(self) -> int:
         return int(self.frames.size)
+
+    def with_fields(self, fields: Sequence[str]) -> FakeSpeechDataset:
+        """The same items, reading other fields."""
+        return FakeSpeechDataset(self.frames, fields=fields, **self._options)
+
+    @property
+    def total_seconds(self) -> float:
+        return float(self.durations.sum())
 
     def text(self, i: int) -> str:
         words = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog"]
@@ -101,8 +115,8 @@ class FakeSpeechDataset:
         item: dict[str, Any] = {
             "id": self.ids[i],
             "text": self.text(i),
-            "speaker": i % len(self.speakers),
-            "label": i % len(self.labels),
+            "speaker": int(self.speaker_ids[i]),
+            "label": int(self.label_ids[i]),
         }
         if "mel" in self.fields or "audio" in self.fields:
             mel = self.mel(i)
