@@ -92,7 +92,8 @@ def _check(entry: Entry, rec: dict[str, Any], data_cfg: Any, require_text: bool 
     where = entry.where
     if "problem" in rec:
         reason, detail = rec["problem"]
-        return Problem(reason, f"{detail} ({entry.audio_path})", id=entry.id, where=where)
+        detail = detail if entry.audio_path in detail else f"{detail} ({entry.audio_path})"
+        return Problem(reason, detail, id=entry.id, where=where)
     sr, _, frames = rec["info"]
     seconds = frames / sr
     if seconds < data_cfg.min_duration:
