@@ -91,7 +91,7 @@ def apply_accelerations(cfg: Any, modules: dict[str, nn.Module], device: str | t
 
     def noted(rec: AccelRecord, key: str) -> AccelRecord:
         why = resolved[key]["why"]
-        if why != "config" and not rec.applied:
+        if why != "config" and not rec.applied and not rec.detail.startswith("not applicable"):
             rec.detail = f"{rec.detail} [{why}]"
         rec.info = {**rec.info, "setting": resolved[key]["value"], "source": why}
         return rec

@@ -241,7 +241,7 @@ def build_optimizer(
             kernel in ("fused", "foreach"),
             True,
             f"{cls.__name__} ({kernel} kernel, {_why_kernel(optim_cfg.implementation, kernel, dev)}), "
-            f"{len(params)} tensors, {n_total / 1e6:.2f} M parameters",
+            f"{len(params)} tensors, {_count(n_total)} parameters",
             {"name": name, "kernel": kernel, "tensors": len(params), "parameters": n_total, "lr": lr},
         )
         return opt, record
@@ -278,7 +278,7 @@ def build_optimizer(
         "optimizer",
         bool(muon_params),
         True,
-        f"Muon on {len(muon_params)} matrices ({n_muon / 1e6:.2f} M params, lr {muon_lr:g}; "
+        f"Muon on {len(muon_params)} matrices ({_count(n_muon)} parameters, lr {muon_lr:g}; "
         f"{len(convs)} conv weights flattened) + AdamW ({kernel} kernel) on {len(adamw_params)} tensors (lr {lr:g})",
         {
             "name": "muon",
@@ -292,6 +292,10 @@ def build_optimizer(
         },
     )
     return opt, record
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e6:.2f} M" if n >= 1e5 else f"{n:,}"
 
 
 def _why_kernel(requested: str, kernel: str, device: torch.device) -> str:

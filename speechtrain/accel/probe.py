@@ -224,7 +224,12 @@ def probe_hardware(measure: bool = False, device: str | torch.device | None = No
         else:
             info.notes.append(f"'{props.name}' is not in the GPU table; use --measure for peak figures")
     if measure:
-        _measure(info, index)
+        try:
+            _measure(info, index)
+        except torch.OutOfMemoryError:
+            info.notes.append("measurement skipped: not enough free memory for the test matrices")
+            if index is not None:
+                torch.cuda.empty_cache()
     return info
 
 
