@@ -267,7 +267,8 @@ def run_trial(
         del exc
     if oom:  # outside the except block, so the traceback (and the tensors it holds) is gone
         clear_grads()
-        gc.collect()
+        if device.type == "cuda":
+            gc.collect()  # reference cycles may still hold device tensors of the failed step
         return Trial(b, False, "oom", batch.padded_frames)
     peak, reserved = _peaks(device)
     step_s = elapsed / steps

@@ -1,0 +1,173 @@
+"""The per-bucket batch-size tuner on the CPU, with injected OOMs as the memory limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from speechtrain.config import load_config
+from speechtrain.data.sampler import BucketBatchSampler
+from speechtrain.memory.oom import INJECT_ENV
+from speechtrain.memory.tune import (
+    BucketResult,
+    Trial,
+    choose_grad_accum,
+    scaled_start,
+    search_batch_size,
+    tune,
+    write_tuned_config,
+)
+from speechtrain.testing.datasets import fake_dataset
+from speechtrain.testing.toy.task import ToyTask
+
+LIMIT = 600  # injected OOM above this many padded frames
+
+
+def _limit_trial(limit: int, length: int, aps: Any = None) -> Any:
+    def trial(b: int) -> Trial:
+        ok = b * length <= limit
+        speed = aps(b) if aps else float(b)
+        return Trial(b, ok, "fits" if ok else "oom", b * length, audio_seconds_per_second=speed if ok else None)
+
+    return trial
+
+
+@pytest.mark.parametrize("start", [1, 3, 50, 400])
+@pytest.mark.parametrize("length", [7, 31, 60])
+def test_search_finds_the_limit_within_tolerance(start: int, length: int) -> None:
+    best, trials, limited = search_batch_size(_limit_trial(LIMIT, length), start=start, cap=1024, tolerance=0.05)
+    assert limited == "memory"
+    b = best.batch_size
+    assert b * length <= LIMIT  # fits
+    assert (b + max(1, 0.05 * b)) * length > LIMIT  # nothing more than 5% larger fits
+    assert all(t.batch_size <= 1024 for t in trials)
+
+
+def test_search_caps_reports_and_gives_up() -> None:
+    best, _, limited = search_batch_size(_limit_trial(10**9, 10), start=1, cap=100)
+    assert (best.batch_size, limited) == (100, "max_batch_size")
+    best, trials, limited = search_batch_size(_limit_trial(5, 10), start=4, cap=100)
+    assert best is None and limited == "does_not_fit"
+    assert [t.batch_size for t in trials] == [4, 2, 1]
+
+
+def test_search_throughput_objective_stops_when_speed_saturates() -> None:
+    # audio-s/s rises until 8 items, then flat: the tuner keeps 8, far below the memory limit
+    best, trials, limited = search_batch_size(
+        _limit_trial(10**6, 10, aps=lambda b: float(min(b, 8))), objective="throughput", min_gain=0.05
+    )
+    assert (best.batch_size, limited) == (8, "throughput")
+    assert max(t.batch_size for t in trials) == 16
+    # the memory objective ignores speed
+    best, _, limited = search_batch_size(_limit_trial(1000, 10, aps=lambda b: 1.0), objective="memory")
+    assert limited == "memory" and best.batch_size * 10 <= 1000 < (best.batch_size * 1.05 + 1) * 10
+
+
+def test_scaled_start_keeps_the_item_cost() -> None:
+    assert scaled_start(10, 60, 30) == 20
+    assert scaled_start(10, 60, 30, quadratic_frames=60.0) == 26  # attention: shorter items cost less than linearly
+
+
+def test_grad_accum_reaches_the_target_seconds() -> None:
+    def res(items: int, seconds: float, b: int) -> BucketResult:
+        return BucketResult(0, 10, 10, 10, items, seconds, b, 10 * b, None, None, None, None, "memory")
+
+    buckets = [res(40, 40.0, 10), res(20, 60.0, 5)]  # 4 + 4 batches, 100 s: 12.5 s per batch
+    accum, mean, eff = choose_grad_accum(buckets, 60.0)
+    assert mean == pytest.approx(12.5)
+    assert accum == 5 and eff == pytest.approx(62.5) and eff >= 60.0
+    assert choose_grad_accum(buckets, None, current=3)[0] == 3
+    assert choose_grad_accum(buckets, 1.0)[0] == 1
+
+
+def _toy_step(task: ToyTask) -> Any:
+    opt = torch.optim.AdamW(task.model.parameters(), lr=1e-3)
+
+    def step(batch: Any) -> None:
+        opt.zero_grad(set_to_none=True)
+        task.training_step(batch, "main", {})["loss"].backward()
+        opt.step()
+
+    return step
+
+
+def _cfg(tmp_path: Path, *extra: str) -> Any:
+    return load_config(
+        None,
+        [
+            "data.n_mels=8",
+            "data.hop_length=4",
+            "data.sample_rate=400",
+            "data.num_buckets=2",
+            "train.device=cpu",
+            "tune.objective=memory",
+            "tune.steps_per_trial=1",
+            f"train.output_dir={tmp_path / 'run'}",
+            *extra,
+        ],
+    )
+
+
+def test_tune_finds_the_injected_limit_per_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(INJECT_ENV, str(LIMIT))
+    cfg = _cfg(tmp_path, "tune.target_batch_seconds=4", "data.pad_multiple=4")
+    ds = fake_dataset(24, 10, 60, n_mels=8, fields=("mel",))
+    task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
+    report = tune(cfg, task=task, dataset=ds, step_fn=_toy_step(task), log=lambda _m: None, with_estimate=False)
+
+    assert report.mode == "bucketed" and len(report.buckets) == 2
+    assert report.injected_oom_frames == LIMIT
+    tol = cfg.tune.tolerance
+    for b in report.buckets:
+        assert b.padded_frames % 4 == 0 and b.padded_frames >= b.max_item_frames
+        assert b.limited_by == "memory"
+        assert b.batch_frames == b.batch_size * b.padded_frames
+        assert b.batch_size * b.padded_frames <= LIMIT
+        assert (b.batch_size + max(1, tol * b.batch_size)) * b.padded_frames > LIMIT
+        assert b.peak_memory_bytes > 0 and b.step_seconds > 0 and b.audio_seconds_per_second > 0
+        assert any(not t.ok and t.reason == "oom" for t in b.trials)
+    assert report.buckets[0].batch_size >= report.buckets[1].batch_size  # shorter items, larger batches
+    assert sum(b.items for b in report.buckets) == len(ds)
+    # every bucket's bound is its longest item, the last is the longest utterance
+    assert report.buckets[-1].upper_frames == int(ds.frames.max())
+
+    # grad_accum: an optimizer step holds at least target_batch_seconds of audio
+    assert report.effective_batch_seconds >= 4.0
+    assert report.grad_accum == max(1, int(np.ceil(4.0 / report.mean_batch_seconds - 1e-9)))
+
+    # the tuned YAML loads and the sampler uses the sizes, with every utterance inside a bucket
+    path = write_tuned_config(report, tmp_path / "tuned.yaml")
+    tuned = load_config(path)
+    assert tuned.data.bucket_boundaries == [b.upper_frames for b in report.buckets]
+    assert tuned.data.bucket_batch_sizes == [b.batch_size for b in report.buckets]
+    assert tuned.train.grad_accum == report.grad_accum
+    sampler = BucketBatchSampler.from_config(tuned.data, ds.frames)
+    assert sampler.report.oversize == 0
+    for key in sampler.epoch_keys():
+        size = len(key.indices)
+        padded = -(-int(ds.frames[list(key.indices)].max()) // 4) * 4
+        assert size <= tuned.data.bucket_batch_sizes[key.bucket]
+        assert size * padded <= LIMIT  # no batch of the tuned plan would hit the injected OOM
+
+    text = report.table()
+    assert "budget" in text and "grad_accum" in text
+    d = report.to_dict()
+    assert {"max_item_frames", "batch_size", "batch_frames", "peak_memory_bytes"} <= set(d["buckets"][0])
+    assert d["grad_accum"] == report.grad_accum and d["seconds"] > 0
+
+
+def test_tune_crop_mode_sets_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(INJECT_ENV, "300")
+    cfg = _cfg(tmp_path, "data.crop_frames=16", "tune.max_batch_size=64")
+    ds = fake_dataset(12, 10, 40, n_mels=8, fields=("mel",))
+    task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
+    report = tune(cfg, task=task, dataset=ds, step_fn=_toy_step(task), log=lambda _m: None, with_estimate=False)
+    assert report.mode == "crop" and len(report.buckets) == 1
+    b = report.buckets[0]
+    assert b.padded_frames == 16 and b.batch_size * 16 <= 300 < (b.batch_size + max(1, 0.05 * b.batch_size)) * 16
+    assert report.config.data.batch_size == b.batch_size
+    assert report.config.data.bucket_batch_sizes is None
