@@ -62,9 +62,14 @@ def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path) -
     with pytest.raises(DataError, match=r"n_mels 80 -> 64.*speechtrain prepare"):
         SpeechDataset.from_config(cfg64, "train")
     rebuilt = prepare_dataset(cfg64, workers=1, progress=False)
-    assert (rebuilt.computed, rebuilt.reused, rebuilt.removed_stale) == (6, 0, 12)
-    assert len(_features(corpus)) == 12
+    assert (rebuilt.computed, rebuilt.reused, rebuilt.removed_stale) == (6, 0, 0)
+    assert len(_features(corpus)) == 24  # both settings variants stay usable
     assert SpeechDataset.from_config(cfg64, "train")[0]["mel"].shape[0] == 64
+    assert SpeechDataset.from_config(cfg, "train")[0]["mel"].shape[0] == 80
+    for n_mels in (40, 48, 56, 72):  # only the 4 most recent variants are kept
+        prepare_dataset(_cfg(corpus, f"data.n_mels={n_mels}"), workers=1, progress=False)
+    assert is_prepared(cfg) is not None and is_prepared(_cfg(corpus, "data.n_mels=72")) is None
+    assert len(_features(corpus)) == 4 * 12
 
 
 def test_validation_only_change_reuses_features(corpus: Path) -> None:

@@ -2,7 +2,9 @@
 
 Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speechtrain_cache``)::
 
-    <root>/<manifest-stem>-<hash8>/index.json    one per manifest: settings, items, problems, probes
+    <root>/<manifest-stem>-<hash8>/index-<settings-hash8>.json
+                                                 one per manifest and settings variant (up to 4 kept):
+                                                 settings, items, problems, header probes
     <root>/features/<kk>/<key>.mel.npy           float32 (n_mels, T_frames)
     <root>/features/<kk>/<key>.audio.npy         int16 (T_frames * hop_length,)
     <root>/.lock                                 held while preparing
@@ -10,6 +12,7 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
 A feature ``key`` hashes the audio file's absolute path, size, mtime and the feature settings
 (sample_rate, n_fft, win_length, hop_length, n_mels, fmin, fmax), so a changed file or setting gets
 a new key and is recomputed while everything else is reused; files no index refers to are removed.
+Switching between settings (an 80-mel vocoder and a 64-mel classifier on the same data) keeps both.
 """
 
 from __future__ import annotations
@@ -65,12 +68,50 @@ def cache_root(data_cfg: Any) -> Path:
     return data_folder(data_cfg.manifest, data_cfg.format) / ".speechtrain_cache"
 
 
-def index_path(data_cfg: Any, manifest: str) -> Path:
-    """Where the index of ``manifest`` lives in the cache."""
+KEEP_VARIANTS = 4  # settings variants kept per manifest (e.g. 80-mel for a vocoder, 64-mel for a classifier)
+
+
+def manifest_dir(data_cfg: Any, manifest: str) -> Path:
+    """The cache folder of one manifest (holds one index per settings variant)."""
     resolved = str(Path(manifest).resolve())
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(resolved).name or "data")[:40]
     digest = hashlib.sha1(resolved.encode()).hexdigest()[:8]
-    return cache_root(data_cfg) / f"{stem}-{digest}" / "index.json"
+    return cache_root(data_cfg) / f"{stem}-{digest}"
+
+
+def index_path(data_cfg: Any, manifest: str) -> Path:
+    """Where the index of ``manifest`` for the current settings lives. Each settings variant has its
+    own index, so switching between configs does not rebuild (or delete) the other's features."""
+    blob = json.dumps(index_settings(data_cfg), sort_keys=True)
+    return manifest_dir(data_cfg, manifest) / f"index-{hashlib.sha1(blob.encode()).hexdigest()[:8]}.json"
+
+
+def latest_index(data_cfg: Any, manifest: str) -> dict[str, Any] | None:
+    """The index for the current settings, else the most recently written variant (for reuse/diffs)."""
+    current = read_index(index_path(data_cfg, manifest))
+    if current is not None:
+        return current
+    variants = sorted(manifest_dir(data_cfg, manifest).glob("index-*.json"), key=_mtime, reverse=True)
+    for path in variants:
+        index = read_index(path)
+        if index is not None:
+            return index
+    return None
+
+
+def prune_variants(data_cfg: Any, manifest: str, keep: int = KEEP_VARIANTS) -> None:
+    """Drop the oldest settings variants of a manifest beyond ``keep`` (their features go in GC)."""
+    variants = sorted(manifest_dir(data_cfg, manifest).glob("index-*.json"), key=_mtime, reverse=True)
+    for path in variants[keep:]:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def feature_key(audio_path: str, sig: list[int] | None, settings: dict[str, Any]) -> str:
@@ -118,13 +159,16 @@ def stale_reason(
     index: dict[str, Any] | None, data_cfg: Any, manifest: str, fmt: str, require_text: bool | None
 ) -> str | None:
     """Why the index cannot be used as is (None: fresh)."""
-    if index is None:
-        return "missing"
     want = index_settings(data_cfg)
-    have = index.get("settings", {})
-    changed = [f"{k} {have.get(k)!r} -> {v!r}" for k, v in want.items() if have.get(k) != v]
-    if changed:
-        return "stale (settings changed: " + ", ".join(changed) + ")"
+    if index is None:
+        other = latest_index(data_cfg, manifest)
+        if other is None:
+            return "missing"
+        have = other.get("settings", {})
+        changed = [f"{k} {have.get(k)!r} -> {v!r}" for k, v in want.items() if have.get(k) != v]
+        return "stale (settings changed: " + ", ".join(changed) + ")" if changed else "missing"
+    if index.get("settings") != want:
+        return "stale (settings changed)"
     if index.get("format") != fmt or index.get("manifest_sig") != manifest_signature(manifest, fmt):
         return "stale (the manifest changed)"
     changed_files = [p for p, rec in index.get("probes", {}).items() if file_signature(p) != rec.get("sig")]
@@ -181,7 +225,7 @@ def cache_lock(root: Path) -> Iterator[None]:
 def collect_garbage(root: Path) -> int:
     """Delete feature files that no index under ``root`` refers to; returns how many were removed."""
     keep: set[str] = set()
-    for idx in root.glob("*/index.json"):
+    for idx in root.glob("*/index-*.json"):
         index = read_index(idx)
         if index is not None:
             keep.update(item["key"] for item in index.get("items", []))

@@ -173,7 +173,7 @@ def prepare_dataset(
     plans = []
     for role, manifest in roles:
         fmt = C.resolve_format(manifest, d.format)
-        old = C.read_index(C.index_path(d, manifest)) or {}
+        old = C.latest_index(d, manifest) or {}
         entries, problems = read_manifest(manifest, fmt)
         kept, vproblems, probes = validate_entries(entries, d, rt, old.get("probes"))
         plans.append([role, manifest, fmt, len(entries) + len(problems), kept, problems + vproblems, probes, old])
@@ -209,6 +209,7 @@ def prepare_dataset(
                 role, manifest, fmt, kept, problems, probes, d, fsettings, root, results, known, tokenizer, train_names
             )
             C.write_json_atomic(C.index_path(d, manifest), index)
+            C.prune_variants(d, manifest)
             report.listed += listed
             report.problems.extend(C.problems_from_index(index))
             items = index["items"]
@@ -334,15 +335,11 @@ def _map_to_train(
 
 # ---------------------------------------------------------------- feature workers
 
-_WORKER_READY = False
-
 
 def _init_worker() -> None:
-    global _WORKER_READY
     import torch
 
     torch.set_num_threads(1)  # one process per core; torch threads would oversubscribe
-    _WORKER_READY = True
 
 
 def compute_features(audio_path: str, settings: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -410,6 +407,23 @@ def _pool_context() -> Any:
     return mp.get_context("spawn")
 
 
+def _run_pool(tasks: list[Any], workers: int, results: dict[str, Any], bar: Any) -> None:
+    """Compute ``tasks`` in worker processes; a worker that dies (killed, out of memory) turns its
+    unfinished items into ``feature_error`` problems instead of hanging or crashing the run."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    with ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker) as pool:
+        futures = {pool.submit(_compute_one, task): task[0] for task in tasks}
+        for fut in as_completed(futures):
+            try:
+                key, frames, samples, err = fut.result()
+            except BrokenProcessPool:
+                key, frames, samples, err = futures[fut], 0, 0, ("feature_error", "worker process died; run again")
+            results[key] = (frames, samples, err)
+            bar.update()
+
+
 def _compute_all(
     todo: dict[str, tuple[str, str]], root: Path, settings: dict[str, Any], workers: int | None, progress: bool
 ) -> tuple[dict[str, tuple[int, int, tuple[str, str] | None]], int]:
@@ -438,12 +452,7 @@ def _compute_all(
             finally:
                 torch.set_num_threads(threads)
         else:
-            ctx = _pool_context()
-            chunk = max(1, min(16, n // (workers * 4)))
-            with ctx.Pool(workers, initializer=_init_worker) as pool:
-                for key, frames, samples, err in pool.imap_unordered(_compute_one, tasks, chunksize=chunk):
-                    results[key] = (frames, samples, err)
-                    bar.update()
+            _run_pool(tasks, workers, results, bar)
     finally:
         bar.close()
     return results, workers
