@@ -196,6 +196,10 @@ def test_checkpointed_model_deepcopy_calls_its_own_blocks():
 def test_checkpointing_reports_zero_blocks_and_can_be_removed():
     rec = apply_activation_checkpointing(Conv2dNet(), True)  # two convs, but not in a ModuleList
     assert not rec.applied and rec.info["blocks"] == 0 and "no repeated blocks" in rec.detail
+    from torch.nn.utils.parametrizations import weight_norm
+
+    convs = nn.ModuleList(weight_norm(nn.Conv1d(4, 4, 3)) for _ in range(3))  # single layers: nothing to save
+    assert apply_activation_checkpointing(nn.ModuleDict({"ups": convs}), True).info["blocks"] == 0
     model = Stack(n=2)
     apply_activation_checkpointing(model, True)
     off = apply_activation_checkpointing(model, False)
@@ -203,10 +207,15 @@ def test_checkpointing_reports_zero_blocks_and_can_be_removed():
     assert all("forward" not in vars(b) for b in model.blocks)
 
 
-def test_find_repeated_blocks_skips_parameterless_and_nested():
-    seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.ReLU(), nn.Linear(4, 4))
+def test_find_repeated_blocks_skips_parameterless_single_layers_and_nested():
+    def pair() -> nn.Sequential:
+        return nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+
+    seq = nn.Sequential(pair(), nn.ReLU(), nn.ReLU(), pair(), nn.Linear(4, 4), nn.Linear(4, 4))
     found = find_repeated_blocks(nn.ModuleDict({"body": seq}))
-    assert [(name, len(blocks)) for name, blocks in found] == [("body", 2)]  # the two Linears, not the ReLUs
+    # the two composite pairs; not the parameterless ReLUs, not the lone Linears (nothing to save)
+    assert [(name, len(blocks)) for name, blocks in found] == [("body", 2)]
+    assert all(isinstance(b, nn.Sequential) for b in found[0][1])
     found = find_repeated_blocks(Stack(n=2))
     assert [name for name, _ in found] == ["blocks"]  # ff Sequential inside a block is covered by its block
 

@@ -23,17 +23,24 @@ def _checkpointed_forward(block: nn.Module, *args: Any, **kwargs: Any) -> Any:
     return forward(block, *args, **kwargs)
 
 
+def _composite(module: nn.Module) -> bool:
+    # a single layer (conv, linear; weight norm included) saves its input for backward anyway,
+    # so checkpointing it would recompute without saving memory
+    return any(name != "parametrizations" for name, _ in module.named_children())
+
+
 def find_repeated_blocks(model: nn.Module) -> list[tuple[str, list[nn.Module]]]:
     """Containers (``nn.ModuleList`` / ``nn.Sequential``) holding >= 2 children of one class with
-    parameters, outermost first: ``[(container name, [blocks])]``. Blocks inside a found block are
-    not searched (checkpointing the outer block already covers them)."""
+    parameters, outermost first: ``[(container name, [blocks])]``. Only composite blocks count
+    (a lone Conv1d/Linear would be recomputed without saving memory). Blocks inside a found block
+    are not searched (checkpointing the outer block already covers them)."""
     found: list[tuple[str, list[nn.Module]]] = []
 
     def visit(module: nn.Module, prefix: str) -> None:
         if isinstance(module, (nn.ModuleList, nn.Sequential)):
             by_class: dict[type, list[nn.Module]] = {}
             for child in module.children():
-                if any(True for _ in child.parameters()):
+                if _composite(child) and any(True for _ in child.parameters()):
                     by_class.setdefault(type(child), []).append(child)
             blocks = [b for group in by_class.values() if len(group) >= 2 for b in group]
             if blocks:
@@ -84,7 +91,7 @@ def apply_activation_checkpointing(model: nn.Module, enabled: bool = True) -> Ac
             "activation_checkpointing",
             False,
             True,
-            "not applied: no repeated blocks (ModuleList/Sequential of >= 2 same-class children with parameters)",
+            "not applied: no repeated blocks (ModuleList/Sequential of >= 2 same-class composite children)",
             info,
         )
     places = ", ".join(f"{k} ({v})" for k, v in where.items())
