@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,6 +163,11 @@ def prepare_dataset(
     ``strict``: any skipped item raises DataError (before feature work for validation problems).
     ``require_text``: True skips empty-text items; None: ``data.require_text``.
     """
+    if getattr(mp.current_process(), "_inheriting", False):
+        raise DataError(
+            "prepare was called while a worker process was starting: the script's top level runs again in each "
+            'spawned worker; put it under `if __name__ == "__main__":`'
+        )
     start = time.perf_counter()
     d = _data_cfg(cfg)
     rt = _effective_require_text(d, require_text)
@@ -397,13 +403,12 @@ def default_workers(n_tasks: int) -> int:
 
 
 def _pool_context() -> Any:
-    """forkserver where there is one: a clean server (no CUDA, no OpenMP threads) imports torch once
-    and forks the workers from it; spawn elsewhere. Workers are top-level functions with picklable
-    arguments, so any start method works."""
-    if "forkserver" in mp.get_all_start_methods():
-        ctx = mp.get_context("forkserver")
-        ctx.set_forkserver_preload(["speechtrain.data.prepare", "speechtrain.data.features"])
-        return ctx
+    """fork on Linux (as torch's DataLoader does): workers start at once and do not re-run the user's
+    script, which spawn and forkserver do when it lacks an ``if __name__ == "__main__":`` guard. The
+    workers use one torch thread and no CUDA, which keeps fork safe. Elsewhere spawn: the workers are
+    top-level functions with picklable arguments, so they work under any start method."""
+    if sys.platform.startswith("linux"):
+        return mp.get_context("fork")
     return mp.get_context("spawn")
 
 
@@ -413,15 +418,21 @@ def _run_pool(tasks: list[Any], workers: int, results: dict[str, Any], bar: Any)
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker)
+    try:
         futures = {pool.submit(_compute_one, task): task[0] for task in tasks}
         for fut in as_completed(futures):
             try:
                 key, frames, samples, err = fut.result()
             except BrokenProcessPool:
-                key, frames, samples, err = futures[fut], 0, 0, ("feature_error", "worker process died; run again")
+                died = ("feature_error", "worker process died (see its error above); run again")
+                key, frames, samples, err = futures[fut], 0, 0, died
             results[key] = (frames, samples, err)
             bar.update()
+    except BaseException:  # Ctrl-C: stop now; finished items are on disk and reused next time
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _compute_all(
