@@ -179,14 +179,29 @@ def test_flat_muon_matches_torch_muon_on_matrices():
     torch.testing.assert_close(w1, w2, rtol=1e-5, atol=1e-6)
 
 
-def test_flat_muon_update_of_conv_weight_is_orthogonal_as_matrix():
-    w = nn.Parameter(torch.zeros(4, 3, 5))  # (out, in, k) -> a 4 x 15 matrix
+@pytest.mark.parametrize("shape", [(4, 3, 5), (16, 1, 3), (6, 2, 3, 3)])
+def test_flat_muon_update_of_conv_weight_is_orthogonal_as_matrix(shape):
+    w = nn.Parameter(torch.zeros(shape))  # (out, in, k...) -> an out x (in * k) matrix, wide or tall
     opt = FlatMuon([w], lr=1.0, momentum=0.0, nesterov=False)
-    w.grad = torch.randn(4, 3, 5)
+    w.grad = torch.randn(shape)
     opt.step()
-    m = -w.detach().reshape(4, -1)
+    m = -w.detach().reshape(shape[0], -1)
     sv = torch.linalg.svdvals(m)
-    assert sv.min() > 0.5 and sv.max() < 1.5  # Newton-Schulz gives singular values near 1
+    scale = max(1.0, m.shape[0] / m.shape[1]) ** 0.5  # Muon's lr scale for tall matrices
+    assert sv.min() > 0.5 * scale and sv.max() < 1.5 * scale  # Newton-Schulz gives singular values near 1
+
+
+def test_tied_output_layer_goes_to_adamw_whichever_comes_first():
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = nn.Linear(8, 10, bias=False)  # registered before the embedding
+            self.embed = nn.Embedding(10, 8)
+            self.out.weight = self.embed.weight
+            self.mid = nn.Linear(8, 8)
+
+    muon, adamw, why = muon_partition([Tied()])
+    assert why["0.out.weight"] == "adamw: embedding" and len(muon) == 1
 
 
 def test_explicit_fused_on_bad_device_is_a_config_error(monkeypatch):

@@ -95,7 +95,7 @@ class FlatMuon(torch.optim.Optimizer):
                 ortho = _orthogonalize(update.reshape(rows, -1), group["ns_steps"], _NS_COEFFS, group["eps"])
                 scale = math.sqrt(max(1.0, rows / (p.numel() // rows)))
                 p.mul_(1 - lr * wd)
-                p.add_(ortho.view(update.shape).to(p.dtype), alpha=-lr * scale)
+                p.add_(ortho.reshape(p.shape).to(p.dtype), alpha=-lr * scale)
         return loss
 
 
@@ -161,7 +161,8 @@ def muon_partition(modules: list[nn.Module]) -> tuple[list[nn.Parameter], list[n
     """Split trainable parameters into (Muon, AdamW) by the rule in this module's docstring;
     the dict maps ``module.param`` names to ``muon`` or ``adamw: why``."""
     entries = _named_trainable(modules)
-    embedding_ids = {id(p) for _, _, mod, p in entries if isinstance(mod, nn.Embedding)}
+    # by tensor, so that an output layer tied to an embedding is caught whichever module comes first
+    embedding_ids = {id(m.weight) for root in modules for m in root.modules() if isinstance(m, nn.Embedding)}
     muon, adamw, why = [], [], {}
     for path, p_name, _mod, p in entries:
         name = f"{path}.{p_name}"
