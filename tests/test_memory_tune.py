@@ -171,3 +171,42 @@ def test_tune_crop_mode_sets_the_batch_size(tmp_path: Path, monkeypatch: pytest.
     assert b.padded_frames == 16 and b.batch_size * 16 <= 300 < (b.batch_size + max(1, 0.05 * b.batch_size)) * 16
     assert report.config.data.batch_size == b.batch_size
     assert report.config.data.bucket_batch_sizes is None
+
+
+@pytest.mark.slow
+def test_tune_command_then_train_never_hits_the_limit(
+    tmp_path: Path, demo_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """End to end: `speechtrain tune` on the demo corpus under an injected limit, then training with
+    the tuned config under the same limit needs no OOM recovery."""
+    import json
+
+    import yaml
+
+    from speechtrain.cli.main import main
+    from speechtrain.train.run import train_from_config
+
+    monkeypatch.setenv(INJECT_ENV, "3000")
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"manifest": str(demo_corpus), "eval_utterances": 4, "num_buckets": 2},
+                "model": {"name": "toy", "channels": 8, "blocks": 1},
+                "train": {"device": "cpu", "output_dir": str(tmp_path / "run"), "tensorboard": False},
+                "tune": {"objective": "memory", "steps_per_trial": 1, "target_batch_seconds": 20},
+            }
+        )
+    )
+    out, rep = tmp_path / "tuned.yaml", tmp_path / "tune.json"
+    assert main(["tune", "--config", str(cfg_path), "--out", str(out), "--json", str(rep), "--quiet"]) == 0
+    report = json.loads(rep.read_text())
+    assert report["seconds"] > 0 and report["grad_accum"] >= 1
+    assert report["estimate"]["static_bytes"] > 0
+    for b in report["buckets"]:
+        assert b["batch_frames"] <= 3000 and b["batch_size"] >= 1
+        assert b["peak_memory_bytes"] > 0 and b["audio_seconds_per_second"] > 0 and b["step_seconds"] > 0
+    tuned = load_config(out, ["train.max_steps=2", "train.eval_every=1000", "train.progress=false"])
+    assert tuned.data.bucket_batch_sizes == [b["batch_size"] for b in report["buckets"]]
+    _, summary = train_from_config(tuned, log=lambda _m: None)
+    assert summary["oom_recoveries"] == 0

@@ -343,7 +343,7 @@ def estimate(
     fit["precision"] = measured_precision
 
     # scale to the longest utterance and the frame budget
-    source = "argument"
+    source = "training set"
     if longest_frames is None:
         stats = _dataset_stats(cfg)
         if stats is not None:

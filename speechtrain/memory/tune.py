@@ -94,6 +94,7 @@ class TuneReport:
     effective_batch_seconds: float
     target_batch_seconds: float | None
     estimate: dict[str, Any] | None
+    peak_kind: str = ""
     config: Any = None
     notes: list[str] = field(default_factory=list)
 
@@ -105,7 +106,7 @@ class TuneReport:
     def table(self) -> str:
         """The per-bucket table printed by ``speechtrain tune``."""
         head = (
-            f"{'bucket':>6} {'longest':>8} {'batch':>6} {'padded':>8} {'peak':>11} {'estimate':>11} "
+            f"{'bucket':>6} {'longest':>8} {'batch':>6} {'padded':>8} {'peak GiB':>9} {'est. GiB':>9} "
             f"{'step s':>8} {'audio s/s':>10}  limited by"
         )
         lines = [head]
@@ -114,9 +115,10 @@ class TuneReport:
             step = "-" if b.step_seconds is None else f"{b.step_seconds:.3f}"
             lines.append(
                 f"{b.bucket:>6} {b.max_item_frames:>8} {b.batch_size:>6} {b.batch_frames:>8} "
-                f"{format_bytes(b.peak_memory_bytes):>11} {format_bytes(b.estimate_bytes):>11} {step:>8} {aps:>10}  "
+                f"{_gib(b.peak_memory_bytes):>9} {_gib(b.estimate_bytes):>9} {step:>8} {aps:>10}  "
                 f"{b.limited_by} ({len(b.trials)} trials)"
             )
+        lines.append(f"peak: {self.peak_kind}; est.: `speechtrain estimate` (weights, grads, optimizer, activations)")
         lines.append(
             f"budget {format_bytes(self.budget_bytes)} ({self.budget_source}); objective {self.objective}; "
             f"device {self.device}; tuned in {self.seconds:.1f} s"
@@ -127,6 +129,10 @@ class TuneReport:
         lines.append(accum)
         lines.extend(f"note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GIB:.3f}"
 
 
 # ---------------------------------------------------------------------------------------------- search
@@ -495,6 +501,11 @@ def tune(
         effective_batch_seconds=eff_s,
         target_batch_seconds=t.target_batch_seconds,
         estimate=est,
+        peak_kind=(
+            "CUDA max allocated (reserved checked against the budget)"
+            if device.type == "cuda"
+            else "process peak RSS (includes Python and torch themselves)"
+        ),
         config=tuned,
         notes=notes,
     )
@@ -516,8 +527,9 @@ def write_tuned_config(report: TuneReport, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     header = [
         "# written by `speechtrain tune`: data.bucket_boundaries / data.bucket_batch_sizes (per bucket, shortest",
-        f"# first) and train.grad_accum were measured on {report.device}, budget {format_bytes(report.budget_bytes)}"
-        f" ({report.budget_source}), objective {report.objective}, in {report.seconds:.1f} s.",
+        f"# first) and train.grad_accum, measured on {report.device} in {report.seconds:.1f} s, objective "
+        f"{report.objective},",
+        f"# budget {format_bytes(report.budget_bytes)}: {report.budget_source}",
     ]
     path.write_text("\n".join(header) + "\n" + report.config.to_yaml())
     return path
