@@ -60,6 +60,7 @@ def test_every_utterance_once_per_epoch_and_stats() -> None:
     real = sum(b.real_frames for b in batches)
     padded = sum(b.padded_frames for b in batches)
     assert st["items"] == 40 and st["batches"] == len(batches)
+    assert loader.mean_batch_size == pytest.approx(40 / len(batches))
     assert st["padding_fraction"] == pytest.approx(1 - real / padded)
     _take(loader, 1)  # next epoch starts; the finished one is in the history
     assert loader.epoch == 1 and loader.stats()["epochs"][0]["items"] == 40
@@ -179,6 +180,7 @@ def test_spec_augment_masks_only_valid_frames_and_only_in_training() -> None:
     assert changed.any()
     for j, n in enumerate(b.host_lengths["mel_lengths"]):
         assert not changed[j, :, n:].any(), "padding must stay padding"
+    assert torch.equal(aug(b, training=False)["mel"], b["mel"])
     assert torch.equal(aug.eval()(b)["mel"], b["mel"])
 
 

@@ -209,6 +209,12 @@ class TrainLoader:
         """Batches of this rank in the current epoch."""
         return len(self.sampler)
 
+    @property
+    def mean_batch_size(self) -> float:
+        """Mean items per batch of this rank in the current epoch's plan (for lr scaling)."""
+        keys = self.sampler.current_plan().for_rank(self.sampler.rank)
+        return sum(len(k.indices) for k in keys) / max(1, len(keys))
+
     def _finish_epoch(self) -> None:
         if self._epoch_totals.batches:
             self._history.append({"epoch": self.sampler.epoch, **self._epoch_totals.to_dict()})
@@ -351,10 +357,13 @@ class DeviceFeatures(nn.Module):
         """Whether forward changes anything (in training mode)."""
         return self.compute_mel or self.noise_snr_db is not None or self.time_masks > 0 or self.freq_masks > 0
 
-    def forward(self, batch: Batch) -> Batch:
+    def forward(self, batch: Batch, training: bool | None = None) -> Batch:
+        """Features (and, when training, augmentation) of a batch on the device. ``training``
+        overrides the module's train/eval mode for this call."""
+        train = self.training if training is None else bool(training)
         tensors = dict(batch.tensors)
         host = {k: list(v) for k, v in batch.host_lengths.items()}
-        if self.training and self.noise_snr_db is not None:
+        if train and self.noise_snr_db is not None:
             if "audio" not in tensors:
                 from speechtrain.config import ConfigError
 
@@ -373,7 +382,7 @@ class DeviceFeatures(nn.Module):
             tensors["mel"] = mel.masked_fill(frames[None, None, :] >= lengths[:, None, None], MEL_PAD)
             tensors["mel_lengths"] = lengths
             host["mel_lengths"] = [n // self.hop_length for n in host.get("audio_lengths", [])]
-        if self.training and "mel" in tensors and (self.time_masks or self.freq_masks):
+        if train and "mel" in tensors and (self.time_masks or self.freq_masks):
             tensors["mel"] = self._spec_augment(tensors["mel"], tensors["mel_lengths"])
         ids = list(batch.ids)
         return Batch(tensors, ids, batch.hop_length, batch.sample_rate, batch.pad_multiple, batch.bucket, host)
