@@ -1,0 +1,118 @@
+"""Real-time factor of inference: synthesis (or vocoding) time / duration of the audio produced.
+
+RTF < 1 is faster than real time. Each input is timed on its own, after ``warmup`` untimed calls,
+with the device synchronised before and after the timed region (CUDA kernels run asynchronously;
+without the sync the clock would stop before the work is done).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+DEFAULT_SENTENCES = (
+    "Hello.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Printing, in the only sense with which we are at present concerned, differs from most arts.",
+    "It was a bright cold day in April, and the clocks were striking thirteen.",
+    "Yes, I think so.",
+    "She sells sea shells by the sea shore, and the shells she sells are surely sea shells.",
+    "After a long pause, the committee decided that the old house by the river should be kept as it was, "
+    "a little museum for the children of the town.",
+    "Numbers like 42 and 1999 are read out one digit at a time by a character model.",
+)
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for queued work on ``device`` (CUDA/MPS); a no-op on the CPU."""
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        torch.cuda.synchronize(dev)
+    elif dev.type == "mps" and hasattr(torch, "mps"):
+        torch.mps.synchronize()
+
+
+def _sample_rate(task: Any, sample_rate: int | None) -> int:
+    if sample_rate is not None:
+        return int(sample_rate)
+    cfg = getattr(task, "cfg", None)
+    if cfg is None:
+        raise ValueError("measure_rtf needs sample_rate= when the task has no cfg")
+    return int(cfg.data.sample_rate)
+
+
+def _describe(item: Any) -> str:
+    if isinstance(item, str):
+        return item
+    shape = tuple(getattr(item, "shape", ()))
+    return f"mel {shape}"
+
+
+def measure_rtf(
+    task: Any,
+    inputs: Sequence[Any],
+    device: str | torch.device,
+    warmup: int = 1,
+    sample_rate: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Time ``task.synthesize(text, **options)`` for each text in ``inputs`` (or ``task.vocode(mel)`` for
+    each mel when the task cannot synthesize) and return the real-time factor.
+
+    The first ``warmup`` inputs (cycled) run untimed first. Returns ``{"rtf", "audio_seconds",
+    "seconds", "device", "mode", "warmup", "items": [{"input", "seconds", "audio_seconds", "rtf"}]}``;
+    ``rtf`` is total seconds / total audio seconds.
+    """
+    if not inputs:
+        raise ValueError("measure_rtf needs at least one input")
+    sr = _sample_rate(task, sample_rate)
+    options = dict(options or {})
+    if hasattr(task, "synthesize") and isinstance(inputs[0], str):
+        mode = "synthesize"
+
+        def call(x: Any) -> Any:
+            return task.synthesize(x, **options)
+    elif hasattr(task, "vocode"):
+        mode = "vocode"
+
+        def call(x: Any) -> Any:
+            return task.vocode(x, **options)
+    else:
+        raise ValueError(f"{type(task).__name__} has neither synthesize(text) nor vocode(mel)")
+
+    with torch.inference_mode():
+        for i in range(warmup):
+            call(inputs[i % len(inputs)])
+        synchronize(device)
+        items = []
+        for x in inputs:
+            synchronize(device)
+            start = time.perf_counter()
+            audio = call(x)
+            synchronize(device)
+            seconds = time.perf_counter() - start
+            n = int(audio.numel() if isinstance(audio, torch.Tensor) else np.asarray(audio).size)
+            audio_s = n / sr
+            items.append(
+                {
+                    "input": _describe(x),
+                    "seconds": seconds,
+                    "audio_seconds": audio_s,
+                    "rtf": seconds / audio_s if audio_s > 0 else float("inf"),
+                }
+            )
+    total_s = sum(it["seconds"] for it in items)
+    total_audio = sum(it["audio_seconds"] for it in items)
+    return {
+        "rtf": total_s / total_audio if total_audio > 0 else float("inf"),
+        "audio_seconds": total_audio,
+        "seconds": total_s,
+        "device": str(torch.device(device)),
+        "mode": mode,
+        "warmup": warmup,
+        "items": items,
+    }

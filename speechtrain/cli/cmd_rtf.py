@@ -1,0 +1,99 @@
+"""speechtrain rtf RUN_DIR [--texts FILE] [--warmup N] [--json OUT] [--device D]"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "rtf",
+        help="real-time factor of a TTS run (synthesis time / audio duration) or of a vocoder run (eval mels)",
+    )
+    p.add_argument("run_dir", help="run directory of a TTS model (vits, gpt_tts) or a vocoder (hifigan)")
+    p.add_argument("--texts", default=None, help="sentences, one per line (default: 8 built-in sentences)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default 2)")
+    p.add_argument("--json", default=None, help="also write the result to this JSON file")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
+    p.add_argument("--vocoder", default=None, help="TTS runs: a HiFi-GAN run directory (gpt_tts default: Griffin-Lim)")
+    p.add_argument("--items", type=int, default=8, help="vocoder runs: eval utterances to vocode (default 8)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling noise (default 0)")
+    return p
+
+
+def read_texts(path: str) -> list[str]:
+    """Non-empty lines of a text file (UserError when there are none)."""
+    from pathlib import Path
+
+    from speechtrain.errors import UserError
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"--texts {path}: file not found")
+    texts = [line.strip() for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not texts:
+        raise UserError(f"--texts {path}: no sentences (one per line)")
+    return texts
+
+
+def eval_mels(cfg: Any, n: int) -> list[Any]:
+    """Up to ``n`` mels (n_mels, T_frames) of the run's eval set (else its training set)."""
+    from speechtrain.data.dataset import SpeechDataset
+    from speechtrain.data.prepare import ensure_prepared
+    from speechtrain.errors import UserError
+
+    ensure_prepared(cfg)
+    for split in ("eval", "train"):
+        try:
+            ds = SpeechDataset.from_config(cfg, split, fields=("mel",))
+        except UserError:
+            continue
+        if len(ds):
+            return [ds[i]["mel"] for i in range(min(n, len(ds)))]
+    raise UserError(f"no utterances to vocode in {cfg.data.manifest}; check data.manifest in the run's config.yaml")
+
+
+def task_device(task: Any) -> Any:
+    """The device of the task's first parameter (CPU when it has none)."""
+    import torch
+
+    for module in task.modules().values():
+        for p in module.parameters():
+            return p.device
+    return torch.device("cpu")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from speechtrain.bench.rtf import DEFAULT_SENTENCES, measure_rtf
+    from speechtrain.cli.common import write_json
+    from speechtrain.errors import UserError
+    from speechtrain.train.run import load_task
+
+    if args.warmup < 0:
+        raise UserError("--warmup must be >= 0")
+    cfg, task = load_task(args.run_dir, device=args.device)
+    device = task_device(task)
+    options: dict[str, Any] = {}
+    if hasattr(task, "synthesize"):
+        inputs: list[Any] = read_texts(args.texts) if args.texts else list(DEFAULT_SENTENCES)
+        if args.vocoder:
+            options["vocoder_run"] = args.vocoder
+        options["seed"] = args.seed
+    elif hasattr(task, "vocode"):
+        if args.texts:
+            raise UserError(f"{args.run_dir} is a vocoder run: it vocodes eval mels, --texts does not apply")
+        inputs = eval_mels(cfg, args.items)
+    else:
+        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' run: RTF applies to TTS and vocoder runs only")
+    torch.manual_seed(args.seed)
+    result = measure_rtf(task, inputs, device, args.warmup, sample_rate=cfg.data.sample_rate, options=options)
+    result["run_dir"] = str(args.run_dir)
+    result["model"] = cfg.model.name
+    print(json.dumps(result, indent=2))
+    write_json(args.json, result)
+    return 0

@@ -1,0 +1,90 @@
+"""speechtrain synthesize RUN_DIR --text "..." --out FILE.wav [--vocoder RUN_DIR] [options]"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+# CLI flag -> synthesize() keyword; only the flags given are passed, so each family sees its own options
+OPTIONS = {
+    "noise_scale": "noise_scale",
+    "noise_scale_w": "noise_scale_w",
+    "length_scale": "length_scale",
+    "speaker": "speaker",
+    "temperature": "temperature",
+    "top_k": "top_k",
+    "max_seconds": "max_seconds",
+    "seed": "seed",
+}
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("synthesize", help="text to a wav file with a trained TTS run (vits, gpt_tts)")
+    p.add_argument("run_dir", help="run directory of a TTS model (holds config.yaml and checkpoints)")
+    p.add_argument("--text", required=True, help="the sentence to speak")
+    p.add_argument("--out", required=True, help="output .wav path (written at the run's data.sample_rate)")
+    p.add_argument("--vocoder", default=None, help="a HiFi-GAN run directory (gpt_tts; default Griffin-Lim)")
+    p.add_argument("--noise-scale", type=float, default=None, help="vits: prior noise scale")
+    p.add_argument("--noise-scale-w", type=float, default=None, help="vits: duration noise scale")
+    p.add_argument("--length-scale", type=float, default=None, help="vits: speaking-rate scale (>1 slower)")
+    p.add_argument("--speaker", default=None, help="speaker id (number) or name of a multi-speaker model")
+    p.add_argument("--temperature", type=float, default=None, help="gpt_tts: sampling temperature (0: greedy)")
+    p.add_argument("--top-k", type=int, default=None, help="gpt_tts: sample among the k likeliest codes")
+    p.add_argument("--max-seconds", type=float, default=None, help="gpt_tts: stop generating after this much audio")
+    p.add_argument("--seed", type=int, default=None, help="seed of the sampling noise")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
+    return p
+
+
+def synthesis_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The synthesize() keywords of the flags that were given."""
+    opts: dict[str, Any] = {}
+    for attr, key in OPTIONS.items():
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if key == "speaker" and isinstance(value, str) and value.lstrip("-").isdigit():
+            value = int(value)
+        opts[key] = value
+    if getattr(args, "vocoder", None):
+        opts["vocoder_run"] = args.vocoder
+    return opts
+
+
+def load_synthesizer(run_dir: str, device: str | None) -> tuple[Any, Any]:
+    """Config and task of a run that can synthesize (UserError otherwise)."""
+    from speechtrain.errors import UserError
+    from speechtrain.train.run import load_task
+
+    cfg, task = load_task(run_dir, device=device)
+    if not hasattr(task, "synthesize"):
+        raise UserError(
+            f"{run_dir} is a '{cfg.model.name}' run, which cannot synthesize from text "
+            f"(TTS families: vits, gpt_tts; a vocoder run is used with --vocoder)"
+        )
+    return cfg, task
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import numpy as np
+    import soundfile as sf
+    import torch
+
+    from speechtrain.errors import UserError
+
+    out = Path(args.out)
+    if out.suffix.lower() != ".wav":
+        raise UserError(f"--out {out}: write a .wav file")
+    cfg, task = load_synthesizer(args.run_dir, args.device)
+    if args.seed is not None:
+        torch.manual_seed(args.seed)
+    with torch.inference_mode():
+        audio = task.synthesize(args.text, **synthesis_options(args))
+    audio = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(out), audio, cfg.data.sample_rate, subtype="PCM_16")
+    seconds = audio.size / cfg.data.sample_rate
+    print(f"wrote {out} ({seconds:.2f} s at {cfg.data.sample_rate} Hz)")
+    return 0
