@@ -193,3 +193,15 @@ def test_state_mismatch_is_a_clear_error() -> None:
         BucketBatchSampler(_frames(60), seed=0).load_state_dict(state)
     with pytest.raises(DataError, match="world_size"):
         BucketBatchSampler(_frames(50), seed=0, rank=0, world_size=2).load_state_dict(state)
+
+
+def test_resume_with_changed_batching_replans_and_says_so() -> None:
+    frames = _frames(200)
+    s = BucketBatchSampler(frames, max_frames=3000, seed=0)
+    s.position = len(s) // 2
+    state = s.state_dict()
+    other = BucketBatchSampler(frames, max_frames=1500, seed=0)
+    with pytest.warns(UserWarning, match="budget"):
+        other.load_state_dict(state)
+    assert other.resume_note and "budget" in other.resume_note
+    assert abs(other.position / len(other) - 0.5) < 0.1

@@ -278,6 +278,8 @@ class TrainLoader:
         self._epoch_totals.load(state.get("epoch_totals", {}))
         self._history = list(state.get("history", []))
         self._generation += 1
+        if self.sampler.resume_note:
+            self.notes.append(self.sampler.resume_note)
 
 
 def build_train_loader(

@@ -231,6 +231,7 @@ class BucketBatchSampler:
         self.dropped = 0  # batches (and items) dropped by rank_remainder="drop_report"
         self.dropped_items = 0
         self._plan: EpochPlan | None = None
+        self.resume_note: str | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -477,8 +478,27 @@ class BucketBatchSampler:
             self.position += 1
             yield list(key.indices)
 
+    def settings(self) -> dict[str, Any]:
+        """What shapes the plan besides seed and epoch (saved with the state to detect changes)."""
+        return {
+            "mode": self.mode,
+            "budget": None if not np.isfinite(self.budget) else float(self.budget),
+            "boundaries": [int(b) for b in self.boundaries],
+            "bucket_sizes": None if self.bucket_sizes is None else [int(b) for b in self.bucket_sizes],
+            "batch_size": self.batch_size,
+            "max_batch_size": self.max_batch_size,
+            "quadratic_frames": self.quadratic_frames,
+            "sort_pool": self.sort_pool,
+            "pad_multiple": self.pad_multiple,
+            "crop_frames": self.crop_frames,
+            "shuffle": self.shuffle,
+            "usable": int(self.usable.size),
+        }
+
     def state_dict(self) -> dict[str, Any]:
         return {
+            "settings": self.settings(),
+            "epoch_batches": len(self),
             "epoch": self.epoch,
             "position": self.position,
             "carried": [k.to_list() for k in self.carried],
@@ -508,3 +528,27 @@ class BucketBatchSampler:
         self.dropped = int(state.get("dropped", 0))
         self.dropped_items = int(state.get("dropped_items", 0))
         self._plan = None
+        old = state.get("settings")
+        if old is not None and old != self.settings():
+            self._resume_with_new_settings(old, state)
+
+    def _resume_with_new_settings(self, old: dict[str, Any], state: dict[str, Any]) -> None:
+        """Batching changed since the checkpoint (e.g. after `speechtrain tune`): re-plan the epoch
+        and resume at the same fraction of it; said in ``resume_note`` and a warning."""
+        import warnings
+
+        changed = sorted(k for k in old if old[k] != self.settings().get(k))
+        if old.get("mode") != self.mode and self.carried:
+            self.dropped += len(self.carried)
+            self.dropped_items += sum(len(k.indices) for k in self.carried)
+            self.carried = []
+        old_len = max(1, int(state.get("epoch_batches", 1)))
+        new_len = len(self)
+        new_pos = min(new_len, round(self.position * new_len / old_len))
+        self.resume_note = (
+            f"batching settings changed since the checkpoint ({', '.join(changed)}): epoch {self.epoch} was "
+            f"re-planned and resumes at batch {new_pos} of {new_len} (was {self.position} of {old_len}); "
+            "the rest of this epoch is not exactly the interrupted run's"
+        )
+        self.position = new_pos
+        warnings.warn(self.resume_note, stacklevel=3)
