@@ -243,6 +243,7 @@ def test_apply_accelerations_cpu_defaults_say_why():
     assert plan.record("sdpa").applied  # auto -> on
     assert not plan.record("compile").applied
     assert not plan.record("activation_checkpointing").applied
+    assert plan.compile_stats() is None
     text = plan.summary()
     assert "precision fp32" in text and "tf32" in text
     json.dumps(plan.records_dict())

@@ -34,6 +34,16 @@ class AccelPlan:
         """The record named ``name`` (e.g. ``"compile"``), or None."""
         return next((r for r in self.records if r.name == name), None)
 
+    def compile_stats(self) -> dict[str, Any] | None:
+        """Dynamo counters (frames compiled, graph breaks, recompiles) when compile is on, else None.
+        Log it now and then: a recompile count that keeps growing means shapes vary too much."""
+        rec = self.record("compile")
+        if rec is None or not rec.applied:
+            return None
+        from speechtrain.accel.compile import compile_stats
+
+        return compile_stats()
+
     def records_dict(self) -> dict[str, Any]:
         """The content of ``accel.json``."""
         return {
