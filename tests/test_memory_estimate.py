@@ -156,3 +156,21 @@ def test_estimate_of_a_two_stage_task_counts_each_stage_optimizer() -> None:
     n = sum(p.numel() for m in task.modules().values() for p in m.parameters())
     assert est["optimizer_bytes"] == 8 * n
     assert est["activations"]["measured"][0]["bytes"] > 0
+
+
+def test_estimate_builds_the_configured_task_with_its_accelerations(capsys: pytest.CaptureFixture[str]) -> None:
+    from speechtrain.cli.main import main
+
+    base = ["model.name=toy", "model.channels=8", "model.blocks=2", "data.max_frames=1000"]
+    est = estimate(load_config(None, [*base, "train.device=cpu", "data.n_mels=8"]), longest_frames=100)
+    ckpt = estimate(
+        load_config(None, [*base, "train.device=cpu", "data.n_mels=8", "accel.activation_checkpointing=true"]),
+        longest_frames=100,
+    )
+    assert est["parameters"] > 0 and est["activations"]["accelerations"] is not None
+    assert "activation_checkpointing" in ckpt["activations"]["accelerations"]
+    # recomputing the blocks in backward keeps fewer tensors alive
+    assert ckpt["activations"]["measured"][1]["bytes"] < est["activations"]["measured"][1]["bytes"]
+    assert main(["estimate", *base, "train.device=cpu", "data.n_mels=8"]) == 0
+    out = capsys.readouterr().out
+    assert "optimizer" in out and "frame budget" in out

@@ -61,22 +61,22 @@ def _unique_params(modules: dict[str, nn.Module], names: list[str] | None = None
     return out
 
 
-def _embedding_params(modules: dict[str, nn.Module]) -> set[int]:
-    return {id(m.weight) for mod in modules.values() for m in mod.modules() if isinstance(m, nn.Embedding)}
-
-
-def optimizer_state_bytes(params: list[nn.Parameter], optimizer: str, embeddings: set[int] | None = None) -> int:
-    """Bytes of optimizer state for ``params`` (fp32 states)."""
+def optimizer_state_bytes(
+    params: list[nn.Parameter], optimizer: str, muon_params: list[nn.Parameter] | None = None
+) -> int:
+    """Bytes of optimizer state for ``params`` (fp32 states): AdamW/Adam two moments, SGD one
+    momentum buffer, Muon one momentum buffer for ``muon_params`` (default: :func:`muon_split`)
+    and two AdamW moments for the rest."""
     n = sum(p.numel() for p in params)
     if optimizer in ("adamw", "adam"):
         return 2 * FP32 * n
     if optimizer == "sgd":
         return FP32 * n
     if optimizer == "muon":
-        embeddings = embeddings or set()
-        muon, rest = muon_split([p for p in params if id(p) not in embeddings])
-        rest += [p for p in params if id(p) in embeddings]
-        return FP32 * sum(p.numel() for p in muon) + 2 * FP32 * sum(p.numel() for p in rest)
+        muon = muon_split(params)[0] if muon_params is None else muon_params
+        ids = {id(p) for p in params}
+        n_muon = sum(p.numel() for p in muon if id(p) in ids)
+        return FP32 * n_muon + 2 * FP32 * (n - n_muon)
     raise ValueError(f"unknown optimizer {optimizer!r}")
 
 
@@ -268,6 +268,24 @@ def _dataset_stats(cfg: Any) -> dict[str, Any] | None:
     return {"longest_frames": int(frames.max()), "items": int(frames.size)}
 
 
+def _setup_on_synthetic_data(task: Any, cfg: Any) -> None:
+    """Run ``task.setup`` (codebooks, normalisation) on a synthetic training set, so that a task
+    built only for the estimate can take a training step."""
+    from speechtrain.errors import UserError
+    from speechtrain.testing.datasets import FakeSpeechDataset
+
+    d = cfg.data
+    fake = FakeSpeechDataset(
+        [128] * 128, n_mels=d.n_mels, hop_length=d.hop_length, sample_rate=d.sample_rate, fields=("mel", "tokens")
+    )
+    try:
+        task.setup(fake)
+    except (ValueError, RuntimeError, UserError) as exc:
+        raise UserError(
+            f"estimate: the task's setup() failed on synthetic data ({exc}); pass a task that is already set up"
+        ) from exc
+
+
 def estimate(
     cfg: Any,
     task: Any = None,
@@ -277,7 +295,10 @@ def estimate(
 ) -> dict[str, Any]:
     """Memory a training run of ``cfg`` needs, before running it (bytes; see the module doc).
 
-    ``task`` defaults to the task of ``cfg.model``; ``device`` to ``train.device``;
+    ``task`` defaults to a fresh task of ``cfg.model``, set up on synthetic data, with the
+    accelerations of ``cfg.accel`` applied (compile excepted), so that activation checkpointing,
+    SDPA and the precision show in the figures; a given ``task`` is measured as it is (its
+    modules are moved to the device). ``device`` defaults to ``train.device``;
     ``longest_frames`` to the prepared training set's longest utterance (else
     ``data.max_duration``); ``lengths`` are the two measured lengths in frames (default 64, 128;
     crop mode: half the crop and the crop).
@@ -287,28 +308,45 @@ def estimate(
 
     d = cfg.data
     device = resolve_device(cfg.train.device) if device is None else torch.device(device)
-    if task is None:
+    own_task = task is None
+    if own_task:
         from speechtrain.registry import build_task
 
         task = build_task(cfg)
+        _setup_on_synthetic_data(task, cfg)
     modules = task.modules()
     for m in modules.values():
         m.to(device)
-    from speechtrain.accel.precision import resolve_precision
+    accel_records: list[str] = []
+    if own_task:  # measure as the run will: checkpointing, SDPA, channels-last, precision (compile off)
+        from speechtrain.accel import apply_accelerations
 
-    precision = resolve_precision(cfg.accel.precision, device).name
+        quick = cfg.model_copy(deep=True)
+        quick.accel.compile = False
+        plan = apply_accelerations(quick, modules, device)
+        precision = plan.precision.name
+        accel_records = [r.name for r in plan.records if r.applied]
+    else:
+        from speechtrain.accel.precision import resolve_precision
+
+        precision = resolve_precision(cfg.accel.precision, device).name
     _, measured_precision = _autocast(device, precision)
 
     # static memory: by optimizer stage, each stage's own optimizer over its modules
     params = _unique_params(modules)
     trainable = [p for p in params if p.requires_grad]
-    embeddings = _embedding_params(modules)
     opt_bytes = 0
     seen: set[int] = set()
     for spec in task.optimizer_specs():
+        stage_modules = [modules[name] for name in spec.modules]
         stage = [p for p in _unique_params(modules, spec.modules) if p.requires_grad and id(p) not in seen]
         seen.update(id(p) for p in stage)
-        opt_bytes += optimizer_state_bytes(stage, cfg.optim.name, embeddings)
+        muon = None
+        if cfg.optim.name == "muon":
+            from speechtrain.accel.optim import muon_partition
+
+            muon = muon_partition(stage_modules)[0]
+        opt_bytes += optimizer_state_bytes(stage, cfg.optim.name, muon)
     weights = sum(p.numel() * p.element_size() for p in params)
     grads = FP32 * sum(p.numel() for p in trainable)
     static = weights + grads + opt_bytes
@@ -341,6 +379,7 @@ def estimate(
     fit = fit_activations(points, quadratic)
     fit["measured"] = [{"batch_size": b, "frames": t, "bytes": y} for b, t, y in points]
     fit["precision"] = measured_precision
+    fit["accelerations"] = accel_records if own_task else None
 
     # scale to the longest utterance and the frame budget
     source = "training set"
@@ -397,13 +436,16 @@ def format_estimate(est: dict[str, Any]) -> str:
         f"weights          {format_bytes(est['weights_bytes'])} (fp32 master)",
         f"gradients        {format_bytes(est['gradients_bytes'])} (fp32)",
         f"optimizer        {format_bytes(est['optimizer_bytes'])} ({est['optimizer']})",
-        f"activations      measured in {fit['precision']}: {pts}; {fit['model']} fit: "
+        f"activations      measured in {fit['precision']}"
+        + (f" with {', '.join(fit['accelerations'])}" if fit.get("accelerations") else "")
+        + f": {pts}; {fit['model']} fit: "
         f"{fit['per_item'] / 1024:.1f} KiB/item + {fit['per_frame'] / 1024:.2f} KiB/frame"
         + (f" + {fit['per_frame2']:.1f} B/frame^2" if fit["model"] == "quadratic" else ""),
         f"longest item     {est['longest_frames']} frames ({est['longest_source']}): "
         f"activations {format_bytes(est['activations_longest_bytes'])}, "
         f"total {format_bytes(est['total_longest_bytes'])}",
-        f"frame budget     {est['budget_batch_size']} x {est['longest_frames']} = {est['budget_frames']} frames: "
+        f"frame budget     {est['budget_frames']} frames = {est['budget_batch_size']} x {est['longest_frames']}-frame "
+        "items: "
         f"activations {format_bytes(est['activations_budget_bytes'])}, total {format_bytes(est['total_budget_bytes'])}"
         + ("" if est["fits"] is None else ("  (fits)" if est["fits"] else "  (DOES NOT FIT: lower data.max_frames)")),
         "not counted      backward temporaries, kernel workspaces, allocator fragmentation (measure with tune)",

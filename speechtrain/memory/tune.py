@@ -347,6 +347,7 @@ def tune(
 
     t0 = time.perf_counter()
     d, t = cfg.data, cfg.tune
+    user_task = task is not None
     if task is None:
         from speechtrain.registry import build_task
 
@@ -370,7 +371,8 @@ def tune(
     if with_estimate:
         from speechtrain.memory.estimate import estimate
 
-        est = estimate(cfg, task=task, longest_frames=int(frames.max()))
+        # a task of our own is measured fresh, with the accelerations the run applies
+        est = estimate(cfg, task=task if user_task else None, longest_frames=int(frames.max()))
     if step_fn is None:
         from speechtrain.train.trainer import Trainer
 
