@@ -168,6 +168,8 @@ def prepare_dataset(
             "prepare was called while a worker process was starting: the script's top level runs again in each "
             'spawned worker; put it under `if __name__ == "__main__":`'
         )
+    if workers is not None and workers < 1:
+        raise DataError(f"workers must be >= 1, got {workers}")
     start = time.perf_counter()
     d = _data_cfg(cfg)
     rt = _effective_require_text(d, require_text)
@@ -440,8 +442,6 @@ def _compute_all(
 ) -> tuple[dict[str, tuple[int, int, tuple[str, str] | None]], int]:
     from tqdm import tqdm
 
-    if workers is not None and workers < 1:
-        raise DataError(f"--workers must be >= 1, got {workers}")
     n = len(todo)
     workers = default_workers(n) if workers is None else min(workers, max(1, n))
     tasks = [(key, path, str(root), settings) for key, (path, _) in todo.items()]
