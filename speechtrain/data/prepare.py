@@ -283,7 +283,8 @@ def _build_index(
             frames, samples, err = results[key]
             if err is not None:
                 problems.append(Problem(err[0], f"{err[1]} ({c.entry.audio_path})", c.entry.id, c.entry.where))
-                probes[c.entry.audio_path] = {"sig": c.sig, "problem": list(err)}
+                if err[0] != "feature_error":  # a property of the file: not retried until it changes
+                    probes[c.entry.audio_path] = {"sig": c.sig, "problem": list(err)}
                 continue
         elif key in known:
             frames, samples = known[key]
