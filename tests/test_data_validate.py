@@ -177,3 +177,29 @@ def test_labelled_folder(tmp_path: Path) -> None:
     assert ds.labels == ["cat", "dog"]
     assert {ds.ids[i]: ds[i]["label"] for i in range(len(ds))}["dog/dog1"] == 1
     assert ds[0]["mel"].shape == (80, ds.frames[0]) and ds[0]["text"] == ""
+
+
+def test_unexpected_errors_per_file_are_recorded_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import speechtrain.data.prepare as prep
+
+    root = tmp_path / "lj"
+    (root / "wavs").mkdir(parents=True)
+    for uid in ("ok", "boom"):
+        sf.write(root / "wavs" / f"{uid}.wav", _tone(0.5), 22050, subtype="PCM_16")
+    sf.write(root / "wavs" / "tiny.wav", _tone(0.005), 22050, subtype="PCM_16")  # 110 samples < one hop
+    (root / "metadata.csv").write_text("ok|Fine.|Fine.\nboom|Explodes.|Explodes.\ntiny|Tiny.|Tiny.\n")
+    real = prep.compute_features
+
+    def flaky(path: str, settings: dict) -> tuple:
+        if path.endswith("boom.wav"):
+            raise RuntimeError("simulated bug")
+        return real(path, settings)
+
+    monkeypatch.setattr(prep, "compute_features", flaky)
+    cfg = _cfg(root, "data.min_duration=0")
+    report = prepare_dataset(cfg, workers=1, progress=False)
+    assert report.kept == 1 and report.skipped == {"feature_error": ["boom"], "too_short": ["tiny"]}
+    assert "simulated bug" in report.problems[0].detail or "simulated bug" in report.problems[1].detail
+    monkeypatch.setattr(prep, "compute_features", real)
+    again = prepare_dataset(cfg, workers=1, progress=False)  # the failure is retried, the file fact is not
+    assert again.kept == 2 and again.computed == 1 and again.skipped == {"too_short": ["tiny"]}
