@@ -172,8 +172,11 @@ def test_equal_duration_boundaries() -> None:
 
 def test_explicit_buckets_and_batch_sizes() -> None:
     frames = _frames()
-    s = BucketBatchSampler(frames, bucket_boundaries=[200, 400, 650], bucket_batch_sizes=[12, 6, 3], seed=0)
-    assert s.report.oversize == int((frames > 650).sum())
+    s = BucketBatchSampler(
+        frames, bucket_boundaries=[200, 400, 650], bucket_batch_sizes=[12, 6, 3], max_frames=100, seed=0
+    )
+    assert s.report.oversize == int((frames > 650).sum()) > 0  # max_frames does not apply to tuned sizes
+    assert s.budget == max(12 * 200, 6 * 400, 3 * 650)
     for k in s.epoch_keys():
         if k.bucket != OVERSIZE:
             assert len(k.indices) <= [12, 6, 3][k.bucket]

@@ -312,7 +312,8 @@ class BucketBatchSampler:
                 self.budget = float(self.max_frames)
             else:
                 self.budget = float(self.batch_size * item_cost(self.padded(longest), self.quadratic_frames))
-            over = cost > self.budget
+            # explicit per-bucket sizes were measured up to each bucket's bound: no frame budget applies
+            over = cost > self.budget if sizes is None else np.zeros(n, dtype=bool)
             if boundaries is not None:
                 b = np.asarray(boundaries, dtype=np.int64)
                 if b.size == 0 or np.any(np.diff(b) <= 0):
@@ -329,6 +330,8 @@ class BucketBatchSampler:
                         "bucket, or set data.bucket_boundaries to the bounds the sizes were tuned for"
                     )
                 self.bucket_sizes = np.asarray(sizes, dtype=np.int64)
+                per_bucket = self.bucket_sizes * item_cost(self.padded(self.boundaries), self.quadratic_frames)
+                self.budget = float(per_bucket.max())  # the largest batch cost the tuned plan allows
             self.bucket_of = np.searchsorted(self.boundaries, self.frames, side="left").astype(np.int64)
             self.bucket_of[over] = OVERSIZE
             oversize = np.flatnonzero(over)
