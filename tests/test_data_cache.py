@@ -34,14 +34,19 @@ def _features(root: Path) -> set[str]:
     return {p.name for p in (root / ".speechtrain_cache" / "features").glob("*/*.npy")}
 
 
-def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path) -> None:
+def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import speechtrain.data.validate as validate
+
     cfg = _cfg(corpus)
     first = prepare_dataset(cfg, workers=1, progress=False)
     assert (first.computed, first.reused, first.kept) == (6, 0, 6)
     assert is_prepared(cfg) is None and ensure_prepared(cfg) is None
     before = {p: p.stat().st_mtime_ns for p in (corpus / ".speechtrain_cache" / "features").glob("*/*.npy")}
+    opened: list[str] = []
+    real_probe = validate.probe_audio
+    monkeypatch.setattr(validate, "probe_audio", lambda path: opened.append(path) or real_probe(path))
     again = prepare_dataset(cfg, workers=1, progress=False)
-    assert (again.computed, again.reused) == (0, 6)
+    assert (again.computed, again.reused) == (0, 6) and opened == []  # no audio file opened
     assert {p: p.stat().st_mtime_ns for p in before} == before  # nothing rewritten
 
     wav = sorted((corpus / "wavs").glob("*.wav"))[2]
@@ -51,7 +56,7 @@ def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path) -
     with pytest.raises(DataError, match="speechtrain prepare"):
         SpeechDataset.from_config(cfg, "train")
     changed = ensure_prepared(cfg, workers=1, progress=False)
-    assert changed is not None and (changed.computed, changed.reused) == (1, 5)
+    assert changed is not None and (changed.computed, changed.reused) == (1, 5) and opened == [str(wav)]
     assert changed.removed_stale == 2  # the old mel + audio of that file
     ds = SpeechDataset.from_config(cfg, "train")
     ds_all = ds.ids + SpeechDataset.from_config(cfg, "eval").ids
