@@ -222,3 +222,12 @@ def test_pinned_batches_reach_the_gpu() -> None:
     assert b["audio"].is_pinned()
     out = DeviceFeatures(cfg).cuda()(b.to("cuda"))
     assert out["mel"].is_cuda and out["mel"].shape[-1] == b["audio"].shape[-1] // 4
+
+
+def test_loader_does_not_touch_the_global_torch_rng() -> None:
+    loader = build_train_loader(_cfg(), fake_dataset(20), Needs(mel=True))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    _take(loader, len(loader) + 2)  # crosses an epoch: a new DataLoader iterator
+    assert torch.equal(torch.rand(3), expected)

@@ -144,6 +144,9 @@ def _dataloader(reader: BatchReader, source: _KeySource, d: Any, notes: list[str
         num_workers=d.num_workers,
         collate_fn=_identity,
         pin_memory=pin,
+        # its own generator: creating an iterator draws a worker base seed, which must not move the
+        # global torch RNG (a resumed run creates iterators at other points than the original run)
+        generator=torch.Generator().manual_seed(0),
         **kwargs,
     )
 
