@@ -208,3 +208,20 @@ def test_resume_with_changed_batching_replans_and_says_so() -> None:
         other.load_state_dict(state)
     assert other.resume_note and "budget" in other.resume_note
     assert abs(other.position / len(other) - 0.5) < 0.1
+
+
+def test_rank_and_world_size_come_from_torch_distributed(tmp_path) -> None:  # noqa: ANN001
+    import torch.distributed as dist
+
+    from speechtrain.data.sampler import resolve_rank
+
+    assert resolve_rank(None, None) == (0, 1) and resolve_rank(2, 3) == (2, 3)
+    with pytest.raises(ConfigError):
+        resolve_rank(3, 3)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        assert resolve_rank(None, None) == (0, 1)
+        with pytest.raises(ConfigError, match="torch.distributed"):
+            resolve_rank(1, 2)
+    finally:
+        dist.destroy_process_group()
