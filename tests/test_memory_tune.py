@@ -61,7 +61,13 @@ def test_search_throughput_objective_stops_when_speed_saturates() -> None:
         _limit_trial(10**6, 10, aps=lambda b: float(min(b, 8))), objective="throughput", min_gain=0.05
     )
     assert (best.batch_size, limited) == (8, "throughput")
-    assert max(t.batch_size for t in trials) == 16
+    assert max(t.batch_size for t in trials) == 32  # two doublings without gain
+    # one noisy slow timing does not stop the growth
+    noisy = {4: 1.0}
+    best, _, limited = search_batch_size(
+        _limit_trial(10**6, 10, aps=lambda b: noisy.get(b, float(min(b, 16)))), objective="throughput", min_gain=0.05
+    )
+    assert (best.batch_size, limited) == (16, "throughput")
     # the memory objective ignores speed
     best, _, limited = search_batch_size(_limit_trial(1000, 10, aps=lambda b: 1.0), objective="memory")
     assert limited == "memory" and best.batch_size * 10 <= 1000 < (best.batch_size * 1.05 + 1) * 10

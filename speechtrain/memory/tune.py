@@ -145,13 +145,14 @@ def search_batch_size(
     tolerance: float = 0.05,
     objective: str = "memory",
     min_gain: float = 0.05,
+    patience: int = 2,
 ) -> tuple[Trial | None, list[Trial], str]:
     """Largest batch size for which ``trial(b).ok`` (grow by doubling, then bisect).
 
     Returns ``(best trial or None when even 1 fails, all trials, what limited it)``; ``limited``
     is ``memory``, ``throughput``, ``max_batch_size`` or ``does_not_fit``. With
-    ``objective="throughput"`` growth also stops when a doubled batch does not raise
-    ``audio_seconds_per_second`` by ``min_gain`` (the smaller batch is kept).
+    ``objective="throughput"`` growth also stops when ``patience`` doublings in a row do not raise
+    ``audio_seconds_per_second`` by ``min_gain`` over the best so far (which is kept).
     """
     trials: list[Trial] = []
 
@@ -174,21 +175,25 @@ def search_batch_size(
             return None, trials, "does_not_fit"
         best, limited = r, "memory"
     else:
-        best, limited = r, ""
+        best, limited, misses = r, "", 0
         while not limited:
             if b >= cap:
-                limited = "max_batch_size"
+                limited = "throughput" if misses else "max_batch_size"
                 break
             nb = min(cap, 2 * b)
             r = run(nb)
             if not r.ok:
-                fail, limited = nb, "memory"
+                fail, limited = nb, "throughput" if misses else "memory"
             elif objective == "throughput" and _no_gain(r, best, min_gain):
-                limited = "throughput"
+                # one more doubling before giving up: a single timing can be noisy on a busy machine
+                misses += 1
+                b = nb
+                if misses >= patience:
+                    limited = "throughput"
             else:
-                best, b = r, nb
-    if limited == "memory":
-        lo, hi = best.batch_size, int(fail)  # type: ignore[arg-type]
+                best, b, misses = r, nb, 0
+    if limited == "memory" and fail is not None:
+        lo, hi = best.batch_size, fail  # type: ignore[arg-type]
         while hi - lo > 1 and hi - lo > tolerance * lo:
             mid = (lo + hi) // 2
             r = run(mid)
