@@ -216,3 +216,34 @@ def test_tune_command_then_train_never_hits_the_limit(
     assert tuned.data.bucket_batch_sizes == [b["batch_size"] for b in report["buckets"]]
     _, summary = train_from_config(tuned, log=lambda _m: None)
     assert summary["oom_recoveries"] == 0
+
+
+@pytest.mark.gpu
+def test_tune_on_cuda_finds_a_real_memory_limit(tmp_path: Path) -> None:
+    """A real tune on a GPU: a 2 GiB budget binds, the chosen batches stay under it, and the
+    per-process cap is given back afterwards."""
+    total = torch.cuda.get_device_properties(0).total_memory
+    fraction = 2 * 1024**3 / total
+    cfg = _cfg(
+        tmp_path,
+        "train.device=cuda",
+        "model.name=toy",
+        "model.channels=128",
+        "model.blocks=4",
+        "data.n_mels=80",
+        "accel.sdpa=false",  # the explicit attention keeps T x T scores: memory grows fast with length
+        f"tune.memory_fraction={fraction}",
+        "tune.margin_gib=0",
+        "tune.max_batch_size=512",
+    )
+    ds = fake_dataset(32, 600, 1200, n_mels=80, fields=("mel",))
+    report = tune(cfg, dataset=ds, log=lambda _m: None)
+    assert report.budget_bytes is not None and report.budget_bytes <= 2 * 1024**3
+    for b in report.buckets:
+        assert b.limited_by == "memory"
+        assert b.peak_reserved_bytes <= report.budget_bytes
+        assert any(not t.ok and t.batch_size <= (b.batch_size + max(1, 0.05 * b.batch_size)) for t in b.trials)
+        assert b.estimate_bytes is not None and b.estimate_bytes > 0
+    assert report.estimate["device"].startswith("cuda")
+    x = torch.empty(int(0.5 * total), dtype=torch.uint8, device="cuda")  # the 2 GiB cap is gone
+    del x

@@ -338,10 +338,10 @@ def tune(
 ) -> TuneReport:
     """Tune per-bucket batch sizes for ``cfg`` (see the module docstring).
 
-    ``task`` defaults to the config's model; ``dataset`` to the prepared training set (prepared
-    here when missing or stale); ``step_fn(batch)`` to one step of a
-    :class:`speechtrain.train.trainer.Trainer` built without its OOM guard (pass your own to tune
-    a training loop of your own).
+    ``task`` defaults to the config's model (set up on ``dataset``; a task you pass must be set up
+    already); ``dataset`` to the prepared training set (prepared here when missing or stale);
+    ``step_fn(batch)`` to one step of a :class:`speechtrain.train.trainer.Trainer` built without
+    its OOM guard (pass your own to tune a training loop of your own).
     """
     from speechtrain.config import build_config
     from speechtrain.data.batch import round_up
@@ -365,7 +365,8 @@ def tune(
 
         ensure_prepared(cfg, require_text=needs.text)
         dataset = SpeechDataset.from_config(cfg, "train", fields=dataset_fields(needs, cfg))
-        task.setup(dataset)
+    if not user_task:
+        task.setup(dataset)  # data-dependent parts (codebooks), as a fresh training run does
     frames = np.asarray(dataset.frames, dtype=np.int64)
     if frames.size == 0:
         from speechtrain.errors import DataError
