@@ -66,15 +66,21 @@ def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path, m
     assert "n_mels 80 -> 64" in (is_prepared(cfg64) or "")
     with pytest.raises(DataError, match=r"n_mels 80 -> 64.*speechtrain prepare"):
         SpeechDataset.from_config(cfg64, "train")
+    import speechtrain.data.prepare as prep
+
+    decoded: list[str] = []
+    real_compute = prep.compute_features
+    monkeypatch.setattr(prep, "compute_features", lambda f, s: decoded.append(f) or real_compute(f, s))
     rebuilt = prepare_dataset(cfg64, workers=1, progress=False)
     assert (rebuilt.computed, rebuilt.reused, rebuilt.removed_stale) == (6, 0, 0)
-    assert len(_features(corpus)) == 24  # both settings variants stay usable
+    assert decoded == []  # the new mels come from the stored audio
+    assert len(_features(corpus)) == 6 + 2 * 6  # audio shared; both mel variants stay usable
     assert SpeechDataset.from_config(cfg64, "train")[0]["mel"].shape[0] == 64
     assert SpeechDataset.from_config(cfg, "train")[0]["mel"].shape[0] == 80
     for n_mels in (40, 48, 56, 72):  # only the 4 most recent variants are kept
         prepare_dataset(_cfg(corpus, f"data.n_mels={n_mels}"), workers=1, progress=False)
     assert is_prepared(cfg) is not None and is_prepared(_cfg(corpus, "data.n_mels=72")) is None
-    assert len(_features(corpus)) == 4 * 12
+    assert len(_features(corpus)) == 6 + 4 * 6
 
 
 def test_validation_only_change_reuses_features(corpus: Path) -> None:

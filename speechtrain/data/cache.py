@@ -5,13 +5,14 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
     <root>/<manifest-stem>-<hash8>/index-<settings-hash8>.json
                                                  one per manifest and settings variant (up to 4 kept):
                                                  settings, items, problems, header probes
-    <root>/features/<kk>/<key>.mel.npy           float32 (n_mels, T_frames)
-    <root>/features/<kk>/<key>.audio.npy         int16 (T_frames * hop_length,)
+    <root>/features/<kk>/<mel_key>.mel.npy       float32 (n_mels, T_frames)
+    <root>/features/<kk>/<audio_key>.audio.npy   int16 (T_frames * hop_length,)
     <root>/.lock                                 held while preparing
 
-A feature ``key`` hashes the audio file's absolute path, size, mtime and the feature settings
-(sample_rate, n_fft, win_length, hop_length, n_mels, fmin, fmax), so a changed file or setting gets
-a new key and is recomputed while everything else is reused; files no index refers to are removed.
+A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
+n_fft, win_length, hop_length, n_mels, fmin, fmax); an audio key the same file facts with sample_rate
+and hop_length only. A changed file or setting gets new keys and is recomputed (a mel-only setting
+from the stored audio) while everything else is reused; files no index refers to are removed.
 Switching between settings (an 80-mel vocoder and a 64-mel classifier on the same data) keeps both.
 """
 
@@ -114,15 +115,29 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def feature_key(audio_path: str, sig: list[int] | None, settings: dict[str, Any]) -> str:
-    blob = json.dumps([CACHE_VERSION, audio_path, sig, settings], sort_keys=True)
-    return hashlib.sha1(blob.encode()).hexdigest()[:24]
+AUDIO_KEYS = ("sample_rate", "hop_length")  # the stored audio depends only on these
 
 
-def feature_paths(root: Path, key: str) -> tuple[Path, Path]:
-    """``(mel, audio)`` npy paths of a feature key."""
-    folder = root / "features" / key[:2]
-    return folder / f"{key}.mel.npy", folder / f"{key}.audio.npy"
+def _digest(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def feature_keys(audio_path: str, sig: list[int] | None, settings: dict[str, Any]) -> tuple[str, str]:
+    """``(mel_key, audio_key)`` of one file: the mel key hashes every feature setting, the audio key
+    only ``sample_rate`` and ``hop_length``, so an n_mels/n_fft/fmax change reuses the stored audio."""
+    mel = _digest([CACHE_VERSION, "mel", audio_path, sig, settings])
+    audio = _digest([CACHE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
+    return mel, audio
+
+
+def mel_path(root: Path, key: str) -> Path:
+    """float32 (n_mels, T_frames) log-mel of a mel key."""
+    return root / "features" / key[:2] / f"{key}.mel.npy"
+
+
+def audio_path(root: Path, key: str) -> Path:
+    """int16 (T_frames * hop_length,) audio of an audio key."""
+    return root / "features" / key[:2] / f"{key}.audio.npy"
 
 
 def manifest_signature(manifest: str, fmt: str) -> Any:
@@ -176,8 +191,7 @@ def stale_reason(
         return f"stale ({len(changed_files)} audio file(s) changed, e.g. {changed_files[0]})"
     root = cache_root(data_cfg)
     for item in index.get("items", []):
-        mel, audio = feature_paths(root, item["key"])
-        if not (mel.is_file() and audio.is_file()):
+        if not (mel_path(root, item["key"]).is_file() and audio_path(root, item["audio_key"]).is_file()):
             return f"incomplete (feature files of '{item['id']}' are missing)"
     if require_text is True and any(not item["text"] for item in index.get("items", [])):
         return "stale (it keeps items with empty text, and this task needs text)"
@@ -228,7 +242,8 @@ def collect_garbage(root: Path) -> int:
     for idx in root.glob("*/index-*.json"):
         index = read_index(idx)
         if index is not None:
-            keep.update(item["key"] for item in index.get("items", []))
+            for item in index.get("items", []):
+                keep.update((item["key"], item["audio_key"]))
     removed = 0
     for f in (root / "features").glob("*/*.npy"):
         if f.name.split(".", 1)[0] not in keep:

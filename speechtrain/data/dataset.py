@@ -88,11 +88,11 @@ class SpeechDataset:
             "speaker": int(self.speaker_ids[i]),
             "label": int(self.label_ids[i]),
         }
-        mel_path, audio_path = C.feature_paths(self.root, it["key"])
         if "mel" in self.fields:
-            out["mel"] = np.array(np.load(mel_path, mmap_mode="r"), dtype=np.float32)  # (n_mels, T_frames)
+            mel = np.load(C.mel_path(self.root, it["key"]), mmap_mode="r")  # (n_mels, T_frames)
+            out["mel"] = np.array(mel, dtype=np.float32)
         if "audio" in self.fields:
-            pcm = np.load(audio_path, mmap_mode="r")  # int16 (T_frames * hop,)
+            pcm = np.load(C.audio_path(self.root, it["audio_key"]), mmap_mode="r")  # int16 (T_frames * hop,)
             out["audio"] = pcm.astype(np.float32) / np.float32(32767.0)
         if "tokens" in self.fields:
             out["tokens"] = np.asarray(it["tokens"], dtype=np.int64)  # (L,)

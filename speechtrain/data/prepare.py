@@ -194,17 +194,17 @@ def prepare_dataset(
         manifest=str(d.manifest), format=plans[0][2], cache_dir=str(root), eval_manifest=d.eval_manifest
     )
     with C.cache_lock(root):
-        todo: dict[str, tuple[str, str]] = {}
+        todo: dict[str, tuple[str, str]] = {}  # mel key -> (audio key, file)
         known: dict[str, list[int]] = {}
+        kept_keys = set()
         for plan in plans:
             for item in plan[7].get("items", []):
                 known[item["key"]] = [item["frames"], item["samples"]]
             for c in plan[4]:
-                key = C.feature_key(c.entry.audio_path, c.sig, fsettings)
-                mel, audio = C.feature_paths(root, key)
-                if not (mel.is_file() and audio.is_file()):
-                    todo[key] = (c.entry.audio_path, c.entry.id)
-        kept_keys = {C.feature_key(c.entry.audio_path, c.sig, fsettings) for plan in plans for c in plan[4]}
+                key, akey = C.feature_keys(c.entry.audio_path, c.sig, fsettings)
+                kept_keys.add(key)
+                if not (C.mel_path(root, key).is_file() and C.audio_path(root, akey).is_file()):
+                    todo[key] = (akey, c.entry.audio_path)
         report.reused = len(kept_keys - set(todo))
         results, report.workers = _compute_all(todo, root, fsettings, workers, progress)
         report.computed = sum(1 for r in results.values() if r[2] is None)
@@ -278,7 +278,7 @@ def _build_index(
     items = []
     problems = list(problems)
     for c in kept:
-        key = C.feature_key(c.entry.audio_path, c.sig, fsettings)
+        key, akey = C.feature_keys(c.entry.audio_path, c.sig, fsettings)
         if key in results:
             frames, samples, err = results[key]
             if err is not None:
@@ -289,7 +289,7 @@ def _build_index(
         elif key in known:
             frames, samples = known[key]
         else:  # cached by another manifest's run: read the shape from the file header
-            frames = int(np.load(C.feature_paths(root, key)[0], mmap_mode="r").shape[1])
+            frames = int(np.load(C.mel_path(root, key), mmap_mode="r").shape[1])
             samples = frames * d.hop_length
         e = c.entry
         items.append(
@@ -297,6 +297,7 @@ def _build_index(
                 "id": e.id,
                 "path": e.audio_path,
                 "key": key,
+                "audio_key": akey,
                 "frames": frames,
                 "samples": samples,
                 "text": e.text,
@@ -351,25 +352,31 @@ def _init_worker() -> None:
     torch.set_num_threads(1)  # one process per core; torch threads would oversubscribe
 
 
-def compute_features(audio_path: str, settings: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def compute_features(audio_file: str, settings: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """``(mel float32 (n_mels, T_frames), audio int16 (T_frames * hop_length,))`` of one file.
 
     The log-mel is computed from the stored int16 audio, so on-device features of the cached audio
     equal the cached mel. Raises :class:`speechtrain.data.audio.AudioProblem`.
     """
-    from types import SimpleNamespace
-
     from speechtrain.data.audio import AudioProblem, load_audio
-    from speechtrain.data.features import log_mel_numpy
 
-    wave, _ = load_audio(audio_path, settings["sample_rate"])
+    wave, _ = load_audio(audio_file, settings["sample_rate"])
     hop = settings["hop_length"]
     frames = wave.shape[0] // hop
     if frames < 1:
         raise AudioProblem("too_short", f"{wave.shape[0]} samples, less than one hop ({hop})")
     pcm = np.round(np.clip(wave[: frames * hop], -1.0, 1.0) * 32767.0).astype(np.int16)
+    return mel_of_pcm(pcm, settings), pcm
+
+
+def mel_of_pcm(pcm: np.ndarray, settings: dict[str, Any]) -> np.ndarray:
+    """float32 (n_mels, T_frames) log-mel of int16 audio (T_frames * hop_length,)."""
+    from types import SimpleNamespace
+
+    from speechtrain.data.features import log_mel_numpy
+
     mel = log_mel_numpy(pcm.astype(np.float32) / 32767.0, SimpleNamespace(**settings))  # (n_mels, T_frames)
-    return np.ascontiguousarray(mel, dtype=np.float32), pcm
+    return np.ascontiguousarray(mel, dtype=np.float32)
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
@@ -379,16 +386,21 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def _compute_one(task: tuple[str, str, str, dict[str, Any]]) -> tuple[str, int, int, tuple[str, str] | None]:
-    """Worker entry: compute and store one item; any failure comes back as a problem, never raises."""
-    key, audio_path, root, settings = task
+def _compute_one(task: tuple[str, str, str, str, dict[str, Any]]) -> tuple[str, int, int, tuple[str, str] | None]:
+    """Worker entry: compute and store one item (the mel from already stored audio when there is
+    some, e.g. after an n_mels change); any failure comes back as a problem, never raises."""
+    key, akey, audio_file, root, settings = task
     from speechtrain.data.audio import AudioProblem
 
     try:
-        mel, pcm = compute_features(audio_path, settings)
-        mel_path, audio_path_out = C.feature_paths(Path(root), key)
-        _save_npy(audio_path_out, pcm)
-        _save_npy(mel_path, mel)  # written last: its presence marks the item complete
+        audio_out = C.audio_path(Path(root), akey)
+        if audio_out.is_file():
+            pcm = np.load(audio_out)
+            mel = mel_of_pcm(pcm, settings)
+        else:
+            mel, pcm = compute_features(audio_file, settings)
+            _save_npy(audio_out, pcm)
+        _save_npy(C.mel_path(Path(root), key), mel)  # written last: its presence marks the item complete
         return key, int(mel.shape[1]), int(pcm.shape[0]), None
     except AudioProblem as exc:
         return key, 0, 0, (exc.reason, exc.detail)
@@ -445,7 +457,7 @@ def _compute_all(
 
     n = len(todo)
     workers = default_workers(n) if workers is None else min(workers, max(1, n))
-    tasks = [(key, path, str(root), settings) for key, (path, _) in todo.items()]
+    tasks = [(key, akey, path, str(root), settings) for key, (akey, path) in todo.items()]
     results: dict[str, tuple[int, int, tuple[str, str] | None]] = {}
     if not tasks:
         return results, 0
