@@ -31,7 +31,7 @@ from speechtrain.data.manifest import Problem, detect_format, manifest_file
 from speechtrain.data.validate import file_signature
 from speechtrain.errors import DataError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # bump when the index or feature layout changes
 FEATURE_KEYS = ("sample_rate", "n_fft", "win_length", "hop_length", "n_mels", "fmin", "fmax")
 VALIDATION_KEYS = ("min_duration", "max_duration", "lowercase")
 
