@@ -158,9 +158,16 @@ def read_index(path: Path) -> dict[str, Any] | None:
         index = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(index, dict) or index.get("settings", {}).get("version") != CACHE_VERSION:
+    if not isinstance(index, dict) or not isinstance(index.get("settings"), dict):
         return None
+    if index["settings"].get("version") != CACHE_VERSION or not isinstance(index.get("items"), list):
+        return None
+    if not all(isinstance(it, dict) and _ITEM_KEYS <= it.keys() for it in index["items"]):
+        return None  # damaged by hand: rebuilt like a missing one
     return index
+
+
+_ITEM_KEYS = frozenset(("id", "path", "key", "audio_key", "frames", "samples", "text", "tokens", "speaker", "label"))
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
