@@ -79,3 +79,28 @@ def remove_weight_norm(module: nn.Module) -> int:
 def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
     """Number of parameters (weight-norm parametrizations counted as stored: g and v)."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def parameter_report(argv: list[str] | None = None) -> int:
+    """``python -m speechtrain.models.<family> --config RECIPE [key=value ...]``: parameters per module.
+
+    Builds the recipe's task on the CPU (no data needed) and prints one line per module and the total.
+    """
+    import argparse
+
+    from speechtrain.config import load_config
+    from speechtrain.registry import build_task
+
+    p = argparse.ArgumentParser(description="Print the parameter count of each module of a recipe's model.")
+    p.add_argument("--config", "-c", required=True, help="YAML recipe, e.g. recipes/vocoder_hifigan.yaml")
+    p.add_argument("overrides", nargs="*", metavar="key=value")
+    args = p.parse_args(argv)
+    cfg = load_config(args.config, args.overrides)
+    task = build_task(cfg)
+    total = 0
+    for name, module in task.modules().items():
+        n = count_parameters(module)
+        total += n
+        print(f"{name:>14s}: {n:>12,d} parameters ({n / 1e6:.2f}M)")
+    print(f"{'total':>14s}: {total:>12,d} parameters ({total / 1e6:.2f}M)")
+    return 0
