@@ -318,8 +318,8 @@ def choose_grad_accum(
 ) -> tuple[int, float, float]:
     """(grad_accum, mean batch seconds, seconds per optimizer step) for ``target_seconds`` of audio
     per optimizer step. The mean is over the batches of an epoch: each bucket contributes
-    ``items / batch_size`` batches holding its audio."""
-    n_batches = sum(b.items / b.batch_size for b in buckets if b.batch_size > 0 and b.items > 0)
+    ``ceil(items / batch_size)`` batches holding its audio."""
+    n_batches = sum(math.ceil(b.items / b.batch_size) for b in buckets if b.batch_size > 0 and b.items > 0)
     seconds = sum(b.audio_seconds for b in buckets if b.items > 0)
     mean = seconds / n_batches if n_batches else 0.0
     if target_seconds is None or mean <= 0:
