@@ -29,6 +29,9 @@ def test_same_seed_byte_identical_other_seed_differs(tmp_path: Path) -> None:
     assert ha == hb and len(ha) == 1 + 4 + 8  # metadata + wavs + 4 classes x 2
     assert ha["metadata.csv"] != hc["metadata.csv"]
     assert any(ha[k] != hc.get(k) for k in ha if k.startswith("classes/"))
+    make_demo_corpus(c, utterances=2, seed=7, labelled=True)  # rewrite smaller: no leftovers from the old one
+    hc2 = _hashes(c)
+    assert len(hc2) == 1 + 2 + 8 and all(ha[k] == v for k, v in hc2.items() if k != "metadata.csv")
 
 
 def test_layout_format_and_plan_match_files(tmp_path: Path) -> None:

@@ -214,8 +214,10 @@ def make_demo_corpus(out: str | os.PathLike[str], utterances: int = 200, seed: i
     wavs = out / "wavs"
     wavs.mkdir(parents=True, exist_ok=True)
     lines = []
+    written = set()
     for utt in plan_demo_corpus(utterances, seed):
         _write_wav(wavs / f"{utt.id}.wav", synthesize_text(utt.text))
+        written.add(wavs / f"{utt.id}.wav")
         lines.append(f"{utt.id}|{utt.text}|{utt.text}\n")
     (out / "metadata.csv").write_text("".join(lines), encoding="utf-8")
     if labelled:
@@ -226,4 +228,12 @@ def make_demo_corpus(out: str | os.PathLike[str], utterances: int = 200, seed: i
             folder.mkdir(parents=True, exist_ok=True)
             for i in range(per_class):
                 _write_wav(folder / f"{label}_{i + 1:04d}.wav", _class_sound(label, rng))
+                written.add(folder / f"{label}_{i + 1:04d}.wav")
+    # a rerun into the same folder with fewer utterances must not leave older demo files behind
+    # (the labelled layout lists every file it finds); only files with demo names are touched
+    old = list(wavs.glob("DM[0-9][0-9][0-9]-[0-9][0-9][0-9][0-9].wav"))
+    old += [f for label in CLASSES for f in (out / "classes" / label).glob(f"{label}_[0-9][0-9][0-9][0-9].wav")]
+    for f in old:
+        if f not in written:
+            f.unlink()
     return out
