@@ -25,3 +25,10 @@ def demo_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from speechtrain.data.demo import make_demo_corpus
 
     return make_demo_corpus(tmp_path_factory.mktemp("demo") / "corpus", utterances=40, seed=0, labelled=True)
+
+
+@pytest.fixture(scope="session")
+def demo_data(demo_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Overrides that point a config at the demo corpus with a shared feature cache (default features)."""
+    cache = tmp_path_factory.mktemp("demo_cache")
+    return [f"data.manifest={demo_corpus}", f"data.cache_dir={cache}"]

@@ -28,12 +28,10 @@ def run(args: argparse.Namespace) -> int:
         if args.config:
             raise UserError("--resume uses the run's own config.yaml; pass changes as key=value, not --config")
         cfg = load_run_config(args.resume, args.overrides)
-    elif args.config:
+    else:  # --config CFG, or the defaults with key=value overrides
         from speechtrain.cli.common import config_from_args
 
         cfg = config_from_args(args)
-    else:
-        raise UserError("give --config CFG (e.g. recipes/gpt_tts_tiny.yaml) or --resume RUN_DIR")
     run_dir, summary = train_from_config(cfg, resume=args.resume)
     print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
     return 0

@@ -7,7 +7,7 @@ Standard keys (present when the data has them and the task asked for them):
 - ``tokens``   (B, L_tokens) int64, ``token_lengths`` (B,) int64
 - ``speakers`` (B,) int64, ``labels`` (B,) int64
 
-Every key ``K`` with a companion ``K_lengths`` is padded along its last axis. Lengths are also
+``mel``, ``audio`` and ``tokens`` are padded along their last axis (see :func:`length_key`). Lengths are also
 kept on the host (``host_lengths``) so that counting frames and audio seconds never syncs with
 the device.
 """
@@ -20,6 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+
+_LENGTH_KEYS = {"tokens": "token_lengths"}
+
+
+def length_key(key: str) -> str:
+    """The lengths companion of a padded tensor key (``mel`` -> ``mel_lengths``, ``tokens`` -> ``token_lengths``)."""
+    return _LENGTH_KEYS.get(key, f"{key}_lengths")
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -122,13 +129,19 @@ class Batch:
         lengths = {k: [self.host_lengths[k][i] for i in index] for k in self.host_lengths}
         for key, value in self.tensors.items():
             sub = value.index_select(0, idx.to(value.device))
-            len_key = f"{key}_lengths"
+            len_key = length_key(key)
             if len_key in lengths and sub.dim() >= 2:
                 keep = round_up(max(lengths[len_key], default=0), self._multiple_for(key))
                 sub = sub[..., : min(keep, sub.shape[-1])]
             out[key] = sub
         return Batch(
-            out, [self.ids[i] for i in index], self.hop_length, self.sample_rate, self.pad_multiple, self.bucket, lengths
+            out,
+            [self.ids[i] for i in index],
+            self.hop_length,
+            self.sample_rate,
+            self.pad_multiple,
+            self.bucket,
+            lengths,
         )
 
     def _multiple_for(self, key: str) -> int:

@@ -72,6 +72,9 @@ def train_from_config(
         )
     if resume:
         cfg.train.output_dir = str(run_dir)
+    from speechtrain.train.trainer import seed_everything
+
+    seed_everything(cfg.train.seed)  # model initialisation is part of the run
     task = build_task(cfg)
     train_ds, train_loader, eval_loader = build_data(cfg, task, log)
     run_dir.mkdir(parents=True, exist_ok=True)

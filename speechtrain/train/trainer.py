@@ -137,12 +137,10 @@ class Trainer:
         return {"name": "memory_fraction", "applied": True, "detail": f"capped at {frac:.0%} of device memory"}
 
     def _build_device_features(self) -> nn.Module | None:
-        d = self.cfg.data
-        if not (d.features_on_device or d.noise_snr_db or d.time_masks or d.freq_masks):
-            return None
         from speechtrain.data.loader import DeviceFeatures
 
-        return DeviceFeatures(self.cfg).to(self.device)
+        features = DeviceFeatures(self.cfg, self.task.needs())
+        return features.to(self.device) if features.active else None
 
     def params_of(self, stage: str) -> list[nn.Parameter]:
         spec = next(s for s in self.specs if s.name == stage)
@@ -490,6 +488,8 @@ class Trainer:
             lines.append(f"optimizer[{name}]: {rec.detail}")
         lines.append(f"lr scaling: {self.lr_note}")
         lines.append(f"memory fraction: {self.memory_record['detail']}")
+        for note in getattr(self.train_loader, "notes", []) or []:
+            lines.append(f"data: {note}")
         return "\n".join(lines)
 
     def _save_records(self) -> None:
