@@ -203,3 +203,13 @@ def test_unexpected_errors_per_file_are_recorded_not_raised(tmp_path: Path, monk
     monkeypatch.setattr(prep, "compute_features", real)
     again = prepare_dataset(cfg, workers=1, progress=False)  # the failure is retried, the file fact is not
     assert again.kept == 2 and again.computed == 1 and again.skipped == {"too_short": ["tiny"]}
+
+
+def test_truncated_flac_found_when_decoding(tmp_path: Path) -> None:
+    sf.write(tmp_path / "whole.flac", _tone(1.0), 22050)
+    data = (tmp_path / "whole.flac").read_bytes()
+    (tmp_path / "cut.flac").write_bytes(data[: len(data) // 2])  # the header still says 1 s
+    rows = [{"audio_filepath": name, "text": "x"} for name in ("whole.flac", "cut.flac")]
+    (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = prepare_dataset(_cfg(tmp_path / "m.jsonl"), workers=1, progress=False)
+    assert report.kept == 1 and report.skipped == {"truncated_audio": ["cut"]}
