@@ -144,7 +144,6 @@ def test_require_text_makes_text_less_cache_stale(tmp_path: Path) -> None:
     assert report is not None and report.kept == 1 and report.skipped == {"empty_text": ["b"]}
 
 
-@pytest.mark.slow
 def test_worker_processes_give_the_same_cache(corpus: Path, tmp_path: Path) -> None:
     serial = _cfg(corpus, f"data.cache_dir={tmp_path / 'serial'}")
     pooled = _cfg(corpus, f"data.cache_dir={tmp_path / 'pooled'}")
