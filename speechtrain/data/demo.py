@@ -205,8 +205,7 @@ def _write_wav(path: Path, samples: np.ndarray) -> None:
 def make_demo_corpus(out: str | os.PathLike[str], utterances: int = 200, seed: int = 0, labelled: bool = False) -> Path:
     """Write the demo corpus to ``out`` (LJSpeech layout; ``labelled`` adds ``out/classes/<label>/``).
 
-    Returns ``out`` as a Path. ``labelled`` writes ``utterances`` class files in all, spread over
-    the four classes (at least 2 each).
+    Returns ``out`` as a Path. ``labelled`` writes ceil(utterances / 4) files per class (at least 2).
     """
     if utterances < 1:
         raise ValueError(f"utterances must be >= 1, got {utterances}")
