@@ -88,7 +88,11 @@ class Trainer:
             m.train()
         self.accel = apply_accelerations(cfg, self.modules, self.device)
         self.precision = self.accel.precision
-        self.memory_record = self._apply_memory_fraction()
+        from speechtrain.memory.stats import RetryStormDetector, set_memory_fraction
+
+        self.memory_record = set_memory_fraction(cfg.train.memory_fraction, self.device)
+        self.retry_storm = RetryStormDetector()
+        self._recompiles_warned = False
 
         self.specs = task.optimizer_specs()
         eff_batch = float(getattr(train_loader, "mean_batch_size", cfg.data.batch_size))
@@ -126,15 +130,6 @@ class Trainer:
     # ------------------------------------------------------------------ setup helpers
     def _new_scaler(self) -> torch.amp.GradScaler:
         return torch.amp.GradScaler(self.device.type, enabled=bool(self.precision.use_grad_scaler))
-
-    def _apply_memory_fraction(self) -> dict[str, Any]:
-        frac = self.cfg.train.memory_fraction
-        if frac is None:
-            return {"name": "memory_fraction", "applied": False, "detail": "train.memory_fraction not set"}
-        if self.device.type != "cuda":
-            return {"name": "memory_fraction", "applied": False, "detail": "not a CUDA device"}
-        torch.cuda.set_per_process_memory_fraction(frac, self.device)
-        return {"name": "memory_fraction", "applied": True, "detail": f"capped at {frac:.0%} of device memory"}
 
     def _build_device_features(self) -> nn.Module | None:
         from speechtrain.data.loader import DeviceFeatures
@@ -487,7 +482,7 @@ class Trainer:
         for name, rec in self.optimizer_records.items():
             lines.append(f"optimizer[{name}]: {rec.detail}")
         lines.append(f"lr scaling: {self.lr_note}")
-        lines.append(f"memory fraction: {self.memory_record['detail']}")
+        lines.append(f"memory fraction: {self.memory_record.detail}")
         for note in getattr(self.train_loader, "notes", []) or []:
             lines.append(f"data: {note}")
         return "\n".join(lines)
@@ -500,7 +495,7 @@ class Trainer:
         records = {
             "accelerations": self.accel.records_dict(),
             "optimizers": {k: r.to_dict() for k, r in self.optimizer_records.items()},
-            "memory_fraction": self.memory_record,
+            "memory_fraction": self.memory_record.to_dict(),
             "lr_scaling": self.lr_note,
             "precision": self.precision.name,
         }
@@ -610,11 +605,30 @@ class Trainer:
         row.update({f"mem_{k}": v for k, v in mem.items() if v is not None and k != "device"})
         peak = mem.get("peak") or mem.get("peak_rss") or 0
         row["mem"] = f"{peak / 2**30:.2f}G"
+        storm = self.retry_storm.update(mem)
+        if storm:
+            self.log(f"warning: {storm}")
+            row["warning"] = storm
+        self._compile_row(row)
         if self._events:
             row["events"] = self._events
             self._events = []
         self.metrics.write(row)
         return row
+
+    def _compile_row(self, row: dict[str, Any]) -> None:
+        stats = self.accel.compile_stats()
+        if stats is None:
+            return
+        row["recompiles"] = stats["recompiles"]
+        row["graph_breaks"] = stats["graph_breaks"]
+        limit = 4 * max(1, self.cfg.data.num_buckets)
+        if stats["recompiles"] > limit and not self._recompiles_warned:
+            self._recompiles_warned = True
+            self.log(
+                f"warning: torch.compile recompiled {stats['recompiles']} times (more than {limit}): batch shapes "
+                f"vary too much; set data.pad_multiple (e.g. 64) or accel.compile_dynamic=true"
+            )
 
 
 class _Interval:
