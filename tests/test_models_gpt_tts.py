@@ -236,3 +236,25 @@ def test_a_few_steps_learn_and_synthesize_makes_audio() -> None:
     with pytest.raises(UserError, match="noise_scale"):
         task.synthesize("ab", noise_scale=0.5)
     assert len(task.eval_audio(data.batch([0, 1]), 1)) == 1
+
+
+def test_accelerations_find_the_blocks_and_keep_the_gradient() -> None:
+    """apply_sdpa flips every attention module; activation checkpointing wraps the repeated blocks;
+    together they give the gradient of the plain model (both are exact)."""
+    from speechtrain.accel import apply_activation_checkpointing, apply_sdpa
+
+    task, data = _fitted_task()
+    batch = data.batch([0, 1, 2])
+    task.training_step(batch, "main", {})["loss"].backward()
+    plain = [p.grad.clone() for p in task.model.parameters()]
+    task.model.zero_grad()
+    assert apply_sdpa(task.model, True, "cpu").applied
+    assert all(block.attn.use_sdpa for block in task.model.blocks)
+    record = apply_activation_checkpointing(task.model)
+    assert record.applied and record.info["blocks"] == 2
+    task.training_step(batch, "main", {})["loss"].backward()
+    for a, p in zip(plain, task.model.parameters()):
+        torch.testing.assert_close(p.grad, a, atol=1e-5, rtol=1e-4)
+    with torch.no_grad():  # generation runs the plain forward under the wrapping
+        tokens = torch.tensor([[2, 5, 6, 3]])
+        assert task.model.eval().generate(tokens, 5, temperature=0.0)[0].numel() >= 1

@@ -19,6 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--vocoder", default=None, help="TTS runs: a HiFi-GAN run directory (gpt_tts default: Griffin-Lim)")
     p.add_argument("--items", type=int, default=8, help="vocoder runs: eval utterances to vocode (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling noise (default 0)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     return p
 
 
@@ -76,6 +77,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.warmup < 0:
         raise UserError("--warmup must be >= 0")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserError("--threads must be >= 1")
+        torch.set_num_threads(args.threads)
     cfg, task = load_task(args.run_dir, device=args.device)
     device = task_device(task)
     options: dict[str, Any] = {}
@@ -94,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     result = measure_rtf(task, inputs, device, args.warmup, sample_rate=cfg.data.sample_rate, options=options)
     result["run_dir"] = str(args.run_dir)
     result["model"] = cfg.model.name
+    result["threads"] = torch.get_num_threads()
     print(json.dumps(result, indent=2))
     write_json(args.json, result)
     return 0

@@ -33,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--max-seconds", type=float, default=None, help="gpt_tts: stop generating after this much audio")
     p.add_argument("--seed", type=int, default=None, help="seed of the sampling noise")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     return p
 
 
@@ -77,6 +78,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.suffix.lower() != ".wav":
         raise UserError(f"--out {out}: write a .wav file")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise UserError("--threads must be >= 1")
+        torch.set_num_threads(args.threads)
     cfg, task = load_synthesizer(args.run_dir, args.device)
     if args.seed is not None:
         torch.manual_seed(args.seed)

@@ -147,6 +147,13 @@ class GPTTTSTask(Task):
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def _inference_attention(self, device: torch.device) -> None:
+        # the run's accel.sdpa holds for inference too (load_task applies no accelerations)
+        if getattr(self, "_sdpa_record", None) is None:
+            from speechtrain.accel import apply_sdpa
+
+            self._sdpa_record = apply_sdpa(self.model, self.cfg.accel.sdpa is not False, device)
+
     def _generate_codes(
         self,
         ids: list[int],
@@ -157,6 +164,7 @@ class GPTTTSTask(Task):
         use_cache: bool = True,
     ) -> torch.Tensor:
         device = self.device
+        self._inference_attention(device)
         generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
         tokens = torch.tensor([ids], dtype=torch.long, device=device)  # (1, L)
         was_training = self.model.training
