@@ -31,6 +31,7 @@ def run_bench(
     fake_data: int | None = None,
     time_limit: float | None = None,
     measure_peak: bool = True,
+    tuned: dict[str, Any] | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
@@ -40,10 +41,11 @@ def run_bench(
     process (per-configuration peak memory on the CPU). ``fake_data`` benchmarks on that many
     synthetic LJSpeech-like utterances instead of ``data.manifest``. ``time_limit`` bounds each
     configuration's timed region (seconds, at least 2 steps). ``measure_peak`` times a matmul on
-    the CPU so that MFU has a (measured, not specified) peak. ``on_row(i, n, label)`` is called
-    before each row.
+    the CPU so that MFU has a (measured, not specified) peak. ``tuned``: the tuner's overrides
+    (``speechtrain.bench.ablate.tuned_overrides(report.config, cfg)``) for the tuned-batch rung and
+    the ``all`` row. ``on_row(i, n, label)`` is called before each row.
     """
-    from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder
+    from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder, tuned_batch_size
     from speechtrain.bench.baseline import resolve_device
     from speechtrain.bench.measure import device_info, probe
     from speechtrain.bench.report import build_report
@@ -53,7 +55,7 @@ def run_bench(
     steps = cfg.bench.steps if steps is None else steps
     warmup = cfg.bench.warmup if warmup is None else warmup
     if ablate:
-        variants = plan_ladder(cfg, dev.type, probe_result, skip)
+        variants = plan_ladder(cfg, dev.type, probe_result, skip, tuned)
     else:
         variants = [
             Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
@@ -74,7 +76,14 @@ def run_bench(
     notes = [f"{steps} timed steps after {warmup} warm-up steps per configuration (fewer if time-limited)"]
     if fake_data:
         notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
-    return build_report(rows, device_info(probe_result, cfg.train.device), probe_result, command, notes)
+    info = device_info(probe_result, cfg.train.device)
+    tuned_size = tuned_batch_size(tuned) or tuned_batch_size(_own_tuned(cfg))
+    return build_report(rows, info, probe_result, command, notes, tuned_batch_size=tuned_size)
+
+
+def _own_tuned(cfg: Any) -> dict[str, Any] | None:
+    sizes = cfg.data.bucket_batch_sizes
+    return {"data.bucket_batch_sizes": sizes} if sizes else None
 
 
 __all__ = ["run_bench"]

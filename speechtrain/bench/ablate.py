@@ -110,20 +110,64 @@ def _loader_overrides(rec: dict[str, Any], device_type: str) -> tuple[dict[str, 
     }, note
 
 
-def plan_ladder(cfg: Any, device_type: str, probe_result: Any = None, skip: Sequence[str] = ()) -> list[Variant]:
-    """The rows for ``cfg`` on this device; skipped or inapplicable rows carry their reason."""
+TUNED_KEYS = ("bucket_boundaries", "bucket_batch_sizes", "max_frames", "batch_size")
+
+
+def tuned_overrides(tuned_cfg: Any, cfg: Any) -> dict[str, Any]:
+    """The data keys the tuner changed (``tuned_cfg`` is ``TuneReport.config``), as overrides."""
+    out = {
+        f"data.{k}": getattr(tuned_cfg.data, k)
+        for k in TUNED_KEYS
+        if getattr(tuned_cfg.data, k) != getattr(cfg.data, k)
+    }
+    if tuned_cfg.data.bucket_batch_sizes:
+        out["data.bucketing"] = True
+    return out
+
+
+def _config_tuned(cfg: Any) -> dict[str, Any] | None:
+    d = cfg.data
+    if not d.bucket_batch_sizes:
+        return None
+    return {
+        "data.bucketing": True,
+        "data.bucket_batch_sizes": d.bucket_batch_sizes,
+        "data.bucket_boundaries": d.bucket_boundaries,
+        "data.max_frames": d.max_frames,
+    }
+
+
+def tuned_batch_size(tuned: dict[str, Any] | None) -> float | None:
+    """Mean items per batch the tuner chose (per-bucket sizes averaged), or None."""
+    if not tuned:
+        return None
+    sizes = tuned.get("data.bucket_batch_sizes")
+    if sizes:
+        return sum(sizes) / len(sizes)
+    size = tuned.get("data.batch_size")
+    return float(size) if size else None
+
+
+def plan_ladder(
+    cfg: Any,
+    device_type: str,
+    probe_result: Any = None,
+    skip: Sequence[str] = (),
+    tuned: dict[str, Any] | None = None,
+) -> list[Variant]:
+    """The rows for ``cfg`` on this device; skipped or inapplicable rows carry their reason.
+
+    ``tuned``: the tuner's overrides (:func:`tuned_overrides`); default: the per-bucket sizes
+    already in ``cfg``, if any.
+    """
     unknown = [s for s in skip if s not in RUNGS]
     if unknown:
         from speechtrain.errors import UserError
 
         raise UserError(f"--skip {', '.join(unknown)}: unknown rung; valid: {', '.join(RUNGS)}")
     rec = recommendation(probe_result)
-    tuned = cfg.data.bucket_batch_sizes
-    tuned_over = {
-        "data.bucketing": True,
-        "data.bucket_batch_sizes": tuned,
-        "data.bucket_boundaries": cfg.data.bucket_boundaries,
-    }
+    tuned = tuned if tuned is not None else _config_tuned(cfg)
+    tuned_over = dict(tuned or {})
     loader_over, loader_note = _loader_overrides(rec, device_type)
     if device_type == "cuda":
         precision = rec.get("accel.precision", "bf16")
@@ -148,12 +192,11 @@ def plan_ladder(cfg: Any, device_type: str, probe_result: Any = None, skip: Sequ
         Variant("compile", "+ torch.compile", {"accel.compile": True}, records=("compile",)),
         Variant("channels_last", "+ channels-last", {"accel.channels_last": True}, records=("channels_last",)),
         Variant("fused_optimizer", "+ fused AdamW", {"optim.implementation": "fused"}, records=("optimizer",)),
-        Variant("tuned_batch", "+ tuned batch sizes (bucketed)", tuned_over, records=("bucketing",)),
+        Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)),
     ]
     all_over = {k: v for k, v in rec.items() if k.startswith(("accel.", "optim.", "data."))}
     all_over.update({"data.bucketing": True})
-    if tuned:
-        all_over.update(tuned_over)
+    all_over.update(tuned_over)
     if "compile" in skip:
         all_over["accel.compile"] = False
     rows.append(Variant("all", "all (recommended settings)", all_over, records=()))
@@ -201,6 +244,10 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
     found = [(n, r) for n, r in result.applied.items() if any(n == k or n.startswith(k + ":") for k in variant.records)]
     if not found:
         return "no record written"
+    if variant.key == "tuned_batch":
+        return "yes: " + ", ".join(
+            f"{k.split('.')[-1]}={v}" for k, v in variant.overrides.items() if k != "data.bucketing"
+        )
     if variant.key == "fused_optimizer":
         # the optimizer record is "applied" for foreach too; this rung is about the fused kernel
         found = [(n, {**r, "applied": (r.get("info") or {}).get("kernel") == "fused"}) for n, r in found]

@@ -81,12 +81,15 @@ def diagnose(runs: Sequence[dict[str, Any]], device_info: dict[str, Any]) -> dic
                 "remove .item()/.cpu() calls from the step (log every N steps instead)",
             ],
         }
-    small_batch = tuned is not None and mean_batch is not None and mean_batch < SMALL_BATCH * float(tuned)
+    # the data may hold fewer items per bucket than the tuned size: then the batch is data-limited
+    limit = run.get("items_per_batch_limit")
+    target = min(float(tuned), float(limit)) if (tuned is not None and limit) else tuned
+    small_batch = target is not None and mean_batch is not None and mean_batch < SMALL_BATCH * float(target)
     small_memory = on_gpu and peak is not None and total and peak < SMALL_MEMORY * float(total)
     if small_batch or small_memory:
         what = []
         if small_batch:
-            what.append(f"mean batch {mean_batch:.1f} items vs tuned {float(tuned):.1f}")
+            what.append(f"mean batch {mean_batch:.1f} items vs {float(target):.1f} possible (tuned {float(tuned):.1f})")
         if small_memory:
             what.append(f"peak memory {peak / 2**30:.2f} GiB of {float(total) / 2**30:.1f} GiB")
         return {

@@ -67,6 +67,7 @@ class RunResult:
     mfu: float | None = None
     speedup_vs_baseline: float | None = None
     tuned_batch_size: float | None = None
+    items_per_batch_limit: float | None = None  # items a batch can hold at most from this data (per bucket)
 
     @property
     def steps_per_second(self) -> float:
@@ -105,6 +106,7 @@ class RunResult:
             "samples": self.samples,
             "mean_batch_size": self.mean_batch_size,
             "tuned_batch_size": self.tuned_batch_size,
+            "items_per_batch_limit": self.items_per_batch_limit,
             "peak_memory_bytes": self.peak_memory_bytes,
             "padding_fraction": self.padding_fraction,
             "padded_frames": self.padded_frames,
@@ -353,14 +355,14 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline or engine)")
     counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress)
-    tuned = cfg.data.bucket_batch_sizes
+    buckets = cfg.data.num_buckets if (spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames) else 1
     return RunResult(
+        items_per_batch_limit=len(dataset) / buckets,
         name=spec.name,
         peak_memory_bytes=peak_bytes(device),
         flops_per_padded_frame=flops_per_frame,
         precision=precision,
         applied=applied,
-        tuned_batch_size=(sum(tuned) / len(tuned)) if tuned else None,
         **counts,
     )
 
@@ -405,8 +407,8 @@ def run_spec(spec: RunSpec, isolate: bool = True, timeout: float | None = None) 
         except subprocess.TimeoutExpired:
             raise RunFailed(f"timed out after {timeout:.0f} s") from None
         if proc.returncode != 0 or not out_path.is_file():
-            lines = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
-            raise RunFailed(" | ".join(lines[-3:]) or f"exit status {proc.returncode}")
+            lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
+            raise RunFailed(lines[-1] if lines else f"exit status {proc.returncode}")
         return RunResult.from_raw(json.loads(out_path.read_text()))
 
 

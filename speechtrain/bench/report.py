@@ -42,9 +42,16 @@ def build_report(
     probe_result: Any = None,
     command: str = "",
     notes: Sequence[str] = (),
+    tuned_batch_size: float | None = None,
 ) -> dict[str, Any]:
-    """The report dict (JSON-ready) of a finished ladder, with the diagnosis."""
+    """The report dict (JSON-ready) of a finished ladder, with the diagnosis.
+
+    ``tuned_batch_size``: the tuner's mean items per batch, if known (the diagnosis compares it
+    with each run's mean batch)."""
     _finish_runs(rows, probe_result)
+    for row in rows:
+        if row.result is not None and tuned_batch_size is not None:
+            row.result.tuned_batch_size = tuned_batch_size
     runs = []
     skipped = []
     for index, row in enumerate(rows):
@@ -55,9 +62,8 @@ def build_report(
             rec["applied_summary"] = applied_text(row.result, row.variant)
             runs.append(rec)
         else:
-            skipped.append(
-                {"name": row.variant.label, "key": row.variant.key, "reason": row.error or row.variant.skip_reason}
-            )
+            reason = row.error or row.variant.skip_reason
+            skipped.append({"name": row.variant.label, "key": row.variant.key, "reason": reason, "index": index})
     bottleneck = diagnose(runs, device)
     peak_note = (
         "MFU: FLOPs counted once on the baseline (torch.utils.flop_counter, forward+backward) per padded frame, "
@@ -88,7 +94,7 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    """The ladder as a markdown table (measured rows first in ladder order, skipped rows after)."""
+    """The ladder as a markdown table (ladder order; skipped and failed rows carry their reason)."""
     runs = report["runs"]
     base = next((r for r in runs if r.get("key") == "baseline"), None)
     base_peak = base.get("peak_memory_bytes") if base else None
@@ -102,17 +108,21 @@ def markdown_table(report: dict[str, Any]) -> str:
         peak = r.get("peak_memory_bytes")
         saved = 1.0 - peak / base_peak if (peak and base_peak) else None
         speedup = r.get("speedup_vs_baseline")
-        lines.append(
-            (
-                r.get("index", 0),
-                f"| {_cell(r['name'])} | {r['audio_seconds_per_second']:.1f} | "
-                + ("-" if speedup is None else f"{speedup:.2f}x")
-                + f" | {r['steps_per_second']:.2f} | {r['samples_per_second']:.1f} | {_gib(peak)} | "
-                + ("-" if saved is None else f"{saved:+.0%}")
-                + f" | {_pct(r['padding_fraction'])} | {_pct(r['data_wait_fraction'])} | {_pct(r.get('gpu_busy_fraction'))}"
-                + f" | {_pct(r.get('mfu'))} | {_cell(r.get('applied_summary', ''))} |",
-            )
-        )
+        cells = [
+            _cell(r["name"]),
+            f"{r['audio_seconds_per_second']:.1f}",
+            "-" if speedup is None else f"{speedup:.2f}x",
+            f"{r['steps_per_second']:.2f}",
+            f"{r['samples_per_second']:.1f}",
+            _gib(peak),
+            "-" if saved is None else f"{saved:+.0%}",
+            _pct(r["padding_fraction"]),
+            _pct(r["data_wait_fraction"]),
+            _pct(r.get("gpu_busy_fraction")),
+            _pct(r.get("mfu")),
+            _cell(r.get("applied_summary", "")),
+        ]
+        lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
         cells = " - |" * 10
         lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{cells} {_cell(s['reason'])} |"))

@@ -1,0 +1,93 @@
+"""speechtrain bench --config CFG [--steps N] [--warmup N] [--ablate] [--json OUT] [--markdown OUT] [--plot PNG]"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from typing import Any
+
+from speechtrain.cli.common import add_config_args
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "bench",
+        help="measure speechtrain against a plain PyTorch loop (audio-s/s, memory, padding, data wait, MFU)",
+        description="Measure the plain-PyTorch baseline and speechtrain on the same model and data in one run. "
+        "With --ablate: every change alone on top of the baseline, then all recommended settings.",
+    )
+    add_config_args(p)
+    p.add_argument("--steps", type=int, default=None, help="timed steps per configuration (default: bench.steps)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed warm-up steps (default: bench.warmup)")
+    p.add_argument("--ablate", action="store_true", help="run the whole ladder of changes")
+    p.add_argument("--skip", action="append", default=[], metavar="RUNG", help="leave a rung out (e.g. compile)")
+    p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (for the tuned-batch rung)")
+    p.add_argument("--fake-data", type=int, default=None, metavar="N", help="N synthetic utterances, no manifest")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="cap each configuration's timing")
+    p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
+    p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
+    p.add_argument("--markdown", default=None, metavar="OUT", help="write the report as markdown")
+    p.add_argument("--plot", default=None, metavar="OUT.png", help="write a chart (needs matplotlib)")
+    return p
+
+
+def _validate(args: argparse.Namespace) -> None:
+    from speechtrain.errors import UserError
+
+    if args.steps is not None and args.steps < 1:
+        raise UserError(f"--steps must be >= 1, got {args.steps}")
+    if args.warmup is not None and args.warmup < 0:
+        raise UserError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.fake_data is not None and args.fake_data < 2:
+        raise UserError(f"--fake-data needs at least 2 utterances, got {args.fake_data}")
+    if args.plot and not args.plot.lower().endswith(".png"):
+        raise UserError(f"--plot {args.plot}: give a .png path")
+
+
+def tune_overrides(cfg: Any) -> dict[str, Any]:
+    """Run the batch-size tuner on ``cfg``; its per-bucket sizes as overrides for the ladder."""
+    from speechtrain.bench.ablate import tuned_overrides
+    from speechtrain.memory.tune import tune
+
+    report = tune(cfg)
+    print(report.table())
+    return tuned_overrides(report.config, cfg)
+
+
+def run(args: argparse.Namespace) -> int:
+    from speechtrain.bench import run_bench
+    from speechtrain.bench.report import diagnosis_text, markdown_table, write_json, write_markdown, write_plot
+    from speechtrain.cli.common import config_from_args
+
+    _validate(args)
+    cfg = config_from_args(args)
+    tuned = tune_overrides(cfg) if args.tune else None
+    command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+    def on_row(i: int, n: int, label: str) -> None:
+        print(f"[{i + 1}/{n}] {label}", flush=True)
+
+    report = run_bench(
+        cfg,
+        steps=args.steps,
+        warmup=args.warmup,
+        ablate=args.ablate,
+        skip=args.skip,
+        isolate=not args.in_process,
+        fake_data=args.fake_data,
+        time_limit=args.time_limit,
+        tuned=tuned,
+        command=command,
+        on_row=on_row,
+    )
+    print()
+    print(markdown_table(report))
+    print(diagnosis_text(report))
+    if args.json:
+        print(f"wrote {write_json(report, args.json)}")
+    if args.markdown:
+        print(f"wrote {write_markdown(report, args.markdown)}")
+    if args.plot:
+        print(f"wrote {write_plot(report, args.plot)}")
+    return 0

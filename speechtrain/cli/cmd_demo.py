@@ -1,0 +1,257 @@
+"""speechtrain demo [--minutes M] [--out DIR]: the whole tour on the built-in demo corpus.
+
+Makes the demo corpus when missing (data/demo), prepares it, probes the hardware, tunes the
+per-bucket batch sizes, trains a tiny recipe for a bounded time, runs the ablation ladder, and
+writes a report folder (markdown, JSON, PNG, the run directory). Sized to finish within about
+``--minutes`` on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_RECIPE = "gpt_tts_tiny"
+STAGES = ("demo corpus", "prepare", "probe", "tune", "train", "ablation ladder", "report")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "demo",
+        help="the whole tour on built-in demo data: prepare, probe, tune, train, ablate, report",
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
+    )
+    p.add_argument("--minutes", type=float, default=4.0, help="time budget for the whole demo (default 4)")
+    p.add_argument("--out", default="reports/demo", help="report folder (default reports/demo)")
+    p.add_argument("--data", default="data/demo", help="demo corpus folder, made when missing (default data/demo)")
+    p.add_argument("--utterances", type=int, default=120, help="utterances in a newly made demo corpus")
+    p.add_argument("--recipe", default=DEFAULT_RECIPE, help=f"recipe name or YAML (default {DEFAULT_RECIPE})")
+    p.add_argument("--skip", action="append", default=None, metavar="RUNG", help="ladder rung to leave out")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides for the recipe")
+    return p
+
+
+def find_recipe(name: str) -> Path:
+    """A recipe by path, or by name in the repository's recipes/ folder."""
+    from speechtrain.errors import UserError
+
+    path = Path(name)
+    if path.is_file():
+        return path
+    stem = name if name.endswith((".yaml", ".yml")) else name + ".yaml"
+    roots = [Path.cwd() / "recipes", Path(__file__).resolve().parents[2] / "recipes"]
+    for root in roots:
+        if (root / stem).is_file():
+            return root / stem
+    raise UserError(f"recipe '{name}' not found (looked in {', '.join(str(r) for r in roots)}); give a YAML path")
+
+
+class Stages:
+    """Prints numbered stage headers with the elapsed time."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self.index = 0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.start
+
+    def header(self, name: str, note: str = "") -> None:
+        self.index += 1
+        bar = f"[{self.index}/{len(STAGES)}] {name}"
+        print(f"\n=== {bar} {note}".rstrip() + f"  (t={self.elapsed():.0f}s)", flush=True)
+
+
+def _corpus(data: Path, utterances: int) -> None:
+    from speechtrain.data.demo import make_demo_corpus
+
+    if (data / "metadata.csv").is_file():
+        print(f"using the demo corpus in {data}")
+        return
+    t0 = time.perf_counter()
+    make_demo_corpus(data, utterances=utterances, seed=0, labelled=True)
+    print(f"wrote {utterances} utterances to {data} in {time.perf_counter() - t0:.1f}s")
+
+
+def _fresh_run_dir(run_dir: Path) -> None:
+    """The demo's own run directory is replaced on every demo; anything else there is an error."""
+    import shutil
+
+    from speechtrain.errors import UserError
+
+    if not run_dir.exists():
+        return
+    if not (run_dir / "config.yaml").is_file():
+        raise UserError(f"{run_dir} exists and is not a speechtrain run directory; choose another --out")
+    shutil.rmtree(run_dir)
+
+
+def _budget(args: argparse.Namespace) -> dict[str, float]:
+    total = args.minutes * 60.0
+    # shares of the whole budget; the ladder gets what the earlier stages leave
+    return {"total": total, "train": min(90.0, 0.2 * total), "reserve": min(20.0, 0.06 * total)}
+
+
+def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after another
+    from speechtrain.errors import UserError
+
+    if args.minutes <= 0:
+        raise UserError(f"--minutes must be > 0, got {args.minutes}")
+    if args.utterances < 8:
+        raise UserError(f"--utterances must be >= 8 (the demo holds some out for evaluation), got {args.utterances}")
+    stages = Stages()
+    budget = _budget(args)
+    out, data = Path(args.out), Path(args.data)
+    out.mkdir(parents=True, exist_ok=True)
+
+    stages.header("demo corpus")
+    _corpus(data, args.utterances)
+
+    cfg = _demo_config(args, data, out)
+    from speechtrain.registry import build_task
+
+    stages.header("prepare")
+    from speechtrain.data.prepare import ensure_prepared
+
+    needs = build_task(cfg).needs()
+    report = ensure_prepared(cfg, require_text=needs.text)
+    print("feature cache is up to date" if report is None else getattr(report, "summary", lambda: str(report))())
+
+    stages.header("probe")
+    from speechtrain.accel.probe import probe_hardware, recommend
+
+    info = probe_hardware(measure=True)
+    where = info.gpu_name or info.cpu_name or "CPU"
+    print(f"device: {info.device_type} ({where}), {info.cpu_cores} cores, torch {info.torch_version}")
+    if info.measured_matmul_tflops:
+        print(f"measured matmul: {info.measured_matmul_tflops:.3f} TFLOP/s ({info.measured_matmul_dtype})")
+    for rec in recommend(info):
+        print(f"  {rec.key} = {rec.value}: {rec.reason}")
+
+    stages.header("tune")
+    tuned = _tune(cfg)
+
+    stages.header("train", f"(bounded to {budget['train']:.0f}s)")
+    run_dir = _train(cfg, tuned, out, budget["train"])
+
+    left = budget["total"] - stages.elapsed() - budget["reserve"]
+    stages.header("ablation ladder", f"({max(left, 0):.0f}s left)")
+    report = _ladder(cfg, tuned, args, info, left)
+
+    stages.header("report")
+    from speechtrain.bench.report import diagnosis_text, markdown_table, write_json, write_markdown, write_plot
+
+    report["demo"] = {"run_dir": str(run_dir), "recipe": str(args.recipe), "seconds": stages.elapsed()}
+    paths = [write_json(report, out / "bench.json"), write_markdown(report, out / "bench.md", "speechtrain demo")]
+    try:
+        paths.append(write_plot(report, out / "bench.png"))
+    except UserError as exc:
+        print(f"no chart: {exc}")
+    print(markdown_table(report))
+    print(diagnosis_text(report))
+    print("\nwrote " + ", ".join(str(p) for p in paths) + f"; run directory {run_dir}")
+    print(f"demo finished in {stages.elapsed():.0f}s")
+    return 0
+
+
+def _demo_config(args: argparse.Namespace, data: Path, out: Path) -> Any:
+    from speechtrain.config import load_config
+
+    base = [
+        f"data.manifest={data}",
+        f"train.output_dir={out / 'run'}",
+        "train.tensorboard=false",
+        "train.progress=true",
+    ]
+    return load_config(find_recipe(args.recipe), base + list(args.overrides))
+
+
+def _tune(cfg: Any) -> dict[str, Any] | None:
+    """The tuner's per-bucket sizes as overrides (None when the tuner is unavailable or fails)."""
+    from speechtrain.bench.ablate import tuned_overrides
+    from speechtrain.errors import UserError
+
+    try:
+        from speechtrain.memory.tune import tune
+    except ImportError:
+        print("the tuner is not available; the tuned-batch rung will be skipped")
+        return None
+    # bounded for the demo: one timed step per trial, batches up to 4x the recipe's, coarse bisection
+    limits = {"steps_per_trial": 1, "max_batch_size": min(cfg.tune.max_batch_size, 4 * cfg.data.batch_size)}
+    limits["tolerance"] = max(cfg.tune.tolerance, 0.25)
+    small = cfg.model_copy(update={"tune": cfg.tune.model_copy(update=limits)})
+    print(f"tuner limits for the demo: {limits}")
+    try:
+        report = tune(small, log=lambda msg: print(msg, flush=True))
+    except UserError as exc:
+        print(f"tuning failed: {exc}; the tuned-batch rung will be skipped")
+        return None
+    print(report.table())
+    return tuned_overrides(report.config, cfg)
+
+
+def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) -> Path:
+    from speechtrain.bench.ablate import set_dotted
+    from speechtrain.config import build_config
+    from speechtrain.train.run import train_from_config
+
+    raw = cfg.to_dict()
+    for key, value in (tuned or {}).items():
+        set_dotted(raw, key, value)
+    set_dotted(raw, "train.max_minutes", seconds / 60.0)
+    set_dotted(raw, "train.max_steps", max(cfg.train.max_steps, 100000))
+    train_cfg = build_config(raw)
+    run_dir = Path(train_cfg.train.output_dir)
+    _fresh_run_dir(run_dir)
+    run_dir, summary = train_from_config(train_cfg)
+    if isinstance(summary, dict):
+        shown = {k: v for k, v in summary.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
+        print(
+            "training summary: "
+            + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
+        )
+    return run_dir
+
+
+def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, info: Any, seconds: float) -> dict:
+    from tqdm import tqdm
+
+    from speechtrain.bench import run_bench
+    from speechtrain.bench.ablate import plan_ladder
+
+    skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
+    rows = plan_ladder(cfg, info.device_type, info, skip, tuned)
+    measured = sum(1 for v in rows if not v.skip_reason)
+    # each row: a fresh process (~4-6 s to start on 2 cores) + 1 warm-up step + the timed steps
+    per_row = max(2.0, seconds / max(measured, 1) - 6.0)
+    bar = tqdm(total=len(rows), desc="ladder", unit="config", file=sys.stdout)
+
+    def on_row(i: int, n: int, label: str) -> None:
+        bar.n = i
+        bar.set_postfix_str(label[:40])
+        bar.refresh()
+
+    command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    report = run_bench(
+        cfg,
+        steps=1000,
+        warmup=1,
+        ablate=True,
+        skip=skip,
+        time_limit=per_row,
+        tuned=tuned,
+        command=command.strip() or "speechtrain demo",
+        on_row=on_row,
+    )
+    bar.n = len(rows)
+    bar.refresh()
+    bar.close()
+    report["notes"].append(
+        f"demo: each configuration timed for about {per_row:.0f}s (bounded demo; run `speechtrain bench --ablate` "
+        "with more steps for steadier figures)"
+    )
+    return report
