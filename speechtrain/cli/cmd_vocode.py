@@ -1,0 +1,83 @@
+"""speechtrain vocode RUN_DIR (--mel MEL.npy | --audio IN.wav) --out OUT.wav"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "vocode",
+        help="turn a log-mel (.npy) or a wav's own log-mel into a waveform with a trained vocoder run",
+        description="Loads RUN_DIR/best.pt (else the newest checkpoint) of a vocoder run (e.g. hifigan). "
+        "--mel takes a float array (n_mels, T_frames) of natural-log mels computed with the run's data settings; "
+        "--audio computes that mel from a wav (copy-synthesis, to hear what the vocoder does).",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a training run directory (config.yaml + checkpoints)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--mel", metavar="MEL.npy", help="log-mel array (n_mels, T_frames), .npy")
+    src.add_argument("--audio", metavar="IN.wav", help="audio file: vocode its own log-mel")
+    p.add_argument("--out", "-o", required=True, metavar="OUT.wav", help="output wav file")
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
+    p.add_argument("--checkpoint", choices=["best", "latest"], default="best", help="best.pt or the newest step")
+    return p
+
+
+def _read_mel(path: str, n_mels: int):  # noqa: ANN202 - numpy array
+    import numpy as np
+
+    from speechtrain.errors import DataError
+
+    try:
+        mel = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+    if mel.ndim == 3 and mel.shape[0] == 1:
+        mel = mel[0]
+    if mel.ndim != 2 or mel.shape[0] != n_mels:
+        raise DataError(f"{path}: expected a log-mel of shape ({n_mels}, T_frames), got {mel.shape}")
+    if not np.all(np.isfinite(mel)):
+        raise DataError(f"{path}: the mel has NaN/inf values")
+    return mel.astype(np.float32)
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    import numpy as np
+    import soundfile as sf
+
+    from speechtrain.errors import DataError, UserError
+    from speechtrain.train.run import load_task
+
+    cfg, task = load_task(args.run_dir, device=args.device, which=args.checkpoint)
+    if not hasattr(task, "vocode"):
+        raise UserError(
+            f"{args.run_dir} is a '{cfg.model.name}' run, not a vocoder (train e.g. recipes/vocoder_hifigan.yaml)"
+        )
+    d = cfg.data
+    if args.mel:
+        mel = _read_mel(args.mel, d.n_mels)
+    else:
+        from speechtrain.data.audio import AudioProblem, load_audio
+        from speechtrain.data.features import log_mel_numpy
+
+        try:
+            wav, _ = load_audio(args.audio, d.sample_rate)
+        except (AudioProblem, OSError) as exc:
+            raise DataError(f"{args.audio}: cannot read audio: {exc}") from None
+        mel = log_mel_numpy(wav, d)
+    generator = getattr(task, "generator", None)
+    if generator is not None and hasattr(generator, "remove_weight_norm"):
+        generator.remove_weight_norm()  # same outputs, no per-call weight-norm recompute
+    t0 = time.perf_counter()
+    audio = np.asarray(task.vocode(mel), dtype=np.float32).reshape(-1)
+    seconds = time.perf_counter() - t0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(out), np.clip(audio, -1.0, 1.0), d.sample_rate)
+    duration = audio.shape[0] / d.sample_rate
+    rtf = seconds / duration if duration else float("nan")
+    print(f"wrote {out}: {duration:.2f} s at {d.sample_rate} Hz from {mel.shape[1]} frames (RTF {rtf:.3f})")
+    return 0
