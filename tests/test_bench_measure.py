@@ -1,0 +1,127 @@
+"""The measurement core: timed loop bookkeeping, the baseline's collate, and run_bench on the toy model."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from speechtrain.bench.baseline import PadCollate
+from speechtrain.bench.measure import timed_loop
+from speechtrain.data.batch import Batch
+from speechtrain.train.task import Needs
+
+# tiny audio settings: 40 mel frames per second, so LJSpeech-like fake utterances are ~260 frames
+TINY = [
+    "model.name=toy",
+    "model.channels=16",
+    "data.n_mels=16",
+    "data.batch_size=4",
+    "data.sample_rate=4000",
+    "data.hop_length=100",
+    "data.win_length=400",
+    "data.n_fft=512",
+    "data.fmax=2000",
+    "data.num_buckets=2",
+]
+
+
+def fake_batch(lengths: list[int], hop: int = 10, sr: int = 100) -> Batch:
+    mel = torch.zeros(len(lengths), 4, max(lengths))
+    return Batch({"mel": mel, "mel_lengths": torch.tensor(lengths)}, [str(i) for i in range(len(lengths))], hop, sr)
+
+
+def test_timed_loop_counts_only_timed_steps() -> None:
+    batches = iter([fake_batch([5, 10])] * 3 + [fake_batch([4, 4, 8])] * 10)
+    seen: list[int] = []
+    out = timed_loop(lambda b: seen.append(b.size), batches, steps=4, warmup=3, device=torch.device("cpu"))
+    assert len(seen) == 7
+    assert out["steps"] == 4 and out["samples"] == 12
+    assert out["padded_frames"] == 4 * 24 and out["real_frames"] == 4 * 16
+    assert out["audio_seconds"] == pytest.approx(4 * 16 * 10 / 100)
+    assert 0.0 <= out["data_wait_seconds"] <= out["seconds"]
+    assert out["gpu_busy_fraction"] is None
+
+
+def test_timed_loop_time_limit_keeps_two_steps() -> None:
+    batches = iter([fake_batch([3])] * 10)
+    out = timed_loop(lambda b: None, batches, steps=8, warmup=0, device="cpu", time_limit=0.0)
+    assert out["steps"] == 2
+
+
+def test_pad_collate_pads_and_crops_in_step() -> None:
+    needs = Needs(mel=True, audio=True, labels=True)
+    hop = 4
+    items = []
+    for i, t in enumerate([6, 9]):
+        mel = np.arange(t, dtype=np.float32)[None, :].repeat(2, 0)  # (n_mels=2, T)
+        items.append({"id": f"u{i}", "mel": mel, "audio": np.repeat(mel[0], hop), "label": i})
+    batch = PadCollate(needs, hop, 16)(items)
+    assert batch["mel"].shape == (2, 2, 9) and batch["audio"].shape == (2, 1, 36)
+    assert batch.host_lengths["mel_lengths"] == [6, 9] and batch["labels"].tolist() == [0, 1]
+    assert batch["mel"][0, :, 6:].abs().sum() == 0
+    cropped = PadCollate(needs, hop, 16, crop_frames=5)(items)
+    assert cropped["mel"].shape[-1] == 5 and cropped["audio"].shape[-1] == 20
+    for b in range(2):  # audio sample t*hop of a crop belongs to mel frame t of the same crop
+        assert torch.equal(cropped["audio"][b, 0, ::hop], cropped["mel"][b, 0])
+
+
+def test_run_bench_json_shape_and_consistency(tmp_path) -> None:
+    from speechtrain.bench import run_bench
+    from speechtrain.config import load_config
+
+    cfg = load_config(None, TINY)
+    rep = run_bench(cfg, steps=2, warmup=1, isolate=False, fake_data=12, measure_peak=False)
+    json.dumps(rep)
+    assert [r["key"] for r in rep["runs"]] == ["baseline", "config"]
+    base = rep["runs"][0]
+    assert base["flops_per_padded_frame"] and base["flops_per_padded_frame"] > 0
+    for r in rep["runs"]:
+        assert r["steps"] == 2
+        assert r["audio_seconds"] > 0 and r["seconds"] > 0
+        assert r["audio_seconds_per_second"] == pytest.approx(r["audio_seconds"] / r["seconds"])
+        assert r["speedup_vs_baseline"] == pytest.approx(
+            r["audio_seconds_per_second"] / base["audio_seconds_per_second"]
+        )
+        assert r["peak_memory_bytes"] > 0
+        assert r["gpu_busy_fraction"] is None
+    assert rep["runs"][1]["applied"]["bucketing"]["applied"] is True  # the default config buckets
+    assert rep["device"]["type"] == "cpu"
+    assert rep["bottleneck"]["kind"] in {"input-bound", "compute-bound", "memory-bound"}
+
+
+@pytest.mark.slow
+def test_bench_cli_ablate_writes_outputs(tmp_path, capsys) -> None:
+    from speechtrain.cli.main import main
+
+    skips = ["compile", "activation_checkpointing", "channels_last", "fused_optimizer", "loader", "precision"]
+    args = ["bench", "--ablate", "--steps", "2", "--warmup", "1", "--fake-data", "10"]
+    args += [a for s in skips for a in ("--skip", s)]
+    args += [
+        "--json",
+        str(tmp_path / "b.json"),
+        "--markdown",
+        str(tmp_path / "b.md"),
+        "--plot",
+        str(tmp_path / "b.png"),
+    ]
+    assert main(args + TINY) == 0
+    rep = json.loads((tmp_path / "b.json").read_text())
+    keys = [r["key"] for r in rep["runs"]]
+    assert keys == ["baseline", "engine", "bucketing", "sdpa", "all"]
+    assert {s["key"] for s in rep["skipped"]} >= set(skips) | {"tf32", "cudnn_benchmark", "tuned_batch"}
+    sdpa = next(r for r in rep["runs"] if r["key"] == "sdpa")
+    assert sdpa["applied"]["sdpa"]["applied"] is True
+    assert (tmp_path / "b.png").stat().st_size > 0
+    assert "| + bucketing |" in (tmp_path / "b.md").read_text()
+    assert "Bottleneck:" in capsys.readouterr().out
+
+
+def test_bench_cli_rejects_bad_arguments() -> None:
+    from speechtrain.cli.main import main
+
+    assert main(["bench", "--steps", "0", "--fake-data", "4"]) == 2
+    assert main(["bench", "--plot", "x.jpg", "--fake-data", "4"]) == 2
+    assert main(["bench", "--ablate", "--skip", "warp", "--fake-data", "4", *TINY]) == 2

@@ -1,0 +1,148 @@
+"""Diagnosis rules, report consistency, markdown table and PNG chart (synthetic runs, no training)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from speechtrain.bench.ablate import LadderRow, Variant, applied_text
+from speechtrain.bench.diagnose import diagnose
+from speechtrain.bench.measure import RunResult
+from speechtrain.bench.report import build_report, markdown_table, write_json, write_markdown, write_plot
+
+CPU = {"type": "cpu", "name": "test cpu", "cpu_count": 2}
+GPU = {"type": "cuda", "name": "test gpu", "total_memory_bytes": 80 * 2**30}
+
+
+def run(name: str = "all (recommended settings)", **kw: object) -> dict:
+    rec = {
+        "name": name,
+        "steps_per_second": 2.0,
+        "data_wait_fraction": 0.01,
+        "gpu_busy_fraction": None,
+        "mfu": None,
+        "mean_batch_size": 16.0,
+        "tuned_batch_size": None,
+        "items_per_batch_limit": 1000.0,
+        "peak_memory_bytes": 50 * 2**30,
+    }
+    rec.update(kw)
+    return rec
+
+
+def test_input_bound_when_data_wait_is_high() -> None:
+    out = diagnose([run("baseline (plain PyTorch loop)"), run(data_wait_fraction=0.45)], CPU)
+    assert out["kind"] == "input-bound"
+    assert "45%" in out["evidence"]
+    assert any("num_workers" in a for a in out["advice"])
+
+
+def test_host_sync_bound_when_gpu_idles_without_data_wait() -> None:
+    out = diagnose([run(gpu_busy_fraction=0.35, data_wait_fraction=0.02)], GPU)
+    assert out["kind"] == "host-sync-bound"
+    assert "35%" in out["evidence"]
+    assert any("reduce-overhead" in a for a in out["advice"])
+
+
+def test_host_sync_needs_a_gpu_reading() -> None:
+    assert diagnose([run(gpu_busy_fraction=None)], CPU)["kind"] == "compute-bound"
+
+
+def test_memory_bound_when_batches_are_far_below_the_tuned_size() -> None:
+    out = diagnose([run(mean_batch_size=4.0, tuned_batch_size=32.0, gpu_busy_fraction=0.95)], GPU)
+    assert out["kind"] == "memory-bound"
+    assert "4.0 items" in out["evidence"]
+
+
+def test_small_batches_are_not_memory_bound_when_the_data_is_the_limit() -> None:
+    # 20 utterances in 10 buckets: two per batch is all the data allows
+    r = run(mean_batch_size=2.0, tuned_batch_size=200.0, items_per_batch_limit=2.0)
+    assert diagnose([r], CPU)["kind"] == "compute-bound"
+
+
+def test_memory_bound_on_a_mostly_empty_gpu() -> None:
+    out = diagnose([run(gpu_busy_fraction=0.97, peak_memory_bytes=4 * 2**30)], GPU)
+    assert out["kind"] == "memory-bound"
+
+
+def test_compute_bound_at_high_mfu() -> None:
+    out = diagnose([run(gpu_busy_fraction=0.98, mfu=0.52)], GPU)
+    assert out["kind"] == "compute-bound"
+    assert "52.0%" in out["evidence"]
+
+
+def test_diagnose_prefers_the_all_row_and_handles_no_runs() -> None:
+    runs = [run("all (recommended settings)", data_wait_fraction=0.5), run("+ bucketing")]
+    assert diagnose(runs, CPU)["kind"] == "input-bound"
+    assert diagnose([], CPU)["kind"] == "unknown"
+
+
+def result(name: str, seconds: float, audio: float, peak: int, **kw: object) -> RunResult:
+    base = dict(steps=4, samples=16, padded_frames=1000, real_frames=700, data_wait_seconds=0.1 * seconds)
+    base.update(kw)
+    return RunResult(name=name, seconds=seconds, audio_seconds=audio, peak_memory_bytes=peak, **base)
+
+
+def ladder() -> list[LadderRow]:
+    rows = [
+        LadderRow(Variant("baseline", "baseline", kind="baseline"), result("baseline", 2.0, 10.0, 1000)),
+        LadderRow(Variant("engine", "all off"), result("all off", 2.5, 10.0, 1100)),
+        LadderRow(
+            Variant("sdpa", "+ sdpa", records=("sdpa",)),
+            result("+ sdpa", 1.0, 10.0, 600, applied={"sdpa": {"applied": False, "detail": "no attention"}}),
+        ),
+        LadderRow(Variant("tf32", "+ TF32", skip_reason="not applicable on cpu"), None),
+        LadderRow(Variant("compile", "+ compile"), None, error="failed: boom"),
+    ]
+    rows[0].result.flops_per_padded_frame = 1e6
+    return rows
+
+
+def test_report_numbers_are_consistent() -> None:
+    rep = build_report(ladder(), dict(CPU), None, "speechtrain bench", ["note"])
+    json.dumps(rep)  # JSON-safe
+    assert set(rep) >= {"device", "runs", "bottleneck", "skipped"}
+    by = {r["name"]: r for r in rep["runs"]}
+    base = by["baseline"]
+    for r in rep["runs"]:
+        assert r["audio_seconds_per_second"] == pytest.approx(r["audio_seconds"] / r["seconds"])
+        assert r["speedup_vs_baseline"] == pytest.approx(
+            r["audio_seconds_per_second"] / base["audio_seconds_per_second"]
+        )
+        assert r["steps_per_second"] == pytest.approx(r["steps"] / r["seconds"])
+        assert 0.0 <= r["padding_fraction"] <= 1.0 and 0.0 <= r["data_wait_fraction"] <= 1.0
+        assert r["mfu"] is None  # no peak known without a probe
+        for key in ("samples_per_second", "peak_memory_bytes", "gpu_busy_fraction", "applied"):
+            assert key in r
+    assert by["+ sdpa"]["speedup_vs_baseline"] == pytest.approx(2.0)
+    assert {s["key"] for s in rep["skipped"]} == {"tf32", "compile"}
+    assert set(rep["bottleneck"]) == {"kind", "evidence", "advice"}
+
+
+def test_applied_text_reports_the_record_reason() -> None:
+    rows = ladder()
+    assert applied_text(rows[2].result, rows[2].variant) == "no: no attention"
+    assert applied_text(None, rows[3].variant) == "not applicable on cpu"
+    assert applied_text(rows[0].result, rows[0].variant) == "reference"
+
+
+def test_markdown_table_in_ladder_order_with_reasons(tmp_path) -> None:
+    rep = build_report(ladder(), dict(CPU))
+    table = markdown_table(rep)
+    lines = table.strip().splitlines()
+    assert lines[0].startswith("| configuration | audio-s/s | speed-up")
+    names = [ln.split("|")[1].strip() for ln in lines[2:]]
+    assert names == ["baseline", "all off", "+ sdpa", "+ TF32", "+ compile"]
+    assert "2.00x" in lines[4] and "not applicable on cpu" in lines[5] and "failed: boom" in lines[6]
+    assert "+40%" in lines[4]  # 600 vs 1000 bytes: 40% saved
+    md = write_markdown(rep, tmp_path / "r" / "bench.md")
+    assert "Bottleneck:" in md.read_text()
+    data = json.loads(write_json(rep, tmp_path / "bench.json").read_text())
+    assert data["runs"][0]["name"] == "baseline"
+
+
+def test_png_chart_is_written(tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    path = write_plot(build_report(ladder(), dict(CPU)), tmp_path / "bench.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
