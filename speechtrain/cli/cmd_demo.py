@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
         raise UserError(f"--minutes must be > 0, got {args.minutes}")
     if args.utterances < 8:
         raise UserError(f"--utterances must be >= 8 (the demo holds some out for evaluation), got {args.utterances}")
+    find_recipe(args.recipe)  # a bad name fails before any work
     stages = Stages()
     budget = _budget(args)
     out, data = Path(args.out), Path(args.data)
@@ -159,15 +160,20 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
 
 
 def _demo_config(args: argparse.Namespace, data: Path, out: Path) -> Any:
-    from speechtrain.config import load_config
+    from speechtrain.config import load_config, read_yaml
 
+    path = find_recipe(args.recipe)
+    manifest = (read_yaml(path).get("data") or {}).get("manifest")
+    # recipes point into data/demo (the LJSpeech layout, or data/demo/classes for classifiers)
+    if manifest and Path(manifest).parts[:2] == ("data", "demo"):
+        manifest = str(data.joinpath(*Path(manifest).parts[2:]))
     base = [
-        f"data.manifest={data}",
+        f"data.manifest={manifest or data}",
         f"train.output_dir={out / 'run'}",
         "train.tensorboard=false",
         "train.progress=true",
     ]
-    return load_config(find_recipe(args.recipe), base + list(args.overrides))
+    return load_config(path, base + list(args.overrides))
 
 
 def _tune(cfg: Any) -> dict[str, Any] | None:
@@ -180,8 +186,9 @@ def _tune(cfg: Any) -> dict[str, Any] | None:
     except ImportError:
         print("the tuner is not available; the tuned-batch rung will be skipped")
         return None
-    # bounded for the demo: one timed step per trial, batches up to 4x the recipe's, coarse bisection
-    limits = {"steps_per_trial": 1, "max_batch_size": min(cfg.tune.max_batch_size, 4 * cfg.data.batch_size)}
+    # bounded for the demo: one timed step per trial, batches up to the recipe's item cap, coarse bisection
+    cap = min(cfg.tune.max_batch_size, cfg.data.max_batch_size, 4 * cfg.data.batch_size)
+    limits = {"steps_per_trial": 1, "max_batch_size": cap}
     limits["tolerance"] = max(cfg.tune.tolerance, 0.25)
     small = cfg.model_copy(update={"tune": cfg.tune.model_copy(update=limits)})
     print(f"tuner limits for the demo: {limits}")

@@ -1,0 +1,59 @@
+"""`speechtrain demo` end to end on a reduced budget: every stage runs and the report folder is written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TOY_RECIPE = """\
+model:
+  name: toy
+  channels: 16
+data:
+  manifest: data/demo
+  n_mels: 40
+  batch_size: 4
+  num_buckets: 2
+  eval_utterances: 2
+tune:
+  max_batch_size: 4
+train:
+  eval_every: 1000
+  save_every: 1000
+  log_every: 2
+"""
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
+    from speechtrain.cli.main import main
+
+    recipe = tmp_path / "toy.yaml"
+    recipe.write_text(TOY_RECIPE)
+    out, data = tmp_path / "reports" / "demo", tmp_path / "data" / "demo"
+    skips = ["loader", "precision", "activation_checkpointing", "channels_last", "fused_optimizer", "compile"]
+    args = ["demo", "--minutes", "1", "--utterances", "12", "--recipe", str(recipe), "--out", str(out)]
+    args += ["--data", str(data), *[a for s in skips for a in ("--skip", s)]]
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    for stage in ("demo corpus", "prepare", "probe", "tune", "train", "ablation ladder", "report"):
+        assert stage in text
+    assert "Bottleneck:" in text
+    assert (data / "metadata.csv").is_file()
+    rep = json.loads((out / "bench.json").read_text())
+    keys = [r["key"] for r in rep["runs"]]
+    assert keys[0] == "baseline" and "all" in keys
+    assert (out / "bench.md").read_text().startswith("# speechtrain demo")
+    assert (out / "bench.png").stat().st_size > 0
+    assert (out / "run" / "config.yaml").is_file()
+    assert list((out / "run" / "checkpoints").glob("*.pt"))
+
+
+def test_demo_rejects_a_bad_budget(tmp_path) -> None:
+    from speechtrain.cli.main import main
+
+    assert main(["demo", "--minutes", "0", "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d")]) == 2
+    assert (
+        main(["demo", "--recipe", "no_such_recipe", "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d")]) == 2
+    )
