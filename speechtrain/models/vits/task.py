@@ -146,11 +146,11 @@ class VITSTask(Task):
         if not text or not text.strip():
             raise UserError("synthesize: empty text")
         device = next(self.generator.parameters()).device
-        if kwargs.get("seed") is not None:
-            torch.manual_seed(int(kwargs["seed"]))
         tokens, lengths = self._encode_texts([text], device)
         speakers = self._speaker_tensor(speaker, device)
         decoder, precision = self._decoder_for_inference(device)
+        if kwargs.get("seed") is not None:
+            torch.manual_seed(int(kwargs["seed"]))
         was_training = self.generator.training
         self.generator.eval()
         t0 = time.perf_counter()
