@@ -100,17 +100,30 @@ class MelCodec(nn.Module):
         return x.reshape(b, t_codes, self.frames_per_code * m)
 
     @torch.no_grad()
-    def fit(self, vectors: torch.Tensor, iterations: int = 10, seed: int = 0) -> list[float]:
-        """Fit the codebook on vectors (N, n_mels * frames_per_code); returns the k-means error per iteration."""
-        centroids, errors = kmeans(vectors.to(self.codebook.device), self.codebook_size, iterations, seed)
-        self.codebook.copy_(centroids)
+    def fit(
+        self, vectors: torch.Tensor, iterations: int = 10, seed: int = 0, device: str | torch.device | None = None
+    ) -> list[float]:
+        """Fit the codebook on vectors (N, n_mels * frames_per_code); returns the k-means error per iteration.
+
+        ``device``: where k-means runs (default: the codebook's device); the codebook stays where it is.
+        """
+        where = torch.device(device) if device is not None else self.codebook.device
+        centroids, errors = kmeans(vectors.to(where), self.codebook_size, iterations, seed)
+        self.codebook.copy_(centroids.to(self.codebook.device))
         self.fitted.fill_(True)
         self._fitted = True
         self.fit_errors = errors
         return errors
 
     @torch.no_grad()
-    def fit_mels(self, mels: list[Any], max_vectors: int = 50000, iterations: int = 10, seed: int = 0) -> list[float]:
+    def fit_mels(
+        self,
+        mels: list[Any],
+        max_vectors: int = 50000,
+        iterations: int = 10,
+        seed: int = 0,
+        device: str | torch.device | None = None,
+    ) -> list[float]:
         """Fit on a list of mels (n_mels, T_frames) (numpy or torch), at most ``max_vectors`` groups sampled."""
         groups = []
         for mel in mels:
@@ -120,7 +133,7 @@ class MelCodec(nn.Module):
         if vectors.shape[0] > max_vectors:
             gen = torch.Generator().manual_seed(seed)
             vectors = vectors[torch.randperm(vectors.shape[0], generator=gen)[:max_vectors]]
-        return self.fit(vectors, iterations, seed)
+        return self.fit(vectors, iterations, seed, device)
 
     def _require_fitted(self) -> None:
         if not self._fitted:

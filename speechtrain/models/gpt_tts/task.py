@@ -85,7 +85,16 @@ class GPTTTSTask(Task):
             frames += item["mel"].shape[-1]
             if frames >= want:
                 break
-        self.codec.fit_mels(mels, m.codec_sample_frames, m.codec_iterations, m.codec_seed)
+        self.codec.fit_mels(mels, m.codec_sample_frames, m.codec_iterations, m.codec_seed, self._fit_device())
+
+    def _fit_device(self) -> torch.device:
+        # k-means on the training device: the XTTS-size codebook (1024 codes, 100k vectors) is seconds
+        # on a GPU and minutes on a few CPU cores; setup runs before the Trainer moves the modules
+        wanted = self.cfg.train.device
+        if wanted == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        dev = torch.device(wanted)
+        return dev if dev.type != "cuda" or torch.cuda.is_available() else torch.device("cpu")
 
     def _check_lengths(self, dataset: Any) -> None:
         m = self.cfg.model
