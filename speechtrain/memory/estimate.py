@@ -81,9 +81,15 @@ def optimizer_state_bytes(
 
 
 def resolve_device(spec: str) -> torch.device:
+    """``train.device`` as a device: ``auto`` is cuda when available, else cpu."""
     if spec == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(spec)
+    dev = torch.device(spec)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        from speechtrain.errors import UserError
+
+        raise UserError(f"train.device={spec} but no CUDA device is available; use train.device=auto or cpu")
+    return dev
 
 
 def device_memory(device: torch.device) -> dict[str, Any]:
@@ -391,10 +397,17 @@ def estimate(
             longest_frames = int(d.max_duration * d.sample_rate / d.hop_length)
             source = "data.max_duration"
     longest = round_up(int(crop or longest_frames), d.pad_multiple)
+    budget_source = "data.batch_size x longest item"
     if crop:
         budget_batch, budget_frames = d.batch_size, d.batch_size * longest
+        budget_source = "data.batch_size x data.crop_frames"
     elif d.max_frames is not None:
-        budget_batch, budget_frames = max(1, d.max_frames // longest), d.max_frames
+        budget_source = "data.max_frames"
+        # the sampler's budget is in item costs (L, or L + L^2/quadratic_frames for attention)
+        from speechtrain.data.sampler import item_cost
+
+        budget_batch = max(1, int(d.max_frames // float(item_cost(longest, d.quadratic_frames))))
+        budget_frames = d.max_frames
     else:
         budget_batch, budget_frames = d.batch_size, d.batch_size * longest
     act_longest = activation_bytes(fit, 1, longest)
@@ -418,6 +431,7 @@ def estimate(
         "longest_source": "data.crop_frames" if crop else source,
         "budget_batch_size": int(budget_batch),
         "budget_frames": int(budget_frames),
+        "budget_source": budget_source,
         "activations_longest_bytes": act_longest,
         "activations_budget_bytes": act_budget,
         "total_longest_bytes": static + act_longest,
@@ -444,8 +458,8 @@ def format_estimate(est: dict[str, Any]) -> str:
         f"longest item     {est['longest_frames']} frames ({est['longest_source']}): "
         f"activations {format_bytes(est['activations_longest_bytes'])}, "
         f"total {format_bytes(est['total_longest_bytes'])}",
-        f"frame budget     {est['budget_frames']} frames = {est['budget_batch_size']} x {est['longest_frames']}-frame "
-        "items: "
+        f"frame budget     {est['budget_frames']} frames ({est['budget_source']}): {est['budget_batch_size']} x "
+        f"{est['longest_frames']}-frame items: "
         f"activations {format_bytes(est['activations_budget_bytes'])}, total {format_bytes(est['total_budget_bytes'])}"
         + ("" if est["fits"] is None else ("  (fits)" if est["fits"] else "  (DOES NOT FIT: lower data.max_frames)")),
         "not counted      backward temporaries, kernel workspaces, allocator fragmentation (measure with tune)",
