@@ -210,7 +210,6 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
     for key, value in (tuned or {}).items():
         set_dotted(raw, key, value)
     set_dotted(raw, "train.max_minutes", seconds / 60.0)
-    set_dotted(raw, "train.max_steps", max(cfg.train.max_steps, 100000))
     train_cfg = build_config(raw)
     run_dir = Path(train_cfg.train.output_dir)
     _fresh_run_dir(run_dir)
