@@ -41,6 +41,15 @@ TINY = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():  # noqa: ANN202
+    """These models are tiny: one intra-op thread is faster than two and avoids spin-waiting on a busy CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def tiny_task(*extra: str):  # noqa: ANN201
     torch.manual_seed(0)
     return build_task(load_config(None, ["model.name=hifigan", *TINY, *extra]))
