@@ -12,32 +12,20 @@ from speechtrain.config import Config, apply_overrides, build_config, read_yaml,
 from speechtrain.errors import UserError
 from speechtrain.registry import build_task
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.task import Needs, Task
-
-
-def dataset_fields(needs: Needs, cfg: Config) -> tuple[str, ...]:
-    """Which cached arrays the loader must read for a task."""
-    fields = []
-    if needs.mel and not cfg.data.features_on_device:
-        fields.append("mel")
-    if needs.audio or cfg.data.features_on_device or cfg.data.noise_snr_db:
-        fields.append("audio")
-    if needs.text:
-        fields.append("tokens")
-    return tuple(fields)
+from speechtrain.train.task import Task
 
 
 def build_data(cfg: Config, task: Task, log: Callable[[str], None] = print) -> tuple[Any, Any, Any]:
     """Prepare the feature cache when missing or stale, then build datasets and loaders."""
     from speechtrain.data.dataset import SpeechDataset
-    from speechtrain.data.loader import build_eval_loader, build_train_loader
+    from speechtrain.data.loader import build_eval_loader, build_train_loader, dataset_fields
     from speechtrain.data.prepare import ensure_prepared
 
     needs = task.needs()
     report = ensure_prepared(cfg, require_text=needs.text)
     if report is not None:
         log(f"prepared the feature cache: {report.summary() if hasattr(report, 'summary') else report}")
-    fields = dataset_fields(needs, cfg)
+    fields = dataset_fields(cfg, needs)
     train_ds = SpeechDataset.from_config(cfg, "train", fields=fields)
     if len(train_ds) == 0:
         raise UserError(f"no training utterances in {cfg.data.manifest} (after validation); see `speechtrain prepare`")
