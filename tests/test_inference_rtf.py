@@ -140,3 +140,8 @@ def test_tiny_gpt_tts_trains_synthesizes_and_reports_rtf(
     assert printed == json.loads(out_json.read_text())
     assert {"rtf", "audio_seconds", "seconds", "device", "items"} <= set(printed)
     assert len(printed["items"]) == 2 and printed["rtf"] > 0 and printed["audio_seconds"] > 0
+
+    from speechtrain.cli.cmd_rtf import eval_mels  # what rtf vocodes for a vocoder run
+
+    mels = eval_mels(cfg, 2)
+    assert len(mels) == 2 and all(m.shape[0] == cfg.data.n_mels and m.shape[1] > 0 for m in mels)
