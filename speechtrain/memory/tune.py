@@ -360,11 +360,11 @@ def tune(
     needs = task.needs()
     if dataset is None:
         from speechtrain.data.dataset import SpeechDataset
+        from speechtrain.data.loader import dataset_fields
         from speechtrain.data.prepare import ensure_prepared
-        from speechtrain.train.run import dataset_fields
 
         ensure_prepared(cfg, require_text=needs.text)
-        dataset = SpeechDataset.from_config(cfg, "train", fields=dataset_fields(needs, cfg))
+        dataset = SpeechDataset.from_config(cfg, "train", fields=dataset_fields(cfg, needs))
     if not user_task:
         task.setup(dataset)  # data-dependent parts (codebooks), as a fresh training run does
     frames = np.asarray(dataset.frames, dtype=np.int64)
