@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
     else:
         width = max(len(r["file"]) for r in results)
+        label_width = max(len(r["label"]) for r in results)
         for r in results:
-            print(f"{r['file']:<{width}}  {r['label']}  {r['probability']:.3f}")
+            print(f"{r['file']:<{width}}  {r['label']:<{label_width}}  {r['probability']:.3f}")
     return 0
