@@ -29,7 +29,7 @@ def run_bench(
     skip: Sequence[str] = (),
     isolate: bool = True,
     fake_data: int | None = None,
-    time_limit: float | None = None,
+    time_limit: float | Callable[[int], float] | None = None,
     measure_peak: bool = True,
     tuned: dict[str, Any] | None = None,
     command: str = "",
@@ -40,10 +40,10 @@ def run_bench(
     ``steps``/``warmup`` default to ``cfg.bench``. ``isolate`` runs each configuration in a fresh
     process (per-configuration peak memory on the CPU). ``fake_data`` benchmarks on that many
     synthetic LJSpeech-like utterances instead of ``data.manifest``. ``time_limit`` bounds each
-    configuration's timed region (seconds, at least 2 steps). ``measure_peak`` times a matmul on
-    the CPU so that MFU has a (measured, not specified) peak. ``tuned``: the tuner's overrides
-    (``speechtrain.bench.ablate.tuned_overrides(report.config, cfg)``) for the tuned-batch rung and
-    the ``all`` row. ``on_row(i, n, label)`` is called before each row.
+    configuration's timed region (seconds, at least 2 steps; or a function of the row index).
+    ``measure_peak`` times a matmul on the CPU so that MFU has a (measured, not specified) peak.
+    ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config,
+    cfg)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called before each row.
     """
     from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder, tuned_batch_size
     from speechtrain.bench.baseline import resolve_device

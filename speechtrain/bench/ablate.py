@@ -275,29 +275,56 @@ def run_ladder(
     warmup: int,
     isolate: bool = True,
     fake_data: int | None = None,
-    time_limit: float | None = None,
+    time_limit: float | Callable[[int], float] | None = None,
     on_row: Callable[[int, Variant], None] | None = None,
 ) -> list[LadderRow]:
-    """Measure every row that is not skipped; a row that fails is kept with its error."""
+    """Measure every row that is not skipped; a row that fails is kept with its error.
+
+    ``time_limit``: seconds of timing per row, or a function of the row index (a demo that shares
+    out what is left of its budget). The task's data-dependent setup runs once; later rows load it.
+    """
+    import tempfile
+    from pathlib import Path
+
     rows: list[LadderRow] = []
-    for i, variant in enumerate(variants):
-        if on_row is not None:
-            on_row(i, variant)
-        if variant.skip_reason:
-            rows.append(LadderRow(variant, None))
-            continue
-        spec = RunSpec(
-            name=variant.label,
-            raw=variant_raw(cfg, variant, device_type),
-            kind=variant.kind,
-            steps=steps,
-            warmup=warmup,
-            count_flops=variant.kind == "baseline",
-            fake_data=fake_data,
-            time_limit=time_limit,
-        )
-        try:
-            rows.append(LadderRow(variant, run_spec(spec, isolate=isolate)))
-        except RunFailed as exc:
-            rows.append(LadderRow(variant, None, error=f"failed: {exc}"))
+    with tempfile.TemporaryDirectory(prefix="speechtrain-ladder-") as tmp:
+        setup_state = str(Path(tmp) / "setup.pt")
+        for i, variant in enumerate(variants):
+            limit = time_limit(i) if callable(time_limit) else time_limit
+            args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state)
+            rows.append(_run_row(cfg, variant, i, *args, on_row))
     return rows
+
+
+def _run_row(
+    cfg: Any,
+    variant: Variant,
+    i: int,
+    device_type: str,
+    steps: int,
+    warmup: int,
+    isolate: bool,
+    fake_data: int | None,
+    time_limit: float | None,
+    setup_state: str,
+    on_row: Callable[[int, Variant], None] | None,
+) -> LadderRow:
+    if on_row is not None:
+        on_row(i, variant)
+    if variant.skip_reason:
+        return LadderRow(variant, None)
+    spec = RunSpec(
+        name=variant.label,
+        raw=variant_raw(cfg, variant, device_type),
+        kind=variant.kind,
+        steps=steps,
+        warmup=warmup,
+        count_flops=variant.kind == "baseline",
+        fake_data=fake_data,
+        time_limit=time_limit,
+        setup_state=setup_state,
+    )
+    try:
+        return LadderRow(variant, run_spec(spec, isolate=isolate))
+    except RunFailed as exc:
+        return LadderRow(variant, None, error=f"failed: {exc}")

@@ -45,6 +45,7 @@ class RunSpec:
     count_flops: bool = False
     fake_data: int | None = None  # synthetic LJSpeech-like utterances instead of the manifest
     time_limit: float | None = None  # stop timing after this many seconds (at least 2 timed steps)
+    setup_state: str | None = None  # file with the task's modules after Task.setup, shared by the rows
 
 
 @dataclass
@@ -321,7 +322,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     task = build_task(cfg)
     needs = task.needs()
     dataset = load_train_dataset(cfg, needs, spec.fake_data)
-    task.setup(dataset)
+    _setup(task, dataset, spec.setup_state)
     flops_per_frame = None
     applied: dict[str, Any] = {}
     precision = "fp32"
@@ -365,6 +366,22 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         applied=applied,
         **counts,
     )
+
+
+def _setup(task: Any, dataset: Any, state_path: str | None) -> None:
+    """``task.setup(dataset)`` once per ladder: the first row saves the fitted modules (codebooks,
+    normalisers) and the later rows load them, so every row trains exactly the same model."""
+    import torch
+
+    path = Path(state_path) if state_path else None
+    if path is not None and path.is_file():
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        for name, module in task.modules().items():
+            module.load_state_dict(state[name])
+        return
+    task.setup(dataset)
+    if path is not None:
+        torch.save({name: m.state_dict() for name, m in task.modules().items()}, path)
 
 
 def _data_record(cfg: Any, loader: Any) -> dict[str, Any]:

@@ -223,6 +223,38 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
     return run_dir
 
 
+class Pacer:
+    """Shares what is left of the ladder's time among the rows still to run: each row's timed
+    region gets (time left / rows left) minus the start-up cost seen so far (a fresh process,
+    the model, the data: ~5 s per row on 2 idle cores)."""
+
+    def __init__(self, rows: list[Any], seconds: float, overhead: float = 5.0) -> None:
+        self.measured = [i for i, v in enumerate(rows) if not v.skip_reason]
+        self.deadline = time.perf_counter() + seconds
+        self.overhead = overhead
+        self.limits: dict[int, float] = {}
+        self._started: tuple[int, float] | None = None
+        self._costs: list[float] = []
+
+    def row_started(self, i: int) -> None:
+        now = time.perf_counter()
+        if self._started is not None and self._started[0] in self.limits:
+            prev, t0 = self._started
+            self._costs.append(max(0.0, now - t0 - self.limits[prev]))
+        self._started = (i, now)
+
+    def limit(self, i: int) -> float:
+        left = max(0.0, self.deadline - time.perf_counter())
+        rows_left = sum(1 for j in self.measured if j >= i) or 1
+        overhead = sum(self._costs) / len(self._costs) if self._costs else self.overhead
+        self.limits[i] = max(1.0, left / rows_left - overhead)
+        return self.limits[i]
+
+    def summary(self) -> str:
+        values = list(self.limits.values())
+        return f"{min(values):.0f}-{max(values):.0f}s" if values else "-"
+
+
 def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, info: Any, seconds: float) -> dict:
     from tqdm import tqdm
 
@@ -231,12 +263,11 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
 
     skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
     rows = plan_ladder(cfg, info.device_type, info, skip, tuned)
-    measured = sum(1 for v in rows if not v.skip_reason)
-    # each row: a fresh process (~4-6 s to start on 2 cores) + 1 warm-up step + the timed steps
-    per_row = max(2.0, seconds / max(measured, 1) - 6.0)
     bar = tqdm(total=len(rows), desc="ladder", unit="config", file=sys.stdout)
+    pacer = Pacer(rows, seconds)
 
     def on_row(i: int, n: int, label: str) -> None:
+        pacer.row_started(i)
         bar.n = i
         bar.set_postfix_str(label[:40])
         bar.refresh()
@@ -248,16 +279,17 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
         warmup=1,
         ablate=True,
         skip=skip,
-        time_limit=per_row,
+        time_limit=pacer.limit,
         tuned=tuned,
         command=command.strip() or "speechtrain demo",
         on_row=on_row,
     )
+    pacer.row_started(len(rows))
     bar.n = len(rows)
     bar.refresh()
     bar.close()
     report["notes"].append(
-        f"demo: each configuration timed for about {per_row:.0f}s (bounded demo; run `speechtrain bench --ablate` "
+        f"demo: each configuration timed for {pacer.summary()} (bounded demo; run `speechtrain bench --ablate` "
         "with more steps for steadier figures)"
     )
     return report
