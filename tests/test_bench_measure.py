@@ -125,3 +125,23 @@ def test_bench_cli_rejects_bad_arguments() -> None:
     assert main(["bench", "--steps", "0", "--fake-data", "4"]) == 2
     assert main(["bench", "--plot", "x.jpg", "--fake-data", "4"]) == 2
     assert main(["bench", "--ablate", "--skip", "warp", "--fake-data", "4", *TINY]) == 2
+
+
+@pytest.mark.gpu
+def test_run_bench_on_cuda_reports_device_memory_busy_share_and_mfu() -> None:
+    from speechtrain.bench import run_bench
+    from speechtrain.config import load_config
+
+    cfg = load_config(None, [*TINY, "train.device=cuda"])
+    rep = run_bench(cfg, steps=4, warmup=2, isolate=True, fake_data=16)
+    assert rep["device"]["type"] == "cuda" and rep["device"]["total_memory_bytes"] > 0
+    for r in rep["runs"]:
+        assert 0 < r["peak_memory_bytes"] < rep["device"]["total_memory_bytes"]
+        try:
+            import pynvml  # noqa: F401
+        except ImportError:
+            assert r["gpu_busy_fraction"] is None
+        else:
+            assert r["gpu_busy_fraction"] is None or 0.0 <= r["gpu_busy_fraction"] <= 1.0
+    if rep["device"]["probe"].get("peak_fp32_tflops"):
+        assert rep["runs"][0]["mfu"] is not None and 0 < rep["runs"][0]["mfu"] < 1
