@@ -131,14 +131,17 @@ class RelativeMultiHeadAttention(nn.Module):
         bias_pad = F.pad(key_bias.squeeze(2).squeeze(1), (w, w), value=float("-inf"))  # (B, T + 2w)
         band = band + bias_pad.unfold(1, n_band, 1)[:, None]  # (B, H, T, 2w+1)
         lse_band = torch.logsumexp(band, dim=-1, keepdim=True)  # (B, H, T, 1)
-        # one sink key with logit lse_band, zero key and value, plus an indicator value channel
-        k_ext = F.pad(k, (0, 0, 0, 1))  # (B, H, T+1, d)
-        v_ext = F.pad(v, (0, 1, 0, 1))  # (B, H, T+1, d+1)
-        v_ext[:, :, -1, -1] = 1.0
+        # one sink key with logit lse_band, zero key and value, plus an indicator value channel (d);
+        # q, k, v share one head size, padded with zeros to a multiple of 8 so fused kernels apply
+        d_ext = (d + 1 + 7) // 8 * 8
+        q_ext = F.pad(q, (0, d_ext - d))  # (B, H, T, d_ext)
+        k_ext = F.pad(k, (0, d_ext - d, 0, 1))  # (B, H, T+1, d_ext)
+        v_ext = F.pad(v, (0, d_ext - d, 0, 1))  # (B, H, T+1, d_ext)
+        v_ext[:, :, -1, d] = 1.0
         bias_ext = torch.cat([bias, lse_band], dim=-1)  # (B, H, T, T+1)
-        out = F.scaled_dot_product_attention(q, k_ext, v_ext, attn_mask=bias_ext, scale=1.0)
-        rho = out[..., -1:]  # Zb / (Zb + Z): band mass against the whole row plus the sink
-        content = out[..., :-1] / (1 - rho)
+        out = F.scaled_dot_product_attention(q_ext, k_ext, v_ext, attn_mask=bias_ext, scale=1.0)
+        rho = out[..., d : d + 1]  # Zb / (Zb + Z): band mass against the whole row plus the sink
+        content = out[..., :d] / (1 - rho)
         band_weights = torch.exp(band - lse_band) * (rho / (1 - rho))  # softmax weights on the band
         return content + band_weights @ self.emb_rel_v[0]
 
