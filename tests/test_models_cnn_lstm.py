@@ -181,3 +181,23 @@ def test_tiny_recipe_trains_and_classifies(demo_corpus: Path, tmp_path: Path, ca
     assert main(["classify", str(run_dir), files[0]]) == 0
     assert Path(files[0]).parent.name in capsys.readouterr().out
     assert main(["classify", str(run_dir), str(tmp_path / "missing.wav")]) == 2
+
+
+@pytest.mark.gpu
+def test_amp_channels_last_on_cuda() -> None:
+    """cuDNN LSTM on packed sequences under fp16 autocast with a channels-last conv front end."""
+    task = small_task()
+    task.model.cuda().eval().to(memory_format=torch.channels_last)
+    batch = mel_batch([37, 12, 5, 29], [0, 1, 2, 3]).to("cuda")
+    with torch.no_grad():
+        ref = task._logits(batch).float()
+        with torch.autocast("cuda", dtype=torch.float16):
+            amp = task._logits(batch).float()
+            halves = torch.cat([task._logits(b).float() for b in batch.split(2)])
+    assert torch.isfinite(amp).all()
+    assert torch.allclose(amp, ref, atol=5e-2) and torch.allclose(halves, amp, atol=5e-2)
+    task.model.train()
+    with torch.autocast("cuda", dtype=torch.float16):
+        loss = task.training_step(batch, "main", {})["loss"]
+    loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in task.model.parameters() if p.grad is not None)

@@ -290,3 +290,25 @@ def test_injected_oom_split_gives_the_same_losses(demo_corpus: Path, tmp_path: P
     assert rows[-1]["oom_recoveries"] >= 1
     for key in ("loss", "mel_l1", "disc"):
         assert [r[key] for r in rows] == pytest.approx([r[key] for r in ref], rel=1e-3), key
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mixed_precision_stages_on_cuda(dtype: torch.dtype) -> None:
+    """Under autocast the spectral losses stay fp32 and every loss is finite and close to fp32's."""
+    if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        pytest.skip("no bf16 on this GPU")
+    task = tiny_task()
+    for m in task.modules().values():
+        m.cuda()
+    batch = crop_batch(task, items=4, frames=16).to("cuda")
+    ref = {k: float(v.detach()) for k, v in task.training_step(batch, "gen", {}).items()}
+    with torch.autocast("cuda", dtype=dtype):
+        cache: dict = {}
+        disc = task.training_step(batch, "disc", cache)
+        gen = task.training_step(batch, "gen", cache)
+    assert disc["loss"].dtype == gen["loss"].dtype == gen["mel_l1"].dtype == torch.float32
+    assert torch.isfinite(disc["loss"]) and torch.isfinite(gen["loss"])
+    assert float(gen["mel_l1"]) == pytest.approx(ref["mel_l1"], rel=0.05)
+    gen["loss"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in task.generator.parameters())
