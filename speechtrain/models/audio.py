@@ -74,11 +74,11 @@ def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: Any, iterations: int = 32)
     return audio / peak * 0.95 if peak > 0.95 else audio
 
 
-_VOCODERS: dict[str, Any] = {}
+_VOCODERS: dict[str, tuple[Any, Any]] = {}
 
 
-def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | None = None) -> Any:
-    """The task of a vocoder run (cached per run directory); it must have ``vocode(mel)``."""
+def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | None = None) -> tuple[Any, Any]:
+    """``(data config, task)`` of a vocoder run, cached per run directory and device; the task has ``vocode(mel)``."""
     key = f"{os.path.abspath(run_dir)}@{device}"
     if key not in _VOCODERS:
         from speechtrain.train.run import load_task
@@ -87,19 +87,19 @@ def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | N
         if not hasattr(task, "vocode"):
             name = cfg.model.name
             raise UserError(f"{run_dir}: a '{name}' run cannot vocode; pass a vocoder run (model.name=hifigan)")
-        task.cfg = getattr(task, "cfg", cfg)
-        _VOCODERS[key] = task
+        _VOCODERS[key] = (cfg.data, task)
     return _VOCODERS[key]
 
 
-def _check_same_features(vocoder: Any, data_cfg: Any) -> None:
-    v = getattr(vocoder, "cfg", None)
-    if v is None:
+def _check_same_features(vocoder_data: Any, data_cfg: Any) -> None:
+    if vocoder_data is None:
         return
     keys = ("sample_rate", "hop_length", "n_mels", "n_fft", "fmin", "fmax")
-    diff = [k for k in keys if getattr(v.data, k) != getattr(data_cfg, k)]
+    diff = [k for k in keys if getattr(vocoder_data, k, None) != getattr(data_cfg, k)]
     if diff:
-        pairs = ", ".join(f"data.{k}: vocoder {getattr(v.data, k)} vs model {getattr(data_cfg, k)}" for k in diff)
+        pairs = ", ".join(
+            f"data.{k}: vocoder {getattr(vocoder_data, k, None)} vs model {getattr(data_cfg, k)}" for k in diff
+        )
         raise UserError(f"the vocoder was trained on different mel features ({pairs}); use a matching vocoder run")
 
 
@@ -119,8 +119,11 @@ def mel_to_audio(
         mel_t = mel_t[0]
     if vocoder_run is None:
         return griffin_lim_from_mel(mel_t, data_cfg, griffin_lim_iters)
-    vocoder = vocoder_run if hasattr(vocoder_run, "vocode") else load_vocoder(vocoder_run, device=mel_t.device)
-    _check_same_features(vocoder, data_cfg)
+    if hasattr(vocoder_run, "vocode"):  # a task object; its data settings are checked when it carries a full config
+        vocoder, vocoder_data = vocoder_run, getattr(getattr(vocoder_run, "cfg", None), "data", None)
+    else:
+        vocoder_data, vocoder = load_vocoder(vocoder_run, device=mel_t.device)
+    _check_same_features(vocoder_data, data_cfg)
     audio = vocoder.vocode(mel_t)
     if isinstance(audio, torch.Tensor):
         audio = audio.detach().float().cpu().numpy()  # host copy: the result leaves the device
