@@ -294,3 +294,32 @@ def test_tiny_vits_trains_on_the_demo_corpus_and_synthesizes(demo_corpus: Path, 
     assert sr == cfg.data.sample_rate
     # at least one frame per token, at most 60 frames per token (a generous bound on sampled durations)
     assert len(text) * HOP <= wav.size <= len(text) * 60 * HOP
+
+
+@pytest.mark.gpu
+def test_cuda_sdpa_matches_math_and_bf16_step_is_finite() -> None:
+    from speechtrain.models.vits.attentions import RelativeMultiHeadAttention
+
+    torch.manual_seed(0)
+    attn = RelativeMultiHeadAttention(192, 2, 4, p_dropout=0.1).cuda().eval()
+    x = torch.randn(4, 192, 57, device="cuda")
+    key_mask = torch.arange(57, device="cuda")[None] < torch.tensor([57, 40, 9, 1], device="cuda")[:, None]
+    attn.use_sdpa = False
+    ref = attn(x, key_mask)
+    attn.use_sdpa = True
+    torch.testing.assert_close(attn(x, key_mask), ref, atol=1e-3, rtol=1e-3)  # TF32 may be on
+
+    task = build_task(load_config(TINY, ["model.inference_precision=bf16", "model.inference_compile=true"]))
+    for m in task.modules().values():
+        m.cuda()
+    batch = _random_batch([40, 25, 12], [10, 7, 4]).to("cuda")
+    cache: dict = {}
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        for stage in ("disc", "gen"):
+            out = task.training_step(batch, stage, cache)
+            assert torch.isfinite(out["loss"])
+            out["loss"].backward()
+    wav = task.synthesize("hello world", seed=0)
+    info = task.last_inference_info
+    assert wav.size == info["samples"] > 0
+    assert info["decoder_precision"] == "bf16" and info["decoder_compiled"] and info["device"].startswith("cuda")

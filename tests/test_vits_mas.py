@@ -69,3 +69,12 @@ def test_mas_runs_without_grad_and_keeps_dtype() -> None:
     log_p = torch.randn(2, 6, 3, requires_grad=True)
     path = maximum_path(log_p, torch.ones(2, 6, 3))
     assert not path.requires_grad and path.dtype == log_p.dtype
+
+
+@pytest.mark.gpu
+def test_batched_mas_on_cuda_equals_reference() -> None:
+    rng = np.random.default_rng(7)
+    log_p, mask, frames, tokens = _ragged_batch(rng, batch=8, max_frames=120, max_tokens=30)
+    path = maximum_path(torch.from_numpy(log_p).cuda(), torch.from_numpy(mask).cuda()).cpu().numpy()
+    for b in range(len(frames)):
+        np.testing.assert_array_equal(path[b], maximum_path_reference(log_p[b], int(frames[b]), int(tokens[b])))

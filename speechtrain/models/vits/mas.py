@@ -27,41 +27,38 @@ def maximum_path(log_p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         token indices never decrease, the first frame takes token 0 and the last takes the last token.
     """
     device = log_p.device
-    value = log_p.float()
     mask = mask.bool()
-    b, t_y, t_x = value.shape
+    b, t_y, t_x = log_p.shape
     frames = mask[:, :, 0].sum(1)  # (B,) real frames per item
     tokens = mask[:, 0, :].sum(1)  # (B,) real tokens per item
-    neg_inf = torch.tensor(float("-inf"), device=device)
-    x = torch.arange(t_x, device=device).unsqueeze(0)  # (1, T_tokens)
-    lowest = (tokens - frames).unsqueeze(1)  # (B, 1): token x is reachable at frame y when x >= lowest + y
-    acc = torch.empty_like(value)  # accumulated best log-likelihood, -inf where unreachable
-    prev = torch.full((b, t_x), float("-inf"), device=device)
-    start = torch.zeros((b, t_x), device=device).masked_fill(x != 0, float("-inf"))  # before frame 0
-    for y in range(t_y):
-        if y == 0:
-            best = start
-        else:
-            stay = prev.masked_fill(x == y, float("-inf"))  # token x at frame y-1 (cannot when x == y)
-            advance = torch.cat([neg_inf.expand(b, 1), prev[:, :-1]], dim=1)  # token x-1 at frame y-1
-            best = torch.maximum(stay, advance)
-        valid = (x >= lowest + y) & (x < tokens.unsqueeze(1)) & (x <= y) & (y < frames.unsqueeze(1))
-        prev = torch.where(valid, value[:, y] + best, neg_inf)
-        acc[:, y] = prev
+    y = torch.arange(t_y, device=device).view(1, t_y, 1)
+    x = torch.arange(t_x, device=device).view(1, 1, t_x)
+    # cell (y, x) is reachable when token x can still be reached from frame 0 and can still reach the
+    # last token by the last frame; unreachable cells are -inf, which makes every boundary case of the
+    # recursion (x == y, x == 0) fall out of the max without extra masks
+    reachable = (
+        (x <= y) & (x >= (tokens - frames).view(b, 1, 1) + y) & (x < tokens.view(b, 1, 1)) & (y < frames.view(b, 1, 1))
+    )  # (B, T_frames, T_tokens)
+    value = log_p.float().masked_fill(~reachable, float("-inf"))
+    acc = torch.empty_like(value)  # best log-likelihood of a path ending in (y, x)
+    acc[:, 0] = value[:, 0]
+    for t in range(1, t_y):
+        prev = acc[:, t - 1]  # (B, T_tokens)
+        advance = torch.nn.functional.pad(prev[:, :-1], (1, 0), value=float("-inf"))  # from token x-1
+        torch.add(value[:, t], torch.maximum(prev, advance), out=acc[:, t])
 
-    path = torch.zeros_like(value)
-    index = (tokens - 1).clamp(min=0)  # (B,) token of the current frame, walking backwards
-    rows = torch.arange(b, device=device)
-    for y in range(t_y - 1, -1, -1):
-        active = y < frames
-        path[rows, y, index] = active.to(path.dtype)
-        if y == 0:
-            break
-        here = acc[rows, y - 1, index]
-        before = acc[rows, y - 1, (index - 1).clamp(min=0)]
-        step = active & (index != 0) & ((index == y) | (here < before))
-        index = index - step.long()
-    return path.to(log_p.dtype)
+    # step[b, t, x]: the best path into (t, x) came from token x-1 (strictly better than staying);
+    # masked to reachable cells so that padded frames never move the backtrack
+    stay, came = acc[:, :-1], torch.nn.functional.pad(acc[:, :-1, :-1], (1, 0), value=float("-inf"))
+    step = torch.zeros((b, t_y, t_x), dtype=torch.uint8, device=device)
+    step[:, 1:] = (stay < came) & reachable[:, 1:]
+    token = torch.empty((b, t_y), dtype=torch.long, device=device)
+    index = (tokens - 1).clamp(min=0).unsqueeze(1)  # (B, 1) token of the current frame, walking backwards
+    for t in range(t_y - 1, -1, -1):
+        token[:, t : t + 1] = index
+        index = index - step[:, t].gather(1, index).long()
+    path = torch.nn.functional.one_hot(token, t_x).to(log_p.dtype)  # (B, T_frames, T_tokens)
+    return path * (y.squeeze(2) < frames.view(b, 1)).unsqueeze(2).to(log_p.dtype)
 
 
 def maximum_path_reference(log_p: np.ndarray, frames: int, tokens: int) -> np.ndarray:
