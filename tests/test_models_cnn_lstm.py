@@ -108,11 +108,23 @@ def test_labels_come_from_the_manifest_and_are_checked(tmp_path: Path) -> None:
     task = build_task(cfg)
     assert cfg.model.labels == ["maybe", "no", "yes"] == task.labels  # sorted, written into the config
 
-    class FakeDataset:
-        labels = ["maybe", "yes"]
+    from speechtrain.data.dataset import SpeechDataset
+
+    class Prepared(SpeechDataset):
+        def __init__(self, labels: list[str]) -> None:
+            self.labels = labels
 
     with pytest.raises(DataError, match="differ"):
-        task.setup(FakeDataset())
+        task.setup(Prepared(["maybe", "yes"]))
+    task.setup(Prepared(["maybe", "no", "yes"]))
+
+    class Synthetic:  # estimates and benchmarks: names do not matter, the head must fit
+        labels = ["class0", "class1"]
+
+    task.setup(Synthetic())
+    Synthetic.labels = ["a", "b", "c", "d"]
+    with pytest.raises(DataError, match="4 labels"):
+        task.setup(Synthetic())
     one = _write_folder(tmp_path / "one", ["only"])
     with pytest.raises(DataError, match="at least two"):
         build_task(load_config(None, ["model.name=cnn_lstm", f"data.manifest={one}"]))

@@ -58,12 +58,19 @@ class CNNLSTMTask(Task):
         return {"model": self.model}
 
     def setup(self, train_dataset: Any) -> None:
+        """A prepared SpeechDataset must name the same classes in the same order as ``model.labels`` (its
+        label ids index the head); any other dataset (synthetic ones for estimates and benchmarks) must
+        only fit the head."""
+        from speechtrain.data.dataset import SpeechDataset
+
         names = list(getattr(train_dataset, "labels", []) or [])
-        if names and names != self.labels:
+        if isinstance(train_dataset, SpeechDataset) and names and names != self.labels:
             raise DataError(
                 f"the training data's labels {names} differ from model.labels {self.labels}: "
                 "remove model.labels from the config to take them from the data, or fix the folders"
             )
+        if len(names) > len(self.labels):
+            raise DataError(f"the training data has {len(names)} labels but the model {len(self.labels)} classes")
 
     def _logits(self, batch: Batch) -> torch.Tensor:
         lengths = batch["mel_lengths"]
