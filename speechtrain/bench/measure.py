@@ -342,11 +342,10 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         from speechtrain.train.trainer import Trainer
 
         loader = build_train_loader(cfg, dataset, needs)
-        trainer = Trainer(cfg, task, train_loader=loader, run_dir=tmp / "run")
+        trainer = Trainer(cfg, task, train_loader=loader, run_dir=tmp / "run", log=lambda _msg: None)
         device = trainer.device
         reset_peak(device)
         applied = _records(trainer)
-        applied.update(_data_record(cfg, loader))
         precision = getattr(getattr(trainer, "precision", None), "name", "fp32")
         batches = iter(loader)
 
@@ -356,6 +355,8 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline or engine)")
     counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress)
+    if spec.kind == "engine":
+        applied.update(_data_record(cfg, loader))
     buckets = cfg.data.num_buckets if (spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames) else 1
     return RunResult(
         items_per_batch_limit=len(dataset) / buckets,
@@ -394,7 +395,7 @@ def _data_record(cfg: Any, loader: Any) -> dict[str, Any]:
         + (f"; tuned per-bucket sizes {d.bucket_batch_sizes}" if d.bucket_batch_sizes else ""),
     }
     if isinstance(stats, dict) and stats.get("padding_fraction") is not None:
-        bucketing["detail"] += f"; loader padding so far {float(stats['padding_fraction']):.1%}"
+        bucketing["detail"] += f"; padding {float(stats['padding_fraction']):.1%} over this run's batches"
     workers = {
         "applied": d.num_workers > 0,
         "exact": True,
