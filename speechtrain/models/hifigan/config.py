@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from speechtrain.config import ModelSection
 
@@ -50,6 +50,11 @@ class HiFiGANConfig(ModelSection):
         description="Generate once per micro-batch and keep the graph from the disc stage to the gen stage; "
         "False regenerates in the gen stage (one extra generator forward, less memory held during the disc stage).",
     )
+
+    @field_validator("resblock", mode="before")
+    @classmethod
+    def _resblock_as_text(cls, value: object) -> object:
+        return str(value) if isinstance(value, int) else value  # YAML `resblock: 1` means "1"
 
     @model_validator(mode="after")
     def _check(self) -> HiFiGANConfig:

@@ -111,8 +111,10 @@ class Generator(nn.Module):
 
     def forward(self, x: torch.Tensor, g: torch.Tensor | None = None) -> torch.Tensor:
         x = self.conv_pre(x)  # (B, C0, T_frames)
-        if g is not None and self.cond is not None:
-            x = x + self.cond(g)
+        if g is not None:
+            if self.cond is None:
+                raise ValueError("a global condition g was given but the generator has gin_channels=0")
+            x = x + self.cond(g)  # g: (B, gin_channels, 1)
         for i, up in enumerate(self.ups):
             x = up(F.leaky_relu(x, LRELU_SLOPE))  # (B, C0 / 2^(i+1), T_frames * prod(rates[: i + 1]))
             base = i * self.num_kernels
