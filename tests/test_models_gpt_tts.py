@@ -258,3 +258,15 @@ def test_accelerations_find_the_blocks_and_keep_the_gradient() -> None:
     with torch.no_grad():  # generation runs the plain forward under the wrapping
         tokens = torch.tensor([[2, 5, 6, 3]])
         assert task.model.eval().generate(tokens, 5, temperature=0.0)[0].numel() >= 1
+
+
+@pytest.mark.parametrize("recipe", ["gpt_tts", "gpt_tts_base", "gpt_tts_tiny"])
+def test_recipes_fit_their_longest_utterance(recipe: str) -> None:
+    from pathlib import Path
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "recipes" / f"{recipe}.yaml")
+    m, d = cfg.model, cfg.data
+    assert m.name == "gpt_tts" and d.manifest == "data/demo" and d.bucketing and d.max_frames and d.quadratic_frames
+    codes_at_max = d.max_duration * d.sample_rate / d.hop_length / m.frames_per_code
+    assert codes_at_max <= m.max_audio_codes  # nothing the data filter keeps can overflow the position table
+    assert m.text_loss_weight == 0.01 and m.audio_loss_weight == 1.0

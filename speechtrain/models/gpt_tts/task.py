@@ -208,6 +208,8 @@ class GPTTTSTask(Task):
         from speechtrain.models.audio import mel_to_audio
 
         m, d = self.cfg.model, self.cfg.data
+        if not max_seconds > 0:
+            raise UserError(f"synthesize: max_seconds must be > 0, got {max_seconds}")
         ids = self.tokenizer.encode(text, add_bos_eos=True)
         if len(ids) <= 2:
             raise UserError("synthesize: the text is empty after normalisation")
