@@ -170,7 +170,9 @@ def test_gen_stage_recomputes_with_an_empty_cache(tiny_task) -> None:
 
 
 def test_deterministic_duration_predictor_and_speakers() -> None:
-    cfg = load_config(TINY, ["model.use_sdp=false", "model.n_speakers=3", "model.gin_channels=8"])
+    cfg = load_config(
+        TINY, ["model.use_sdp=false", "model.n_speakers=3", "model.gin_channels=8", "model.add_blank=false"]
+    )
     task = build_task(cfg)
     assert task.needs().speakers and task.needs().text and task.needs().audio and not task.needs().mel
     batch = _random_batch([30, 20], [8, 5], seed=4, speakers=[0, 2])
@@ -178,7 +180,7 @@ def test_deterministic_duration_predictor_and_speakers() -> None:
     out["loss"].backward()
     assert torch.isfinite(out["dur"]) and task.generator.emb_g.weight.grad is not None
     wav = task.synthesize("two voices", speaker=2, seed=0)
-    assert wav.ndim == 1 and wav.size > 0
+    assert wav.ndim == 1 and wav.size > 0 and task.last_inference_info["tokens"] == len("two voices")
     from speechtrain.errors import UserError
 
     with pytest.raises(UserError, match="out of range"):
@@ -199,9 +201,12 @@ def test_synthesize_reports_what_ran(tiny_task) -> None:
     info = tiny_task.last_inference_info
     assert wav.dtype.name == "float32" and wav.size == info["samples"] == info["frames"] * HOP
     assert info["decoder_precision"] == "fp32" and not info["decoder_compiled"] and info["device"] == "cpu"
-    assert info["frames"] >= info["tokens"] * 2  # length_scale 2: every token lasts at least two frames
+    assert info["tokens"] == 2 * len("hello world") + 1  # add_blank: a blank around every character
+    assert info["frames"] >= info["tokens"]  # every token lasts at least one frame
     again = tiny_task.synthesize("hello world", noise_scale=0.5, length_scale=2.0, seed=0)
     assert (again == wav).all()  # the seed fixes the noise
+    faster = tiny_task.synthesize("hello world", noise_scale=0.5, length_scale=1.0, seed=0)
+    assert faster.size <= wav.size  # same sampled durations, rounded up after scaling
     from speechtrain.errors import UserError
 
     with pytest.raises(UserError, match="unknown option"):

@@ -17,6 +17,9 @@ class VITSConfig(ModelSection):
 
     name: str = "vits"
     n_vocab: int | None = Field(None, gt=0, description="Token vocabulary size; None: the built-in tokenizer's.")
+    add_blank: bool = Field(
+        True, description="Put a blank token (the pad id) around every character, as the paper's LJSpeech model."
+    )
     # text encoder (transformer with windowed relative-position attention)
     hidden_channels: int = Field(192, gt=0, description="Width of the text encoder and the flow's hidden layers.")
     filter_channels: int = Field(768, gt=0, description="Feed-forward width inside the text encoder.")

@@ -115,7 +115,8 @@ class VITSTask(Task):
             speakers = torch.zeros(n, dtype=torch.long, device=device) if self.generator.emb_g is not None else None
         else:
             sub = batch.select(range(n)) if n < batch.size else batch
-            tokens, lengths, speakers = sub["tokens"], sub["token_lengths"], sub.get("speakers")
+            tokens, lengths = self._with_blanks(sub["tokens"], sub["token_lengths"])
+            speakers = sub.get("speakers")
         was_training = self.generator.training
         self.generator.eval()
         try:
@@ -203,7 +204,16 @@ class VITSTask(Task):
         for row, i in enumerate(ids):
             tokens[row, : len(i)] = torch.tensor(i, dtype=torch.long)
         lengths = torch.tensor([len(i) for i in ids], dtype=torch.long)
-        return tokens.to(device), lengths.to(device)
+        return self._with_blanks(tokens.to(device), lengths.to(device))
+
+    def _with_blanks(self, tokens: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """With ``add_blank``: a blank (the pad id) before, between and after the tokens, as VITS does,
+        (B, L) -> (B, 2L + 1) and lengths 2n + 1; else unchanged."""
+        if not self.cfg.add_blank:
+            return tokens, lengths
+        out = tokens.new_full((tokens.shape[0], 2 * tokens.shape[1] + 1), self.tokenizer.pad_id)
+        out[:, 1::2] = tokens
+        return out, 2 * lengths + 1
 
     def _speaker_tensor(self, speaker: int | str | None, device: torch.device) -> torch.Tensor | None:
         if self.generator.emb_g is None:
@@ -253,7 +263,8 @@ class VITSTask(Task):
         audio = batch["audio"]  # (B, 1, T_samples)
         spec = self._spec(audio)  # (B, F, T_frames)
         spec_lengths = batch["audio_lengths"] // self.hop_length
-        out = self.generator(batch["tokens"], batch["token_lengths"], spec, spec_lengths, batch.get("speakers"))
+        tokens, token_lengths = self._with_blanks(batch["tokens"], batch["token_lengths"])  # (B, T_tokens)
+        out = self.generator(tokens, token_lengths, spec, spec_lengths, batch.get("speakers"))
         y = slice_segments(audio, out.slice_starts * self.hop_length, self.segment_frames * self.hop_length)
         return out, y  # y: (B, 1, segment_samples) the real slices
 
