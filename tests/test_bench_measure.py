@@ -96,7 +96,7 @@ def test_run_bench_json_shape_and_consistency(tmp_path) -> None:
 def test_bench_cli_ablate_writes_outputs(tmp_path, capsys) -> None:
     from speechtrain.cli.main import main
 
-    skips = ["compile", "activation_checkpointing", "channels_last", "fused_optimizer", "loader", "precision"]
+    skips = ["compile", "activation_checkpointing", "channels_last", "fused_optimizer", "loader", "precision", "engine"]
     args = ["bench", "--ablate", "--steps", "2", "--warmup", "1", "--fake-data", "10"]
     args += [a for s in skips for a in ("--skip", s)]
     args += [
@@ -110,7 +110,7 @@ def test_bench_cli_ablate_writes_outputs(tmp_path, capsys) -> None:
     assert main(args + TINY) == 0
     rep = json.loads((tmp_path / "b.json").read_text())
     keys = [r["key"] for r in rep["runs"]]
-    assert keys == ["baseline", "engine", "bucketing", "sdpa", "all"]
+    assert keys == ["baseline", "bucketing", "sdpa", "all"]
     assert {s["key"] for s in rep["skipped"]} >= set(skips) | {"tf32", "cudnn_benchmark", "tuned_batch"}
     sdpa = next(r for r in rep["runs"] if r["key"] == "sdpa")
     assert sdpa["applied"]["sdpa"]["applied"] is True
