@@ -67,6 +67,9 @@ def all_off(device_type: str) -> dict[str, Any]:
     return {
         **COMMON,
         "data.bucketing": False,
+        # bucketed rows get the baseline's budget (batch_size x the longest utterance): bucketing then
+        # changes how batches are composed, not how large they are; the tuned rung changes the size
+        "data.max_frames": None,
         "data.bucket_batch_sizes": None,
         "data.bucket_boundaries": None,
         "data.num_workers": 0,
