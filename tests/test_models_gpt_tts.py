@@ -270,3 +270,33 @@ def test_recipes_fit_their_longest_utterance(recipe: str) -> None:
     codes_at_max = d.max_duration * d.sample_rate / d.hop_length / m.frames_per_code
     assert codes_at_max <= m.max_audio_codes  # nothing the data filter keeps can overflow the position table
     assert m.text_loss_weight == 0.01 and m.audio_loss_weight == 1.0
+
+
+def _codec_rank(rank: int, init_file: str, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        data = TextMelDataset()
+        task = build_task(tiny_cfg(f"model.codec_seed={rank}", "train.device=cpu"))  # different fits per rank
+        task.setup(data)
+        torch.save(task.codec.codebook, f"{out_dir}/{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_ranks_share_rank_zeros_codebook(tmp_path) -> None:  # noqa: ANN001
+    import torch.multiprocessing as mp
+
+    ctx = mp.spawn(_codec_rank, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=120)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive and all(p.exitcode == 0 for p in ctx.processes)
+    alone = build_task(tiny_cfg("model.codec_seed=0", "train.device=cpu"))
+    alone.setup(TextMelDataset())
+    books = [torch.load(tmp_path / f"{r}.pt") for r in (0, 1)]
+    assert torch.equal(books[0], books[1]) and torch.equal(books[0], alone.codec.codebook)

@@ -86,10 +86,24 @@ class GPTTTSTask(Task):
             if frames >= want:
                 break
         self.codec.fit_mels(mels, m.codec_sample_frames, m.codec_iterations, m.codec_seed, self._fit_device())
+        self._share_codebook()
+
+    def _share_codebook(self) -> None:
+        # every rank fits the same seeded k-means, but GPU sums (index_add_) are not bit-reproducible:
+        # rank 0's codebook is the one all ranks use, else the ranks would learn different codes
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return
+        device = self._fit_device() if dist.get_backend() == "nccl" else torch.device("cpu")
+        book = self.codec.codebook.detach().to(device).contiguous()
+        dist.broadcast(book, src=0)
+        with torch.no_grad():
+            self.codec.codebook.copy_(book.to(self.codec.codebook.device))
 
     def _fit_device(self) -> torch.device:
-        # k-means on the training device: the XTTS-size codebook (1024 codes, 100k vectors) is seconds
-        # on a GPU and minutes on a few CPU cores; setup runs before the Trainer moves the modules
+        # k-means on the training device: the XTTS-size codebook (1024 codes, 100k vectors) took 36 s
+        # on 2 CPU cores; setup runs before the Trainer moves the modules
         wanted = self.cfg.train.device
         if wanted == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
