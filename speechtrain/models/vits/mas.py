@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 
+@torch.compiler.disable  # a loop over frames: compiled, it would unroll and recompile for every length
 @torch.no_grad()
 def maximum_path(log_p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Hard monotonic alignment.
