@@ -235,6 +235,14 @@ def test_config_errors_name_the_key() -> None:
         load_config(TINY, ["model.n_heads=3"])
 
 
+def test_an_unalignable_utterance_is_named(tiny_task) -> None:
+    from speechtrain.errors import DataError
+
+    batch = _random_batch([40, 6], [10, 5])  # 6 frames for 5 characters = 11 tokens with blanks
+    with pytest.raises(DataError, match="'u1': 6 frames for 11 tokens"):
+        tiny_task.training_step(batch, "disc", {})
+
+
 def test_setup_refuses_more_speakers_than_the_embedding(tiny_task) -> None:
     class FakeDataset:
         speakers = ["a", "b"]

@@ -24,7 +24,7 @@ from torch import nn
 from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
 from speechtrain.data.features import LogMel, Spectrogram
-from speechtrain.errors import UserError
+from speechtrain.errors import DataError, UserError
 from speechtrain.models.common import count_parameters, remove_weight_norm
 from speechtrain.models.hifigan.losses import (
     discriminator_loss,
@@ -259,7 +259,21 @@ class VITSTask(Task):
         with torch.autocast(audio.device.type, enabled=False):
             return self.mel_fn(audio.float())  # (B, n_mels, T_frames), fp32
 
+    def _check_alignable(self, batch: Batch) -> None:
+        """MAS needs at least one frame per token; checked on host-side lengths (no device sync)."""
+        samples, tokens = batch.host_lengths.get("audio_lengths"), batch.host_lengths.get("token_lengths")
+        if not samples or not tokens:
+            return
+        for uid, n, t in zip(batch.ids, samples, tokens):
+            frames, t = n // self.hop_length, (2 * t + 1 if self.cfg.add_blank else t)
+            if frames < t:
+                raise DataError(
+                    f"utterance '{uid}': {frames} frames for {t} tokens; monotonic alignment needs at least one "
+                    f"frame per token (fix its transcript or audio, drop it, or set model.add_blank=false)"
+                )
+
     def _generate(self, batch: Batch) -> tuple[VITSOutput, torch.Tensor]:
+        self._check_alignable(batch)
         audio = batch["audio"]  # (B, 1, T_samples)
         spec = self._spec(audio)  # (B, F, T_frames)
         spec_lengths = batch["audio_lengths"] // self.hop_length
