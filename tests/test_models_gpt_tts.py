@@ -300,3 +300,26 @@ def test_ranks_share_rank_zeros_codebook(tmp_path) -> None:  # noqa: ANN001
     alone.setup(TextMelDataset())
     books = [torch.load(tmp_path / f"{r}.pt") for r in (0, 1)]
     assert torch.equal(books[0], books[1]) and torch.equal(books[0], alone.codec.codebook)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("attention_mask", [True, False])
+def test_cuda_bf16_step_and_cached_generation(attention_mask: bool) -> None:
+    from speechtrain.accel import apply_sdpa
+
+    task, data = _fitted_task(f"model.attention_mask={str(attention_mask).lower()}", "train.device=cuda")
+    for module in task.modules().values():
+        module.to("cuda")
+    apply_sdpa(task.model, True, "cuda")
+    batch = data.batch([0, 1, 2, 3]).to("cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = task.training_step(batch, "main", {})
+    out["loss"].backward()
+    assert torch.isfinite(out["loss"]) and all(torch.isfinite(p.grad).all() for p in task.model.parameters())
+    task.model.eval()
+    tokens = torch.tensor([[2, 5, 6, 7, 3]], device="cuda")
+    cached = task.model.generate(tokens, 20, temperature=0.0)
+    full = task.model.generate(tokens, 20, temperature=0.0, use_cache=False)
+    assert cached[0].tolist() == full[0].tolist()
+    audio = task.synthesize("ab cd", seed=0, max_seconds=0.5)
+    assert audio.ndim == 1 and np.isfinite(audio).all()
