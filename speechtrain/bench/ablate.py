@@ -76,7 +76,6 @@ def all_off(device_type: str) -> dict[str, Any]:
         "data.pin_memory": False,
         "data.prefetch_factor": None,
         "data.persistent_workers": False,
-        "data.features_on_device": False,
         "accel.precision": "fp32",
         "accel.tf32": False,
         "accel.cudnn_benchmark": False,

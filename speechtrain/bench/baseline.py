@@ -7,7 +7,10 @@ writes it before optimizing anything.
   ``data.crop_frames`` for vocoders, as a user's vocoder loop would do);
 - one plain ``torch.optim.AdamW`` per optimizer stage (torch's default kernel choice), gradient
   clipping as configured, ``zero_grad`` / ``backward`` / ``step``;
-- the same model and the same maths: the loss comes from the Task's own ``training_step``.
+- the same model and the same maths: the loss comes from the Task's own ``training_step``; when
+  the config computes features or augmentation on the device (``data.features_on_device``,
+  ``data.noise_snr_db``, SpecAugment masks), the loop applies the same module to each batch, as a
+  user's loop would call its own feature code.
 
 ``bench/baseline_loop.py`` runs this loop as a script.
 """
@@ -110,6 +113,10 @@ class PlainLoop:
         modules = task.modules()
         for module in modules.values():
             module.to(device).train()
+        from speechtrain.data.loader import DeviceFeatures
+
+        features = DeviceFeatures(cfg, task.needs())
+        self.features = features.to(device).train() if features.active else None
         self.stages: list[tuple[Any, list[nn.Parameter], torch.optim.Optimizer]] = []
         for spec in task.optimizer_specs():
             params = [p for name in spec.modules for p in modules[name].parameters() if p.requires_grad]
@@ -118,6 +125,11 @@ class PlainLoop:
                 params, lr=o.lr * spec.lr_multiplier, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
             )
             self.stages.append((spec, params, opt))
+
+    def prepare(self, batch: Batch) -> Batch:
+        """Host batch -> device, then the config's on-device features/augmentation."""
+        batch = batch.to(self.device)
+        return self.features(batch, training=True) if self.features is not None else batch
 
     def losses(self, batch: Batch) -> list[torch.Tensor]:
         """Forward + backward of every stage on a device batch, without the optimizer update
@@ -133,7 +145,7 @@ class PlainLoop:
 
     def step(self, batch: Batch) -> None:
         """One training step on a host batch."""
-        batch = batch.to(self.device)
+        batch = self.prepare(batch)
         cache: dict[str, Any] = {}
         for spec, params, opt in self.stages:
             opt.zero_grad(set_to_none=True)

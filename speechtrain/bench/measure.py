@@ -332,7 +332,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         loop = PlainLoop(cfg, task, device)
         batches = endless(plain_loader(cfg, dataset, needs))
         if spec.count_flops:
-            first = next(batches).to(device)
+            first = loop.prepare(next(batches))
             flops = count_flops(lambda: loop.losses(first))
             loop.zero_grad()
             flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
