@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -119,10 +120,13 @@ class VITSTask(Task):
             speakers = sub.get("speakers")
         was_training = self.generator.training
         self.generator.eval()
-        try:
-            audio, frames = self.generator.infer(tokens, lengths, speakers, max_frames=self._max_frames())
-        finally:
-            self.generator.train(was_training)
+        # fixed-seed noise: samples comparable between evaluations, and the training RNG untouched
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            torch.manual_seed(0)
+            try:
+                audio, frames = self.generator.infer(tokens, lengths, speakers, max_frames=self._max_frames())
+            finally:
+                self.generator.train(was_training)
         wavs = audio.squeeze(1).float().cpu().numpy()  # host copy
         counts = (frames * self.hop_length).tolist()
         return [w[: int(k)] for w, k in zip(wavs, counts)]
@@ -305,7 +309,8 @@ class VITSTask(Task):
         cache.pop("vits", None)  # the graph is consumed by this backward
         mel_l1 = self._mel_l1(out, y, batch)
         kl = kl_loss(out.z_p, out.logs_q, out.m_p, out.logs_p, out.y_mask)
-        _, fake, real_maps, fake_maps = self.discriminator(y, out.audio_hat)
+        with frozen(self.discriminator):  # gradients reach the generator only, none land in D
+            _, fake, real_maps, fake_maps = self.discriminator(y, out.audio_hat)
         adv = generator_adversarial_loss(fake)
         fm = feature_matching_loss(real_maps, fake_maps)
         dur = out.dur_loss.float()
@@ -319,6 +324,21 @@ class VITSTask(Task):
             "adv": adv.detach(),
             "fm": fm.detach(),
         }
+
+
+@contextlib.contextmanager
+def frozen(module: nn.Module) -> Iterator[None]:
+    """Run ``module`` with its parameters out of the autograd graph: the graph built inside computes
+    no weight gradients for it (cheaper backward) and leaves its ``.grad`` untouched, so the generator
+    stage cannot leak gradients into the discriminator's next step. Inputs still get gradients."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
 
 
 def build_task(cfg: Any) -> VITSTask:
