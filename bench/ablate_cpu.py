@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="data/demo", help="demo corpus folder (made when missing)")
     p.add_argument("--utterances", type=int, default=200, help="utterances when the corpus is made")
     p.add_argument("--out", default="reports/bench_cpu", help="where the JSON/markdown/PNG go")
+    p.add_argument("--repeat", type=int, default=1, help="passes over the ladder, median per row (shared machines)")
     p.add_argument("--with-compile", action="store_true", help="include the torch.compile rung (minutes on a CPU)")
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (tuned-batch rung)")
     args = p.parse_args(argv)
@@ -94,6 +95,9 @@ def section(name: str, report: dict) -> str:
             f"audio-s/s = **{all_on['speedup_vs_baseline']:.2f}x**; padding {base['padding_fraction']:.0%} -> "
             f"{all_on['padding_fraction']:.0%}"
         )
+        if base.get("audio_seconds_per_cpu_second") and all_on.get("audio_seconds_per_cpu_second"):
+            per_cpu = all_on["audio_seconds_per_cpu_second"] / base["audio_seconds_per_cpu_second"]
+            ratio += f"; per CPU second: {per_cpu:.2f}x"
     else:
         ratio = "all vs baseline: not measured (a row failed; see the table)"
     return "\n".join(

@@ -146,3 +146,28 @@ def test_png_chart_is_written(tmp_path) -> None:
     pytest.importorskip("matplotlib")
     path = write_plot(build_report(ladder(), dict(CPU)), tmp_path / "bench.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cpu_table_has_cpu_time_and_load_columns_and_a_load_note() -> None:
+    rows = ladder()
+    for row in rows:
+        if row.result is not None:
+            row.result.cpu_seconds, row.result.host_load = 2 * row.result.seconds, 7.5
+    rep = build_report(rows, dict(CPU))
+    lines = markdown_table(rep).strip().splitlines()
+    assert "audio-s/CPU-s | load |" in lines[0]
+    assert len(lines[1].split("|")) == len(lines[2].split("|")) == len(lines[-1].split("|"))
+    assert " 7.5 |" in lines[2]
+    assert rep["runs"][0]["audio_seconds_per_cpu_second"] == pytest.approx(10.0 / 4.0)
+    assert any("load average up to 7.5" in n for n in rep["notes"])
+
+
+def test_repeated_ladder_keeps_the_median_run() -> None:
+    from speechtrain.bench.ablate import _median_row
+
+    v = Variant("sdpa", "+ sdpa")
+    runs = [LadderRow(v, result("+ sdpa", s, 10.0, 1)) for s in (1.0, 4.0, 2.0)]
+    assert _median_row(runs).result.seconds == 2.0
+    failed = LadderRow(v, None, error="failed: x")
+    assert _median_row([failed, runs[0]]).result.seconds == 1.0
+    assert _median_row([failed]).error == "failed: x"

@@ -32,6 +32,7 @@ def run_bench(
     time_limit: float | Callable[[int], float] | None = None,
     measure_peak: bool = True,
     tuned: dict[str, Any] | None = None,
+    repeat: int = 1,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
@@ -43,7 +44,9 @@ def run_bench(
     configuration's timed region (seconds, at least 2 steps; or a function of the row index).
     ``measure_peak`` times a matmul on the CPU so that MFU has a (measured, not specified) peak.
     ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config,
-    cfg)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called before each row.
+    cfg)``) for the tuned-batch rung and the ``all`` row. ``repeat``: passes over the ladder (every
+    other one reversed), each row's median kept: steadier figures on a shared machine.
+    ``on_row(i, n, label)`` is called before each row.
     """
     from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder, tuned_batch_size
     from speechtrain.bench.baseline import resolve_device
@@ -72,8 +75,11 @@ def run_bench(
         fake_data=fake_data,
         time_limit=time_limit,
         on_row=(lambda i, v: on_row(i, total, v.label)) if on_row else None,
+        repeat=repeat,
     )
     notes = [f"{steps} timed steps after {warmup} warm-up steps per configuration (fewer if time-limited)"]
+    if repeat > 1:
+        notes.append(f"{repeat} passes over the ladder (alternating order); each row is its median pass")
     if fake_data:
         notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
     info = device_info(probe_result, cfg.train.device)

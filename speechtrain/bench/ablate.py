@@ -279,23 +279,42 @@ def run_ladder(
     fake_data: int | None = None,
     time_limit: float | Callable[[int], float] | None = None,
     on_row: Callable[[int, Variant], None] | None = None,
+    repeat: int = 1,
 ) -> list[LadderRow]:
     """Measure every row that is not skipped; a row that fails is kept with its error.
 
     ``time_limit``: seconds of timing per row, or a function of the row index (a demo that shares
     out what is left of its budget). The task's data-dependent setup runs once; later rows load it.
+    ``repeat``: run the ladder that many times, every other pass in reverse order (so a load that
+    drifts during the ladder hits every row alike), and keep each row's median run by audio-s/s.
     """
     import tempfile
     from pathlib import Path
 
-    rows: list[LadderRow] = []
+    passes: list[list[LadderRow | None]] = []
     with tempfile.TemporaryDirectory(prefix="speechtrain-ladder-") as tmp:
         setup_state = str(Path(tmp) / "setup.pt")
-        for i, variant in enumerate(variants):
-            limit = time_limit(i) if callable(time_limit) else time_limit
-            args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state)
-            rows.append(_run_row(cfg, variant, i, *args, on_row))
-    return rows
+        for r in range(max(1, repeat)):
+            done: list[LadderRow | None] = [None] * len(variants)
+            order = list(range(len(variants)))
+            for i in order if r % 2 == 0 else order[::-1]:
+                limit = time_limit(i) if callable(time_limit) else time_limit
+                args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state)
+                done[i] = _run_row(cfg, variants[i], i, *args, on_row)
+            passes.append(done)
+    return [_median_row([p[i] for p in passes]) for i in range(len(variants))]
+
+
+def _median_row(runs: list[LadderRow | None]) -> LadderRow:
+    """The run with the median audio-s/s among the passes that measured the row (else the first)."""
+    measured = sorted((r for r in runs if r is not None and r.result is not None), key=_rate)
+    if not measured:
+        return next(r for r in runs if r is not None)
+    return measured[(len(measured) - 1) // 2]
+
+
+def _rate(row: LadderRow) -> float:
+    return row.result.audio_seconds_per_second if row.result is not None else 0.0
 
 
 def _run_row(

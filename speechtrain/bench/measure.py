@@ -68,6 +68,8 @@ class RunResult:
     mfu: float | None = None
     speedup_vs_baseline: float | None = None
     tuned_batch_size: float | None = None
+    cpu_seconds: float | None = None  # this process's CPU time (all threads) over the timed steps
+    host_load: float | None = None  # 1-minute load average around the timed steps (other processes count)
     items_per_batch_limit: float | None = None  # items a batch can hold at most from this data (per bucket)
 
     @property
@@ -91,6 +93,13 @@ class RunResult:
         return min(1.0, self.data_wait_seconds / self.seconds) if self.seconds > 0 else 0.0
 
     @property
+    def audio_seconds_per_cpu_second(self) -> float | None:
+        """Audio seconds per CPU second of this process: on a shared CPU it moves less with other
+        processes' load than the wall-clock rate (it still counts contention for caches and threads
+        that spin while waiting)."""
+        return self.audio_seconds / self.cpu_seconds if self.cpu_seconds else None
+
+    @property
     def mean_batch_size(self) -> float:
         return self.samples / self.steps if self.steps else 0.0
 
@@ -105,6 +114,9 @@ class RunResult:
             "audio_seconds": self.audio_seconds,
             "seconds": self.seconds,
             "samples": self.samples,
+            "cpu_seconds": self.cpu_seconds,
+            "audio_seconds_per_cpu_second": self.audio_seconds_per_cpu_second,
+            "host_load": self.host_load,
             "mean_batch_size": self.mean_batch_size,
             "tuned_batch_size": self.tuned_batch_size,
             "items_per_batch_limit": self.items_per_batch_limit,
@@ -226,7 +238,9 @@ def timed_loop(
     wait = 0.0
     index = getattr(device, "index", None)
     cuda_index = (index or 0) if getattr(device, "type", "") == "cuda" else None
+    load_before = _load_average()
     with GpuBusySampler(cuda_index) as busy:
+        cpu_start = time.process_time()
         start = time.perf_counter()
         for i in range(steps):
             t0 = time.perf_counter()
@@ -244,7 +258,23 @@ def timed_loop(
                 break
         synchronize(device)
         seconds = time.perf_counter() - start
-    return {**counts, "seconds": seconds, "data_wait_seconds": wait, "gpu_busy_fraction": busy.fraction}
+        cpu_seconds = time.process_time() - cpu_start
+    loads = [x for x in (load_before, _load_average()) if x is not None]
+    return {
+        **counts,
+        "seconds": seconds,
+        "data_wait_seconds": wait,
+        "gpu_busy_fraction": busy.fraction,
+        "cpu_seconds": cpu_seconds,
+        "host_load": max(loads) if loads else None,
+    }
+
+
+def _load_average() -> float | None:
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):  # not on every platform
+        return None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -65,6 +65,15 @@ def build_report(
             reason = row.error or row.variant.skip_reason
             skipped.append({"name": row.variant.label, "key": row.variant.key, "reason": reason, "index": index})
     bottleneck = diagnose(runs, device)
+    loads = [r["host_load"] for r in runs if r.get("host_load") is not None]
+    cores = device.get("cpu_count") or 1
+    if loads and max(loads) > 0.75 * cores:
+        notes = [
+            *notes,
+            f"other processes loaded the machine (1-minute load average up to {max(loads):.1f} on {cores} cores "
+            "while rows were timed): wall-clock rates and their ratios are unreliable; on a CPU compare "
+            "audio-s per CPU-s, and re-run on a quiet machine before quoting a figure",
+        ]
     peak_note = (
         "MFU: FLOPs counted once on the baseline (torch.utils.flop_counter, forward+backward) per padded frame, "
         "scaled by each run's padded frames; peak from the probe ("
@@ -94,14 +103,19 @@ def _cell(text: str) -> str:
 
 
 def markdown_table(report: dict[str, Any]) -> str:
-    """The ladder as a markdown table (ladder order; skipped and failed rows carry their reason)."""
+    """The ladder as a markdown table (ladder order; skipped and failed rows carry their reason).
+
+    On a CPU device two more columns: audio seconds per CPU second of the row's process, and the
+    host's load average while it was timed."""
     runs = report["runs"]
+    cpu = report.get("device", {}).get("type") == "cpu"
     base = next((r for r in runs if r.get("key") == "baseline"), None)
     base_peak = base.get("peak_memory_bytes") if base else None
+    extra = " audio-s/CPU-s | load |" if cpu else ""
     header = (
         "| configuration | audio-s/s | speed-up | steps/s | samples/s | peak memory | memory saved | padding "
-        "| data wait | GPU busy | MFU | applied? |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n"
+        "| data wait | GPU busy | MFU |" + extra + " applied? |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if cpu else "") + "---|\n"
     )
     lines: list[tuple[int, str]] = []
     for r in runs:
@@ -120,11 +134,14 @@ def markdown_table(report: dict[str, Any]) -> str:
             _pct(r["data_wait_fraction"]),
             _pct(r.get("gpu_busy_fraction")),
             _pct(r.get("mfu")),
-            _cell(r.get("applied_summary", "")),
         ]
+        if cpu:
+            per_cpu, load = r.get("audio_seconds_per_cpu_second"), r.get("host_load")
+            cells += ["-" if per_cpu is None else f"{per_cpu:.1f}", "-" if load is None else f"{load:.1f}"]
+        cells.append(_cell(r.get("applied_summary", "")))
         lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
-        cells = " - |" * 10
+        cells = " - |" * (12 if cpu else 10)
         lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{cells} {_cell(s['reason'])} |"))
     return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
 

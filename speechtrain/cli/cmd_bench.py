@@ -25,6 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (for the tuned-batch rung)")
     p.add_argument("--fake-data", type=int, default=None, metavar="N", help="N synthetic utterances, no manifest")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="cap each configuration's timing")
+    p.add_argument("--repeat", type=int, default=1, help="passes over the rows (median kept; for shared machines)")
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
     p.add_argument("--markdown", default=None, metavar="OUT", help="write the report as markdown")
@@ -39,6 +40,8 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError(f"--steps must be >= 1, got {args.steps}")
     if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be >= 0, got {args.warmup}")
+    if args.repeat < 1:
+        raise UserError(f"--repeat must be >= 1, got {args.repeat}")
     if args.fake_data is not None and args.fake_data < 2:
         raise UserError(f"--fake-data needs at least 2 utterances, got {args.fake_data}")
     if args.plot and not args.plot.lower().endswith(".png"):
@@ -78,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         fake_data=args.fake_data,
         time_limit=args.time_limit,
         tuned=tuned,
+        repeat=args.repeat,
         command=command,
         on_row=on_row,
     )
