@@ -224,6 +224,20 @@ def test_synthesize_reports_what_ran(tiny_task) -> None:
         tiny_task.synthesize("hi", temperature=0.7)
 
 
+def test_bf16_decoder_on_the_cpu_is_reported_and_close_to_fp32() -> None:
+    torch.manual_seed(0)
+    task = build_task(load_config(TINY, ["model.inference_precision=bf16"]))
+    ref = build_task(load_config(TINY))
+    for name, module in ref.modules().items():
+        module.load_state_dict(task.modules()[name].state_dict())
+    wav = task.synthesize("hello", seed=0)
+    assert task.last_inference_info["decoder_precision"] == "bf16" and wav.dtype.name == "float32"
+    wav32 = ref.synthesize("hello", seed=0)
+    assert ref.last_inference_info["decoder_precision"] == "fp32" and wav.shape == wav32.shape
+    diff = float(abs(wav - wav32).max())
+    assert 0 < diff < 0.05 * float(abs(wav32).max())  # bf16 took effect; same durations, only rounding differs
+
+
 def test_recipe_parameter_counts_without_allocating() -> None:
     cfg = load_config(ROOT / "recipes" / "vits.yaml")
     assert (cfg.model.hidden_channels, cfg.model.filter_channels, cfg.model.n_layers) == (192, 768, 6)

@@ -76,7 +76,9 @@ class VITSConfig(ModelSection):
     )
     # inference
     inference_precision: Literal["fp32", "bf16", "auto"] = Field(
-        "fp32", description="Decoder precision in synthesize on CUDA (auto: bf16 where supported; CPU: fp32)."
+        "fp32",
+        description="Decoder precision in synthesize: bf16 autocast (CPU or GPU), fp32, or auto (bf16 on GPUs "
+        "that support it, fp32 on the CPU).",
     )
     inference_compile: bool = Field(False, description="torch.compile the decoder for synthesize (CUDA only).")
     eval_texts: list[str] = Field(

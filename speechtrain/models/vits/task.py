@@ -160,18 +160,16 @@ class VITSTask(Task):
         self.generator.eval()
         t0 = time.perf_counter()
         try:
-            autocast = torch.autocast("cuda", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
-            with autocast:
-                audio, frames = self.generator.infer(
-                    tokens,
-                    lengths,
-                    speakers,
-                    noise_scale=noise_scale,
-                    noise_scale_w=noise_scale_w,
-                    length_scale=length_scale,
-                    max_frames=self._max_frames(),
-                    decoder=decoder,
-                )
+            audio, frames = self.generator.infer(
+                tokens,
+                lengths,
+                speakers,
+                noise_scale=noise_scale,
+                noise_scale_w=noise_scale_w,
+                length_scale=length_scale,
+                max_frames=self._max_frames(),
+                decoder=decoder,
+            )
             wav = audio[0, 0].float().cpu().numpy()  # host copy (and the sync that ends the timing)
         finally:
             self.generator.train(was_training)
@@ -236,18 +234,18 @@ class VITSTask(Task):
         """A copy of the decoder with weight norm folded (same outputs, no norm recomputed per call),
         compiled when asked on CUDA; rebuilt when the weights changed since (training goes on)."""
         precision = self.cfg.inference_precision
-        if device.type != "cuda":
-            precision = "fp32"  # bf16 autocast on the CPU is slower than fp32 for these convolutions
-        elif precision == "auto":
-            precision = "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+        if precision == "auto":  # bf16 where the GPU has it; the CPU keeps fp32 unless asked
+            precision = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
         dec = self.generator.dec
-        key = (device, tuple(p._version for p in dec.parameters()), self.cfg.inference_compile)
+        key = (device, tuple(p._version for p in dec.parameters()), self.cfg.inference_compile, precision)
         if self._inference_decoder is None or self._inference_decoder[0] != key:
             folded = self.generator.new_decoder().to(device).eval()
             folded.load_state_dict(dec.state_dict())
             remove_weight_norm(folded)
             if self.cfg.inference_compile and device.type == "cuda":
                 folded = torch.compile(folded, dynamic=True)
+            if precision == "bf16":  # only the decoder: durations and the flow stay in fp32
+                folded = AutocastModule(folded, torch.bfloat16)
             self._inference_decoder = (key, folded, precision)
         return self._inference_decoder[1], precision
 
@@ -324,6 +322,19 @@ class VITSTask(Task):
             "adv": adv.detach(),
             "fm": fm.detach(),
         }
+
+
+class AutocastModule(nn.Module):
+    """Runs the wrapped module under autocast to ``dtype`` on its input's device, returns fp32."""
+
+    def __init__(self, module: nn.Module, dtype: torch.dtype) -> None:
+        super().__init__()
+        self.module, self.dtype = module, dtype
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        device_type = args[0].device.type if args and isinstance(args[0], torch.Tensor) else "cuda"
+        with torch.autocast(device_type, dtype=self.dtype):
+            return self.module(*args, **kwargs).float()
 
 
 @contextlib.contextmanager
