@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--utterances", type=int, default=200, help="utterances when the corpus is made")
     p.add_argument("--out", default="reports/bench_cpu", help="where the JSON/markdown/PNG go")
     p.add_argument("--repeat", type=int, default=1, help="passes over the ladder, median per row (shared machines)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per measuring process (default: torch's)")
     p.add_argument("--with-compile", action="store_true", help="include the torch.compile rung (minutes on a CPU)")
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (tuned-batch rung)")
     args = p.parse_args(argv)
@@ -68,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             ablate=True,
             skip=skip,
             tuned=tuned,
+            repeat=args.repeat,
+            threads=args.threads,
             command=command,
             on_row=on_row,
         )

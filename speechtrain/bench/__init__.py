@@ -33,6 +33,7 @@ def run_bench(
     measure_peak: bool = True,
     tuned: dict[str, Any] | None = None,
     repeat: int = 1,
+    threads: int | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
@@ -46,7 +47,8 @@ def run_bench(
     ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config,
     cfg)``) for the tuned-batch rung and the ``all`` row. ``repeat``: passes over the ladder (every
     other one reversed), each row's median kept: steadier figures on a shared machine.
-    ``on_row(i, n, label)`` is called before each row.
+    ``threads``: torch threads in each measuring process (1 keeps OpenMP from spinning against other
+    processes on a shared CPU). ``on_row(i, n, label)`` is called before each row.
     """
     from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder, tuned_batch_size
     from speechtrain.bench.baseline import resolve_device
@@ -76,13 +78,18 @@ def run_bench(
         time_limit=time_limit,
         on_row=(lambda i, v: on_row(i, total, v.label)) if on_row else None,
         repeat=repeat,
+        threads=threads,
     )
     notes = [f"{steps} timed steps after {warmup} warm-up steps per configuration (fewer if time-limited)"]
+    if threads:
+        notes.append(f"torch.set_num_threads({threads}) in every measuring process")
     if repeat > 1:
         notes.append(f"{repeat} passes over the ladder (alternating order); each row is its median pass")
     if fake_data:
         notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
     info = device_info(probe_result, cfg.train.device)
+    if threads:
+        info["torch_threads"] = threads
     tuned_size = tuned_batch_size(tuned) or tuned_batch_size(_own_tuned(cfg))
     return build_report(rows, info, probe_result, command, notes, tuned_batch_size=tuned_size)
 

@@ -280,6 +280,7 @@ def run_ladder(
     time_limit: float | Callable[[int], float] | None = None,
     on_row: Callable[[int, Variant], None] | None = None,
     repeat: int = 1,
+    threads: int | None = None,
 ) -> list[LadderRow]:
     """Measure every row that is not skipped; a row that fails is kept with its error.
 
@@ -299,7 +300,7 @@ def run_ladder(
             order = list(range(len(variants)))
             for i in order if r % 2 == 0 else order[::-1]:
                 limit = time_limit(i) if callable(time_limit) else time_limit
-                args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state)
+                args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state, threads)
                 done[i] = _run_row(cfg, variants[i], i, *args, on_row)
             passes.append(done)
     return [_median_row([p[i] for p in passes]) for i in range(len(variants))]
@@ -328,6 +329,7 @@ def _run_row(
     fake_data: int | None,
     time_limit: float | None,
     setup_state: str,
+    threads: int | None,
     on_row: Callable[[int, Variant], None] | None,
 ) -> LadderRow:
     if on_row is not None:
@@ -344,6 +346,7 @@ def _run_row(
         fake_data=fake_data,
         time_limit=time_limit,
         setup_state=setup_state,
+        threads=threads,
     )
     try:
         return LadderRow(variant, run_spec(spec, isolate=isolate))

@@ -46,6 +46,7 @@ class RunSpec:
     fake_data: int | None = None  # synthetic LJSpeech-like utterances instead of the manifest
     time_limit: float | None = None  # stop timing after this many seconds (at least 2 timed steps)
     setup_state: str | None = None  # file with the task's modules after Task.setup, shared by the rows
+    threads: int | None = None  # torch intra-op threads in the measuring process (None: torch's default)
 
 
 @dataclass
@@ -348,6 +349,8 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     from speechtrain.registry import build_task
 
     cfg = build_config(spec.raw)
+    if spec.threads:
+        torch.set_num_threads(spec.threads)
     torch.manual_seed(cfg.train.seed)
     task = build_task(cfg)
     needs = task.needs()

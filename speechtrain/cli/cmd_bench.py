@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--fake-data", type=int, default=None, metavar="N", help="N synthetic utterances, no manifest")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="cap each configuration's timing")
     p.add_argument("--repeat", type=int, default=1, help="passes over the rows (median kept; for shared machines)")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per measuring process")
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
     p.add_argument("--markdown", default=None, metavar="OUT", help="write the report as markdown")
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         time_limit=args.time_limit,
         tuned=tuned,
         repeat=args.repeat,
+        threads=args.threads,
         command=command,
         on_row=on_row,
     )
