@@ -262,6 +262,9 @@ class Trainer:
         out: dict[str, Any] = {}
         all_finite = True
         for spec in self.specs:
+            # a later stage's backward (a GAN generator through its discriminator) leaves gradients on
+            # an earlier stage's parameters: each stage starts from clean gradients
+            self.optimizers[spec.name].zero_grad(set_to_none=True)
             sums = self._run_stage(spec.name, micro_batches, weights, caches)
             loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard
             if loss_finite:
@@ -280,6 +283,8 @@ class Trainer:
             if spec is self.specs[-1]:
                 out["grad_norm"] = grad_norm
         del caches
+        for opt in self.optimizers.values():
+            opt.zero_grad(set_to_none=True)  # free stray gradients between steps
         self.step += 1
         for mb in micro_batches:
             self.samples_seen += mb.size
