@@ -88,10 +88,16 @@ def apply_sdpa(model: nn.Module, enabled: bool, device: str | torch.device) -> A
         m.use_sdpa = bool(enabled)
     if not enabled:
         return AccelRecord("sdpa", False, True, f"disabled: {len(mods)} attention modules use explicit softmax", info)
-    return AccelRecord(
-        "sdpa",
-        True,
-        True,
-        f"{len(mods)} attention modules use scaled_dot_product_attention; usable backends: {', '.join(usable)}",
-        info,
-    )
+    # a module may take SDPA only under conditions (e.g. no attention dropout): ask it in training mode
+    was_training = model.training
+    model.train()
+    fallback = [name for name, m in mods if getattr(m, "sdpa_active", True) is False]
+    model.train(was_training)
+    info["fall_back_in_training"] = fallback
+    detail = f"{len(mods)} attention modules use scaled_dot_product_attention; usable backends: {', '.join(usable)}"
+    if fallback:
+        detail += (
+            f"; {len(fallback)} of them fall back to the explicit path while training "
+            f"(their own condition, e.g. attention dropout > 0), and use SDPA in eval and inference"
+        )
+    return AccelRecord("sdpa", len(fallback) < len(mods), True, detail, info)
