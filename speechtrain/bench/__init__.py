@@ -56,7 +56,15 @@ def run_bench(
     from speechtrain.bench.report import build_report
 
     dev = resolve_device(cfg.train.device)
-    probe_result = probe(measure=measure_peak and dev.type == "cpu")
+    import torch
+
+    saved_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)  # the measured CPU peak must use the rows' thread count
+    try:
+        probe_result = probe(measure=measure_peak and dev.type == "cpu")
+    finally:
+        torch.set_num_threads(saved_threads)
     steps = cfg.bench.steps if steps is None else steps
     warmup = cfg.bench.warmup if warmup is None else warmup
     if ablate:
