@@ -247,9 +247,10 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
     if not found:
         return "no record written"
     if variant.key == "tuned_batch":
-        return "yes: " + ", ".join(
-            f"{k.split('.')[-1]}={v}" for k, v in variant.overrides.items() if k != "data.bucketing"
-        )
+        sizes = variant.overrides.get("data.bucket_batch_sizes")
+        if sizes:
+            return f"yes: {len(sizes)} bucket sizes, {min(sizes)}-{max(sizes)} items"
+        return f"yes: batch_size={variant.overrides.get('data.batch_size')}"
     if variant.key == "fused_optimizer":
         # the optimizer record is "applied" for foreach too; this rung is about the fused kernel
         found = [(n, {**r, "applied": (r.get("info") or {}).get("kernel") == "fused"}) for n, r in found]
