@@ -276,7 +276,7 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
     report = run_bench(
         cfg,
         steps=1000,
-        warmup=1,
+        warmup=3 if info.has_gpu else 1,  # GPU: cuDNN autotune and compile settle in the first steps
         ablate=True,
         skip=skip,
         time_limit=pacer.limit,
