@@ -43,7 +43,9 @@ class DataConfig(Section):
     format: Literal["auto", "ljspeech", "jsonl", "folder"] = Field("auto", description="Manifest format; auto detects.")
     eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
     eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
-    cache_dir: str | None = Field(None, description="Feature cache folder; default: .speechtrain_cache beside the data.")
+    cache_dir: str | None = Field(
+        None, description="Feature cache folder (default: .speechtrain_cache beside the data)."
+    )
     sample_rate: int = Field(22050, gt=0, description="Target sample rate in Hz; other rates are resampled (soxr).")
     n_fft: int = Field(1024, gt=0, description="FFT size of the STFT.")
     win_length: int = Field(1024, gt=0, description="Window length in samples.")
@@ -66,8 +68,10 @@ class DataConfig(Section):
     )
     num_buckets: int = Field(10, gt=0, description="Duration buckets, boundaries at equal-total-duration quantiles.")
     sort_pool: int = Field(
-        16, gt=0, description="Inside a bucket, shuffled items are sorted by length in pools of this many batches "
-        "(less padding); 1: random batches within the bucket."
+        16,
+        gt=0,
+        description="Inside a bucket, shuffled items are sorted by length in pools of this many batches "
+        "(less padding); 1: random batches within the bucket.",
     )
     max_batch_size: int = Field(64, gt=0, description="Cap on items per batch (the frame budget is the real limit).")
     bucket_batch_sizes: list[int] | None = Field(
@@ -174,7 +178,7 @@ class TrainConfig(Section):
     output_dir: str = Field("runs/run", description="Run directory.")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
     memory_fraction: float | None = Field(
-        None, gt=0, le=1, description="Cap this process's share of GPU memory (torch.cuda.set_per_process_memory_fraction)."
+        None, gt=0, le=1, description="Cap this process's GPU memory share (set_per_process_memory_fraction)."
     )
     nan_fallback_after: int = Field(
         3, gt=0, description="Non-finite steps in a row under fp16 before reloading and switching precision."
