@@ -147,7 +147,7 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
@@ -194,7 +194,7 @@ def probe_hardware(measure: bool = False, device: str | torch.device | None = No
     info = HardwareInfo(
         device_type="cpu",
         cpu_cores=_cpu_cores(),
-        cpu_name=_cpu_name(),
+        cpu_name=cpu_name(),
         ram_bytes=_ram_bytes(),
         torch_version=torch.__version__,
         cuda_version=torch.version.cuda,

@@ -179,7 +179,9 @@ def device_info(probe_result: Any | None = None, device: str = "auto") -> dict[s
             name=props.name, total_memory_bytes=int(props.total_memory), capability=f"{props.major}.{props.minor}"
         )
     else:
-        info["name"] = _cpu_model_name() or info["name"]
+        from speechtrain.accel.probe import cpu_name
+
+        info["name"] = cpu_name() or info["name"]
     if probe_result is not None:
         as_dict = probe_result.to_dict() if hasattr(probe_result, "to_dict") else _plain(probe_result)
         info["probe"] = as_dict
@@ -191,17 +193,6 @@ def _plain(obj: Any) -> Any:
         return asdict(obj)
     except TypeError:
         return str(obj)
-
-
-def _cpu_model_name() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
