@@ -23,6 +23,7 @@ TOY = [
     "train.progress=false",
     "train.tensorboard=false",
     "train.device=cpu",
+    "accel.precision=fp32",  # exact comparisons below
 ]
 
 

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         ("GPU count", _fmt(info.gpu_count)),
         ("GPU memory", _fmt(d["gpu_memory_gib"], " GiB")),
         ("compute capability", _fmt(d["compute_capability"])),
-        ("bf16", "yes" if info.bf16_supported else "no"),
+        ("GPU bf16", "yes" if info.bf16_supported else "no"),
         ("peak bf16 matrix", _fmt(info.peak_bf16_tflops, " TFLOP/s")),
         ("peak fp16 matrix", _fmt(info.peak_fp16_tflops, " TFLOP/s")),
         ("peak fp32", _fmt(info.peak_fp32_tflops, " TFLOP/s")),
@@ -51,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         ]
     rows += [
         ("CPU", f"{info.cpu_name} ({info.cpu_cores} cores)"),
+        ("CPU bf16 units", "yes (AVX512-BF16/AMX)" if info.cpu_bf16 else "no"),
         ("RAM", _fmt(d["ram_gib"], " GiB")),
         ("torch", f"{info.torch_version} (CUDA {info.cuda_version or '-'}, cuDNN {info.cudnn_version or '-'})"),
         ("triton", "yes" if info.triton_available else "no"),
