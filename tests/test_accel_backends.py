@@ -38,21 +38,13 @@ def test_deterministic_switches_torch_and_back(restore_determinism):
     assert not rec.applied and not torch.are_deterministic_algorithms_enabled()
 
 
-def test_precision_auto_on_cpu_follows_the_cpus_bf16_units():
-    from speechtrain.accel.probe import cpu_bf16_instructions
-
+def test_precision_auto_on_cpu_is_fp32_with_reason():
     plan = resolve_precision("auto", "cpu")
-    assert "no GPU" in plan.reason and not plan.use_grad_scaler
-    if cpu_bf16_instructions():  # AVX512-BF16 / AMX: bf16 autocast pays
-        assert plan.name == "bf16" and plan.amp_dtype == torch.bfloat16 and plan.fallback().name == "fp32"
-        with plan.autocast():
-            assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.bfloat16
-        assert plan.record().applied and not plan.record().exact
-    else:
-        assert plan.name == "fp32" and plan.amp_dtype is None and plan.fallback() is None
-        with plan.autocast():
-            assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
-        assert not plan.record().applied and plan.record().exact
+    assert plan.name == "fp32" and plan.amp_dtype is None and not plan.use_grad_scaler
+    assert "no GPU" in plan.reason and plan.fallback() is None
+    with plan.autocast():
+        assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
+    assert not plan.record().applied and plan.record().exact
 
 
 def test_precision_bf16_on_cpu_autocasts_and_falls_back_to_fp32():

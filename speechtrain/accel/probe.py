@@ -344,9 +344,10 @@ def decide(info: HardwareInfo) -> dict[str, Recommendation]:
         if info.cpu_bf16:
             add(
                 "accel.precision",
-                "bf16",
-                "no GPU, but the CPU has bf16 matrix instructions (AVX512-BF16/AMX): bf16 autocast measured "
-                "1.7x fp32 on the tiny GPT-TTS (docs/benchmarks.md)",
+                "fp32",
+                "no GPU; the CPU has bf16 units (AVX512-BF16/AMX), but bf16 autocast pays only for some models "
+                "(measured 1.33x on the tiny GPT-TTS, 0.77x on the CNN-LSTM: docs/benchmarks.md); "
+                "set accel.precision=bf16 to try yours",
             )
         else:
             add("accel.precision", "fp32", "no GPU: CPU autocast (bf16) is slower than fp32 on CPUs without bf16 units")
