@@ -148,28 +148,25 @@ def _ram_bytes() -> int | None:
         return None
 
 
-def cpu_bf16_instructions() -> bool:
-    """True when the CPU has bf16 matrix instructions (AVX512-BF16 or AMX-BF16), from /proc/cpuinfo."""
+def _cpuinfo(field: str) -> str | None:
+    """The first value of ``field`` in /proc/cpuinfo (Linux), else None."""
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
+                if line.startswith(field):
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_bf16_instructions() -> bool:
+    """True when the CPU has bf16 matrix instructions (AVX512-BF16 or AMX-BF16)."""
+    return bool(set((_cpuinfo("flags") or "").split()) & {"avx512_bf16", "amx_bf16"})
+
+
+def cpu_name() -> str:
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def _cpu_cores() -> int:
