@@ -515,7 +515,8 @@ class Trainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             self._save_records()
         self.log(self.startup_summary())
-        if self._initial_state is None and self.step == 0:
+        if self._initial_state is None and self.step == 0 and self.precision.use_grad_scaler:
+            # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = _cpu_copy(self.state_dict())
         old_handlers = self._install_signals()
         it = iter(self.train_loader)
