@@ -51,9 +51,9 @@ def run_bench(
     processes on a shared CPU). ``on_row(i, n, label)`` is called before each row.
     """
     from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder, tuned_batch_size
-    from speechtrain.bench.baseline import resolve_device
     from speechtrain.bench.measure import device_info, probe
     from speechtrain.bench.report import build_report
+    from speechtrain.device import resolve_device
 
     dev = resolve_device(cfg.train.device)
     import torch

@@ -96,13 +96,6 @@ def endless(loader: torch.utils.data.DataLoader) -> Iterator[Batch]:
         yield from loader
 
 
-def resolve_device(name: str) -> torch.device:
-    """``train.device`` ("auto", "cpu", "cuda", "cuda:N") as a torch device."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 class PlainLoop:
     """The user's loop: modules on the device, one AdamW per stage, fp32 steps."""
 

@@ -158,7 +158,7 @@ def device_info(probe_result: Any | None = None, device: str = "auto") -> dict[s
     """JSON description of the device the figures were taken on (with the probe's fields)."""
     import torch
 
-    from speechtrain.bench.baseline import resolve_device
+    from speechtrain.device import resolve_device
 
     dev = resolve_device(device)
     info: dict[str, Any] = {
@@ -333,9 +333,10 @@ def execute(spec: RunSpec, progress: Callable[[int], None] | None = None) -> Run
 def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -> RunResult:
     import torch
 
-    from speechtrain.bench.baseline import PlainLoop, endless, plain_loader, resolve_device
+    from speechtrain.bench.baseline import PlainLoop, endless, plain_loader
     from speechtrain.bench.flops import count_flops
     from speechtrain.config import build_config
+    from speechtrain.device import resolve_device
     from speechtrain.memory.stats import peak_bytes, reset_peak
     from speechtrain.registry import build_task
 

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from speechtrain.device import resolve_device
 from speechtrain.memory.stats import format_bytes
 
 FP32 = 4
@@ -78,18 +79,6 @@ def optimizer_state_bytes(
         n_muon = sum(p.numel() for p in muon if id(p) in ids)
         return FP32 * n_muon + 2 * FP32 * (n - n_muon)
     raise ValueError(f"unknown optimizer {optimizer!r}")
-
-
-def resolve_device(spec: str) -> torch.device:
-    """``train.device`` as a device: ``auto`` is cuda when available, else cpu."""
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(spec)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        from speechtrain.errors import UserError
-
-        raise UserError(f"train.device={spec} but no CUDA device is available; use train.device=auto or cpu")
-    return dev
 
 
 def device_memory(device: torch.device) -> dict[str, Any]:

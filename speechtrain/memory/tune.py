@@ -347,7 +347,8 @@ def tune(
     from speechtrain.data.batch import round_up
     from speechtrain.data.loader import BatchReader, item_keys
     from speechtrain.data.sampler import BatchKey, item_cost
-    from speechtrain.memory.estimate import predict_bytes, resolve_device
+    from speechtrain.device import resolve_device
+    from speechtrain.memory.estimate import predict_bytes
     from speechtrain.memory.oom import injected_oom_frames
 
     t0 = time.perf_counter()

@@ -24,22 +24,13 @@ import torch
 from torch import nn
 
 from speechtrain.data.batch import Batch
+from speechtrain.device import resolve_device
 from speechtrain.errors import UserError
 from speechtrain.memory.oom import is_oom_error, maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.metrics import MetricsWriter
 from speechtrain.train.schedule import build_scheduler, lr_scale
 from speechtrain.train.task import Task
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` -> cuda when available, else cpu."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(name)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"train.device={name} but no CUDA device is available; use train.device=auto or cpu")
-    return dev
 
 
 def seed_everything(seed: int) -> None:
