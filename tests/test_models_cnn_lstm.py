@@ -15,18 +15,11 @@ from speechtrain.data.batch import Batch
 from speechtrain.errors import DataError
 from speechtrain.registry import build_task
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 LABELS = "model.labels=[clicks,hiss,hum,whistle]"
 SMALL = ["model.name=cnn_lstm", LABELS, "model.conv_channels=[4,8]", "model.pool_time=[2,2]", "model.lstm_hidden=8"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():  # noqa: ANN202
-    """These models are tiny: one intra-op thread is faster than two and avoids spin-waiting on a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def small_task(*extra: str):  # noqa: ANN201

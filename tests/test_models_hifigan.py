@@ -30,6 +30,8 @@ from speechtrain.models.hifigan.model import (
 from speechtrain.models.hifigan.task import build_generator
 from speechtrain.registry import build_task
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 TINY = [
     "model.upsample_initial_channel=16",
@@ -39,15 +41,6 @@ TINY = [
     "model.disc_width=0.0625",
     "data.crop_frames=8",
 ]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():  # noqa: ANN202
-    """These models are tiny: one intra-op thread is faster than two and avoids spin-waiting on a busy CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny_task(*extra: str):  # noqa: ANN201

@@ -14,6 +14,8 @@ from speechtrain.config import ConfigError, load_config
 from speechtrain.data.batch import Batch
 from speechtrain.registry import build_task
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "recipes" / "vits_tiny.yaml"
 HOP = 256
@@ -36,16 +38,6 @@ def _random_batch(frames: list[int], tokens: list[int], seed: int = 0, speakers:
     if speakers is not None:
         tensors["speakers"] = torch.tensor(speakers)
     return Batch(tensors, [f"u{i}" for i in range(b)], HOP, 22050)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny convolutions gain nothing from intra-op threads, and on a busy shared CPU two spinning
-    # threads per process made a tiny step 20-30x slower (measured: 1.0 s vs 22-44 s per step)
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")
