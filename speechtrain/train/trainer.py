@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from speechtrain.data.batch import Batch
+from speechtrain.data.loader import TimedIterator
 from speechtrain.device import resolve_device
 from speechtrain.errors import UserError
 from speechtrain.memory.oom import is_oom_error, maybe_inject_oom
@@ -44,10 +45,6 @@ def _world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
-
-
-class _Stop(Exception):
-    """Raised inside the loop when a signal asked us to stop."""
 
 
 class Trainer:
@@ -463,14 +460,6 @@ class Trainer:
                 pass
         return old
 
-    def _micro_batches(self, it: Iterator[Batch], wait: list[float]) -> list[Batch]:
-        out = []
-        for _ in range(self.cfg.train.grad_accum):
-            t0 = time.perf_counter()
-            out.append(next(it))
-            wait[0] += time.perf_counter() - t0
-        return out
-
     def startup_summary(self) -> str:
         """What runs where, printed at start and saved as accel.json."""
         lines = [f"device: {self.device}  precision: {self.precision.name}  world size: {self.world_size}"]
@@ -510,7 +499,7 @@ class Trainer:
             # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = _cpu_copy(self.state_dict())
         old_handlers = self._install_signals()
-        it = iter(self.train_loader)
+        it = TimedIterator(self.train_loader)  # seconds blocked waiting for data
         t_start = time.perf_counter()
         interval = _Interval()
         bar = _progress(cfg.max_steps, self.step, cfg.progress and self.rank == 0)
@@ -523,11 +512,10 @@ class Trainer:
                 if cfg.max_minutes and time.perf_counter() - t_start > cfg.max_minutes * 60:
                     reason = "max_minutes"
                     break
-                wait = [0.0]
                 t0 = time.perf_counter()
-                micro = self._micro_batches(it, wait)
+                micro = [next(it) for _ in range(cfg.grad_accum)]
                 out = self.train_step(micro)
-                interval.add(micro, out, wait[0], time.perf_counter() - t0)
+                interval.add(micro, out, it.reset(), time.perf_counter() - t0)
                 self._epoch_boundary()
                 bar.update(1)
                 if self.step % cfg.log_every == 0 or self.step == cfg.max_steps:
