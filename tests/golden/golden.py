@@ -1,0 +1,124 @@
+"""Golden per-step losses of the tiny recipes: the behaviour that refactors must keep.
+
+    python -m tests.golden.golden --write     # re-pin (only for a deliberate change of behaviour; say why)
+
+Each tiny recipe trains ``STEPS`` steps with a fixed seed, one torch thread, no loader workers, on the
+40-utterance demo corpus, and every loss of every step (``metrics.jsonl`` with ``log_every=1``) is
+recorded in ``losses.json`` with the fingerprint of the machine that wrote it (torch version and the
+CPU's vector units). On a machine with the same fingerprint the test requires the same numbers bit
+for bit; elsewhere (another CPU picks other kernels) within a relative 1e-4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any
+
+GOLDEN = Path(__file__).with_name("losses.json")
+STEPS = 6
+RECIPES = ("gpt_tts_tiny", "vocoder_hifigan_tiny", "vits_tiny", "classifier_cnn_lstm_tiny")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fingerprint() -> dict[str, Any]:
+    import torch
+
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    units = sorted(f for f in flags if f.startswith(("avx512", "amx", "avx2", "fma")))
+    return {"torch": torch.__version__, "machine": platform.machine(), "cpu_units": units}
+
+
+def run_recipe(name: str, corpus: Path, workdir: Path) -> list[dict[str, float]]:
+    """Per-step losses of recipe ``name`` trained for ``STEPS`` steps on ``corpus``."""
+    import torch
+
+    from speechtrain.config import load_config
+    from speechtrain.train.run import train_from_config
+
+    manifest = corpus / "classes" if "classifier" in name else corpus
+    out = workdir / name
+    cfg = load_config(
+        REPO / "recipes" / f"{name}.yaml",
+        [
+            f"data.manifest={manifest}",
+            f"data.cache_dir={workdir / 'cache'}",
+            "data.num_workers=0",
+            "data.persistent_workers=false",
+            f"train.max_steps={STEPS}",
+            "train.log_every=1",
+            "train.eval_every=100000",
+            "train.save_every=100000",
+            "train.eval_audio_samples=0",
+            "train.progress=false",
+            "train.tensorboard=false",
+            "train.device=cpu",
+            f"train.output_dir={out}",
+        ],
+    )
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        train_from_config(cfg, log=lambda _m: None)
+    finally:
+        torch.set_num_threads(before)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    steps = []
+    for row in rows:
+        if row.get("split") != "train":
+            continue
+        steps.append({k: float(v) for k, v in sorted(row.items()) if "loss" in k and isinstance(v, (int, float))})
+    return steps
+
+
+def compare(got: list[dict[str, float]], want: list[dict[str, float]], exact: bool) -> list[str]:
+    """Differences between two loss histories (empty when they agree)."""
+    problems = []
+    if len(got) != len(want):
+        return [f"{len(got)} steps logged, golden has {len(want)}"]
+    for i, (g, w) in enumerate(zip(got, want)):
+        if set(g) != set(w):
+            problems.append(f"step {i + 1}: keys {sorted(g)} != golden {sorted(w)}")
+            continue
+        for k in w:
+            same = g[k] == w[k] if exact else math.isclose(g[k], w[k], rel_tol=1e-4, abs_tol=1e-6)
+            if not same:
+                problems.append(f"step {i + 1} {k}: {g[k]!r} != golden {w[k]!r}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    import tempfile
+
+    from speechtrain.data.demo import make_demo_corpus
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--write", action="store_true", help="write losses.json (else compare and print)")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = make_demo_corpus(Path(tmp) / "corpus", utterances=40, seed=0, labelled=True)
+        result = {name: run_recipe(name, corpus, Path(tmp)) for name in RECIPES}
+    if args.write:
+        GOLDEN.write_text(json.dumps({"fingerprint": fingerprint(), "steps": STEPS, "recipes": result}, indent=1) + "\n")
+        print(f"wrote {GOLDEN}")
+        return 0
+    want = json.loads(GOLDEN.read_text())
+    exact = want["fingerprint"] == fingerprint()
+    bad = {n: compare(result[n], want["recipes"][n], exact) for n in RECIPES}
+    for n, problems in bad.items():
+        print(f"{n}: {'ok' if not problems else '; '.join(problems[:5])}")
+    return 1 if any(bad.values()) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
