@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         corpus = make_demo_corpus(Path(tmp) / "corpus", utterances=40, seed=0, labelled=True)
         result = {name: run_recipe(name, corpus, Path(tmp)) for name in RECIPES}
     if args.write:
-        GOLDEN.write_text(json.dumps({"fingerprint": fingerprint(), "steps": STEPS, "recipes": result}, indent=1) + "\n")
+        pinned = {"fingerprint": fingerprint(), "steps": STEPS, "recipes": result}
+        GOLDEN.write_text(json.dumps(pinned, indent=1) + "\n")
         print(f"wrote {GOLDEN}")
         return 0
     want = json.loads(GOLDEN.read_text())
