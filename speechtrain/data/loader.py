@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn
@@ -24,6 +24,34 @@ from speechtrain.data.batch import Batch
 from speechtrain.data.collate import MEL_PAD, collate, crop_item
 from speechtrain.data.sampler import BatchKey, BucketBatchSampler
 from speechtrain.errors import DataError
+
+
+@runtime_checkable
+class TrainBatches(Protocol):
+    """What the Trainer needs from a training loader (``TrainLoader`` is one; a user's loader may be another).
+
+    An endless iterable of :class:`Batch`, whose position survives ``state_dict``/``load_state_dict``
+    (the exact next batch after a resume).
+    """
+
+    notes: list[str]  # lines for the run's start-up summary (bucketing, skipped items, ...)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the next batch belongs to (0-based)."""
+        ...
+
+    @property
+    def mean_batch_size(self) -> float:
+        """Mean items per batch of this rank in the current epoch (for learning-rate scaling)."""
+        ...
+
+    def __iter__(self) -> Iterator[Batch]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
 
 _FIELD_OF = {"mel": "mel", "audio": "audio", "tokens": "tokens", "speaker": "speaker", "label": "label"}
 
