@@ -250,6 +250,11 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
             with gr.Row():
                 bench_steps = gr.Number(20, label="timed steps per configuration", precision=0, minimum=2)
                 bench_limit = gr.Number(10, label="seconds per configuration (cap)", minimum=1)
+                bench_skip = gr.Textbox(
+                    "" if backend.has_gpu() else "compile",
+                    label="rungs to leave out (space separated)",
+                    placeholder="compile",
+                )
                 bench_btn = gr.Button("Run the ablation ladder", variant="primary", elem_id="bench")
             bench_status = gr.Markdown()
             bench_log = gr.Textbox(label="progress", lines=5, autoscroll=True)
@@ -320,7 +325,7 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
                 rep.summary,
                 _df(rep.skipped, ["reason", "count", "first ids"]),
                 hist_df,
-                _df(rep.symbols, ["symbol", "count", "known"]),
+                _df([[_shown(s), n, k] for s, n, k in rep.symbols], ["symbol", "count", "known"]),
                 " ".join(rep.unknown) or "(none)",
             )
 
@@ -490,11 +495,16 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
             return [str(r.path.relative_to(ws.runs)) for r in runs.list_runs(ws.runs)]
 
         @guarded(4)
-        def do_bench(r: str, d: str, f: str, sw: str, ex: str, steps: float, limit: float):  # noqa: ANN202
+        def do_bench(r: str, d: str, f: str, sw: str, ex: str, steps: float, limit: float, leave_out: str):  # noqa: ANN202
             overrides = all_overrides(r, d, f, sw, ex)
             backend.load_config(r, overrides)
             folder = ws.job("bench")
-            jobs.start(folder, backend.bench_argv(r, overrides, folder, int(steps or 20), float(limit or 10)))
+            jobs.start(
+                folder,
+                backend.bench_argv(
+                    r, overrides, folder, int(steps or 20), float(limit or 10), (leave_out or "").split()
+                ),
+            )
             skip = [gr.skip()] * 3
             while (state := jobs.status(folder)).status == "running":
                 yield ok("running the ladder ..."), jobs.log_tail(folder, 8), *skip
@@ -514,7 +524,7 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
 
         bench_btn.click(
             do_bench,
-            [recipe, data, fmt, switch_text, extra, bench_steps, bench_limit],
+            [recipe, data, fmt, switch_text, extra, bench_steps, bench_limit, bench_skip],
             [bench_status, bench_log, bench_table, bench_plot, bench_diag],
             api_name="bench",
         )
@@ -597,6 +607,10 @@ def gpu_series(samples: Any) -> list[tuple[float, str, float]]:
             for key, label in (("util_pct", "util %"), ("mem_gib", "mem GiB"), ("temp_c", "temp C"), ("power_w", "W")):
                 out.append((round(s["t"], 1), f"gpu{g['gpu']} {label}", g[key]))
     return out
+
+
+def _shown(symbol: str) -> str:
+    return {" ": "(space)", "\t": "(tab)"}.get(symbol, symbol)
 
 
 def err_line(state: jobs.JobState) -> str:

@@ -312,7 +312,10 @@ def tune_argv(recipe: str, overrides: list[str], out_yaml: Path, report_json: Pa
     ]
 
 
-def bench_argv(recipe: str, overrides: list[str], folder: Path, steps: int, time_limit: float) -> list[str]:
+def bench_argv(
+    recipe: str, overrides: list[str], folder: Path, steps: int, time_limit: float, skip: list[str] | None = None
+) -> list[str]:
+    skips = [a for rung in skip or [] for a in ("--skip", rung)]
     return [
         "bench",
         "--config",
@@ -328,6 +331,7 @@ def bench_argv(recipe: str, overrides: list[str], folder: Path, steps: int, time
         str(folder / "bench.md"),
         "--plot",
         str(folder / "bench.png"),
+        *skips,
         *overrides,
     ]
 
@@ -474,6 +478,12 @@ def classify(run_dir: str | Path, audio_in: str | Path) -> tuple[str, dict[str, 
 
 # ------------------------------------------------------------------------------------------------- GPU
 _NVML: Any = None
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def gpu_stats() -> list[dict[str, float]] | None:
