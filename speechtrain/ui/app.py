@@ -164,9 +164,9 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
         # ------------------------------------------------------------------------------------- Data
         with gr.Tab("Data", id="data"):
             with gr.Row():
-                utterances = gr.Number(120, label="demo utterances", precision=0, minimum=8)
+                utterances = gr.Number(120, label="demo utterances", precision=0, minimum=8, elem_id="utterances")
                 make_demo = gr.Button("Make demo corpus", elem_id="make-demo")
-                upload = gr.File(label="or upload a dataset .zip", file_types=[".zip"], type="filepath")
+                upload = gr.File(label="or upload a dataset .zip", file_types=[".zip"], type="filepath", height=120)
             prepare_btn = gr.Button("Prepare", variant="primary", elem_id="prepare")
             data_status = gr.Markdown(elem_id="data-status")
             with gr.Row():
@@ -184,7 +184,7 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
         # ---------------------------------------------------------------------------------- Recipe
         with gr.Tab("Recipe & switches", id="recipe"):
             probe_btn = gr.Button("Probe this machine", variant="primary", elem_id="probe")
-            probe_head = gr.Markdown()
+            probe_head = gr.Markdown(elem_id="probe-head")
             switches = gr.Dataframe(
                 headers=SWITCH_COLUMNS,
                 label="accelerations: the probe's recommendation for this machine; edit 'use' to override",
@@ -199,12 +199,15 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
                 elem_id="switch-overrides",
             )
             extra = gr.Textbox(
-                label="more overrides (key=value, one per line)", lines=2, placeholder="train.max_steps=100"
+                elem_id="extra",
+                label="more overrides (key=value, one per line)",
+                lines=2,
+                placeholder="train.max_steps=100",
             )
             with gr.Row():
                 estimate_btn = gr.Button("Estimate memory", elem_id="estimate")
                 plan_btn = gr.Button("Plan batches", elem_id="plan")
-            recipe_status = gr.Markdown()
+            recipe_status = gr.Markdown(elem_id="recipe-status")
             with gr.Row():
                 estimate_out = gr.Textbox(label="estimate", lines=10)
                 plan_out = gr.Textbox(label="plan", lines=10)
@@ -212,7 +215,7 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
         # ------------------------------------------------------------------------------------ Tune
         with gr.Tab("Tune", id="tune"):
             tune_btn = gr.Button("Tune batch sizes per bucket", variant="primary", elem_id="tune")
-            tune_status = gr.Markdown()
+            tune_status = gr.Markdown(elem_id="tune-status")
             tune_trials = gr.Dataframe(
                 headers=["bucket", "batch", "padded frames", "result", "detail"], label="trials", interactive=False
             )
@@ -222,7 +225,7 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
         with gr.Tab("Train", id="train"):
             with gr.Row():
                 run_name = gr.Textbox(label="new run name (default: recipe-time)", elem_id="run-name")
-                max_steps = gr.Number(0, label="max steps (0: the recipe's)", precision=0)
+                max_steps = gr.Number(0, label="max steps (0: the recipe's)", precision=0, elem_id="max-steps")
                 start_btn = gr.Button("Start", variant="primary", elem_id="start")
             with gr.Row():
                 run_pick = gr.Dropdown([], label="run", allow_custom_value=True, elem_id="run-pick", scale=3)
@@ -248,15 +251,17 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
         # ----------------------------------------------------------------------------------- Bench
         with gr.Tab("Bench", id="bench"):
             with gr.Row():
-                bench_steps = gr.Number(20, label="timed steps per configuration", precision=0, minimum=2)
-                bench_limit = gr.Number(10, label="seconds per configuration (cap)", minimum=1)
+                bench_steps = gr.Number(
+                    20, label="timed steps per configuration", precision=0, minimum=2, elem_id="bench-steps"
+                )
+                bench_limit = gr.Number(10, label="seconds per configuration (cap)", minimum=1, elem_id="bench-limit")
                 bench_skip = gr.Textbox(
                     "" if backend.has_gpu() else "compile",
                     label="rungs to leave out (space separated)",
                     placeholder="compile",
                 )
                 bench_btn = gr.Button("Run the ablation ladder", variant="primary", elem_id="bench")
-            bench_status = gr.Markdown()
+            bench_status = gr.Markdown(elem_id="bench-status")
             bench_log = gr.Textbox(label="progress", lines=5, autoscroll=True)
             bench_table = gr.Markdown()
             bench_plot = gr.Image(label="ladder", type="filepath", interactive=False)
