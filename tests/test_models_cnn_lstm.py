@@ -13,7 +13,7 @@ import torch
 from speechtrain.config import ConfigError, load_config
 from speechtrain.data.batch import Batch
 from speechtrain.errors import DataError
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

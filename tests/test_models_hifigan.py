@@ -28,7 +28,7 @@ from speechtrain.models.hifigan.model import (
     MultiScaleDiscriminator,
 )
 from speechtrain.models.hifigan.task import build_generator
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

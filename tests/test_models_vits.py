@@ -12,7 +12,7 @@ import torch
 
 from speechtrain.config import ConfigError, load_config
 from speechtrain.data.batch import Batch
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

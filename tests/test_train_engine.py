@@ -15,7 +15,7 @@ from speechtrain.config import load_config
 from speechtrain.data.batch import Batch
 from speechtrain.errors import CheckpointError
 from speechtrain.memory.oom import INJECT_ENV
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.metrics import read_metrics
 from speechtrain.train.trainer import Trainer

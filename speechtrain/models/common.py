@@ -96,7 +96,7 @@ def parameter_report(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
-    task = build_task(cfg)
+    task = build_task(cfg.model, cfg.data)
     total = 0
     for name, module in task.modules().items():
         n = count_parameters(module)

@@ -63,7 +63,7 @@ def train_from_config(
     from speechtrain.train.trainer import seed_everything
 
     seed_everything(cfg.train.seed)  # model initialisation is part of the run
-    task = build_task(cfg)
+    task = build_task(cfg.model, cfg.data)
     train_ds, train_loader, eval_loader = build_data(cfg, task, log)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
@@ -83,7 +83,7 @@ def load_task(
     """Config and Task of a run with trained weights (``best.pt`` if present, else the newest), in eval mode."""
     run_dir = Path(run_dir)
     cfg = load_run_config(run_dir)
-    task = build_task(cfg)
+    task = build_task(cfg.model, cfg.data)
     path = run_dir / "best.pt"
     if which != "best" or not path.is_file():
         found = ckpt.list_checkpoints(run_dir / "checkpoints")

@@ -176,9 +176,9 @@ def labels_from_manifest(data_cfg: Any) -> list[str]:
     return names
 
 
-def build_task(cfg: Any) -> CNNLSTMTask:
+def build_task(model: Any, data: Any) -> CNNLSTMTask:
     """Build the classifier; without ``model.labels`` the names come from ``data.manifest`` and are written
-    into ``cfg.model.labels`` (so the run's saved config carries them)."""
-    if cfg.model.labels is None:
-        cfg.model.labels = labels_from_manifest(cfg.data)
-    return CNNLSTMTask(cfg.model, cfg.data)
+    into ``model.labels`` (the section the run's saved config is made of, so it carries them)."""
+    if model.labels is None:
+        model.labels = labels_from_manifest(data)
+    return CNNLSTMTask(model, data)

@@ -32,6 +32,7 @@ from speechtrain.models.hifigan.model import (
     MultiResolutionSpectrogramDiscriminator,
     MultiScaleDiscriminator,
 )
+from speechtrain.train.gan import DISC, GANStages
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
 
@@ -77,6 +78,7 @@ class HiFiGANTask(Task):
         self.generator = build_generator(model_cfg, self.n_mels)
         self.discriminators = build_discriminators(model_cfg)
         self.mel_fn = LogMel.from_config(data_cfg)  # no parameters; moved to the audio's device on use
+        self.stages = GANStages(self.modules(), generators=["generator"], discriminators=list(self.discriminators))
 
     # --- Task protocol -------------------------------------------------------------------------
     def needs(self) -> Needs:
@@ -86,17 +88,18 @@ class HiFiGANTask(Task):
         return {"generator": self.generator, **self.discriminators}
 
     def optimizer_specs(self) -> list[OptimizerSpec]:
-        return [OptimizerSpec("disc", list(self.discriminators)), OptimizerSpec("gen", ["generator"])]
+        return self.stages.optimizer_specs()
 
     def batch_weight(self, batch: Batch) -> float:
         return float(batch.real_frames or batch.size)
 
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if stage == "disc":
-            return self._disc_step(batch, cache)
-        if stage == "gen":
-            return self._gen_step(batch, cache)
-        raise ValueError(f"unknown stage {stage!r} (hifigan has 'disc' and 'gen')")
+        self.stages.check(stage, "hifigan")
+        # the generator runs once per micro-batch (kept for gen unless model.cache_generator_graph is off);
+        # the other network is frozen in each stage: no discriminator gradients in gen
+        keep = self.cfg.cache_generator_graph
+        with self.stages.stage(stage, cache, lambda: self._generate(batch), keep_graph=keep, key="y_hat") as y_hat:
+            return self._disc_step(batch, y_hat) if stage == DISC else self._gen_step(batch, y_hat)
 
     @torch.no_grad()
     def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -142,14 +145,7 @@ class HiFiGANTask(Task):
     def _generate(self, batch: Batch) -> torch.Tensor:
         return self.generator(batch["mel"])  # (B, n_mels, T_frames) -> (B, 1, T_frames * hop)
 
-    def _disc_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        y_hat = cache.get("y_hat")
-        if y_hat is None:
-            if self.cfg.cache_generator_graph and torch.is_grad_enabled():
-                y_hat = cache["y_hat"] = self._generate(batch)
-            else:
-                with torch.no_grad():
-                    y_hat = self._generate(batch)
+    def _disc_step(self, batch: Batch, y_hat: torch.Tensor) -> dict[str, torch.Tensor]:
         y, y_hat = _align(batch["audio"], y_hat.detach())
         total = None
         for disc in self.discriminators.values():
@@ -159,10 +155,7 @@ class HiFiGANTask(Task):
         assert total is not None  # the config guarantees at least one discriminator
         return {"loss": total, "disc": total.detach()}
 
-    def _gen_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        y_hat = cache.pop("y_hat", None)
-        if y_hat is None or (torch.is_grad_enabled() and not y_hat.requires_grad):
-            y_hat = self._generate(batch)
+    def _gen_step(self, batch: Batch, y_hat: torch.Tensor) -> dict[str, torch.Tensor]:
         y, y_hat = _align(batch["audio"], y_hat)
         with torch.no_grad():
             mel_real = self._mel(y)  # (B, n_mels, T_frames)
@@ -195,12 +188,12 @@ def _align(y: torch.Tensor, y_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return y[..., :n], y_hat[..., :n]
 
 
-def build_task(cfg: Any) -> HiFiGANTask:
+def build_task(model: Any, data: Any) -> HiFiGANTask:
     """Build the HiFi-GAN task; the generator's total upsampling must equal ``data.hop_length``."""
-    up = math.prod(cfg.model.upsample_rates)
-    if up != cfg.data.hop_length:
+    up = math.prod(model.upsample_rates)
+    if up != data.hop_length:
         raise ConfigError(
-            f"model.upsample_rates {list(cfg.model.upsample_rates)} upsample by {up} but data.hop_length is "
-            f"{cfg.data.hop_length}: make their product equal the hop length"
+            f"model.upsample_rates {list(model.upsample_rates)} upsample by {up} but data.hop_length is "
+            f"{data.hop_length}: make their product equal the hop length"
         )
-    return HiFiGANTask(cfg.model, cfg.data)
+    return HiFiGANTask(model, data)
