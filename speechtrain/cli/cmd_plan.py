@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.data.plan import format_plan, plan_report
 
     if args.synthetic:
-        from speechtrain.testing.datasets import ljspeech_like_frames
+        from speechtrain.data.synthetic import ljspeech_like_frames
 
         frames = ljspeech_like_frames(
             args.utterances, seed=cfg.train.seed, sample_rate=cfg.data.sample_rate, hop_length=cfg.data.hop_length

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.bench.rtf import DEFAULT_SENTENCES, measure_rtf
     from speechtrain.cli.common import write_json
     from speechtrain.errors import UserError
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     if args.warmup < 0:
         raise UserError("--warmup must be >= 0")

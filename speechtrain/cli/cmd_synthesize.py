@@ -55,7 +55,7 @@ def synthesis_options(args: argparse.Namespace) -> dict[str, Any]:
 def load_synthesizer(run_dir: str, device: str | None) -> tuple[Any, Any]:
     """Config and task of a run that can synthesize (UserError otherwise)."""
     from speechtrain.errors import UserError
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     cfg, task = load_task(run_dir, device=device)
     if not hasattr(task, "synthesize"):

@@ -15,12 +15,6 @@ the UI only parse their input and call a recipe.
 
 from __future__ import annotations
 
-from typing import Any
+from speechtrain.recipes.common import build_task, load_run_config, seed_everything
 
-from speechtrain import registry
-from speechtrain.config import Config
-
-
-def build_task(cfg: Config) -> Any:
-    """The Task of ``cfg``'s model family, built from its model and data sections."""
-    return registry.build_task(cfg.model, cfg.data)
+__all__ = ["build_task", "load_run_config", "seed_everything"]

@@ -11,26 +11,26 @@ from typing import Any
 import numpy as np
 import torch
 
+from speechtrain.config import TrainConfig
 from speechtrain.data.batch import Batch
 from speechtrain.train.metrics import MetricsWriter
 from speechtrain.train.task import Task
 
 
 class Evaluator:
-    """Runs ``task.eval_step`` over ``batches`` (at most ``max_batches``) with the modules in eval mode."""
+    """Runs ``task.eval_step`` over ``batches`` with the modules in eval mode (``settings``:
+    ``train.eval_batches`` caps the batches, ``train.eval_audio_samples`` the audio samples written)."""
 
     def __init__(
         self,
         task: Task,
         batches: Iterable[Batch],
-        *,
-        max_batches: int | None = None,
-        audio_samples: int = 0,
+        settings: TrainConfig,
         run_dir: Path | None = None,
         metrics: MetricsWriter | None = None,
     ) -> None:
         self.task, self.batches = task, batches
-        self.max_batches, self.audio_samples = max_batches, audio_samples
+        self.max_batches, self.audio_samples = settings.eval_batches, settings.eval_audio_samples
         self.run_dir, self.metrics = run_dir, metrics
 
     @torch.no_grad()

@@ -1,4 +1,4 @@
-"""Learning-rate schedules and the opt-in LR scaling rule."""
+"""The optimizers of a task's stages, their learning-rate schedules, and the opt-in LR scaling rule."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ import math
 from typing import Any
 
 import torch
+from torch import nn
+
+from speechtrain.accel.optim import build_optimizer
+from speechtrain.accel.record import AccelRecord
+from speechtrain.train.task import OptimizerSpec
 
 
 def lr_factor(optim_cfg: Any, n: int, total: int) -> float:
@@ -40,3 +45,22 @@ def lr_scale(optim_cfg: Any, effective_batch: float) -> tuple[float, str]:
         s = math.sqrt(ratio)
         return s, f"lr x {s:.3g} (sqrt: effective batch {effective_batch:.1f} / {optim_cfg.reference_batch_size})"
     return 1.0, "lr as configured (optim.lr_scaling: none)"
+
+
+def build_stage_optimizers(
+    specs: list[OptimizerSpec],
+    modules: dict[str, nn.Module],
+    optim_cfg: Any,
+    device: torch.device,
+    lr_multiplier: float,
+    total_steps: int,
+) -> tuple[dict[str, torch.optim.Optimizer], dict[str, AccelRecord], dict[str, torch.optim.lr_scheduler.LambdaLR]]:
+    """One optimizer per stage over its modules (``optim_cfg`` is an OptimConfig; the stage's own
+    ``lr_multiplier`` on top of the run's), its record and its schedule over ``total_steps``."""
+    optimizers, records = {}, {}
+    for spec in specs:
+        mods = [modules[name] for name in spec.modules]
+        opt, rec = build_optimizer(mods, optim_cfg, device, lr_multiplier * spec.lr_multiplier)
+        optimizers[spec.name], records[spec.name] = opt, rec
+    schedulers = {name: build_scheduler(opt, optim_cfg, total_steps) for name, opt in optimizers.items()}
+    return optimizers, records, schedulers

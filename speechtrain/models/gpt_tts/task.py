@@ -209,7 +209,8 @@ class GPTTTSTask(Task):
     ) -> np.ndarray:
         """Audio (1-D float32 at data.sample_rate) for ``text``: generate codes -> decode to mel -> vocoder.
 
-        ``vocoder_run``: a HiFi-GAN run directory (or a task with ``vocode``); None: Griffin-Lim.
+        ``vocoder_run``: a loaded vocoder (an object with ``vocode``; the inference recipe loads a HiFi-GAN
+        run directory into one); None: Griffin-Lim.
         ``temperature`` (0: greedy) and ``top_k`` default to model.temperature / model.top_k.
         """
         if kwargs:
