@@ -277,7 +277,7 @@ def load_train_dataset(cfg: Any, needs: Any, fake_data: int | None = None) -> An
     """The training SpeechDataset (prepared when needed), or a synthetic LJSpeech-like one."""
     from speechtrain.data.loader import dataset_fields
 
-    fields = dataset_fields(cfg, needs)
+    fields = dataset_fields(cfg.data, needs)
     if fake_data:
         from speechtrain.testing.datasets import FakeSpeechDataset, ljspeech_like_frames
 
@@ -298,8 +298,8 @@ def load_train_dataset(cfg: Any, needs: Any, fake_data: int | None = None) -> An
     from speechtrain.data.dataset import SpeechDataset
     from speechtrain.data.prepare import ensure_prepared
 
-    ensure_prepared(cfg)
-    return SpeechDataset.from_config(cfg, "train", fields)
+    ensure_prepared(cfg.data)
+    return SpeechDataset.from_config(cfg.data, "train", fields)
 
 
 def _record_dict(rec: Any) -> dict[str, Any] | None:
@@ -366,7 +366,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         from speechtrain.data.loader import build_train_loader
         from speechtrain.train.trainer import Trainer
 
-        loader = build_train_loader(cfg, dataset, needs)
+        loader = build_train_loader(cfg.data, dataset, needs, seed=cfg.train.seed)
         trainer = Trainer(cfg, task, train_loader=loader, run_dir=tmp / "run", log=lambda _msg: None)
         device = trainer.device
         reset_peak(device)

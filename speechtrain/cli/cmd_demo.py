@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     from speechtrain.data.prepare import ensure_prepared
 
     needs = build_task(cfg).needs()
-    report = ensure_prepared(cfg, require_text=needs.text)
+    report = ensure_prepared(cfg.data, require_text=needs.text)
     print("feature cache is up to date" if report is None else getattr(report, "summary", lambda: str(report))())
 
     stages.header("probe")

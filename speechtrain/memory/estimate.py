@@ -254,7 +254,7 @@ def _dataset_stats(cfg: Any) -> dict[str, Any] | None:
     try:
         from speechtrain.data.dataset import SpeechDataset
 
-        ds = SpeechDataset.from_config(cfg, split="train", fields=("mel",))
+        ds = SpeechDataset.from_config(cfg.data, split="train", fields=("mel",))
     except Exception:  # noqa: BLE001 - not prepared (or no manifest): fall back to max_duration
         return None
     frames = np.asarray(ds.frames)

@@ -364,8 +364,8 @@ def tune(
         from speechtrain.data.loader import dataset_fields
         from speechtrain.data.prepare import ensure_prepared
 
-        ensure_prepared(cfg, require_text=needs.text)
-        dataset = SpeechDataset.from_config(cfg, "train", fields=dataset_fields(cfg, needs))
+        ensure_prepared(cfg.data, require_text=needs.text)
+        dataset = SpeechDataset.from_config(cfg.data, "train", fields=dataset_fields(cfg.data, needs))
     if not user_task:
         task.setup(dataset)  # data-dependent parts (codebooks), as a fresh training run does
     frames = np.asarray(dataset.frames, dtype=np.int64)
@@ -406,7 +406,7 @@ def tune(
             p.grad = None
 
     mode, bounds = bucket_plan(cfg, frames)
-    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, d.crop_frames)
+    reader = BatchReader(dataset, item_keys(cfg.data, needs), d.pad_multiple, d.crop_frames)
     lower = -1
     members_of = []
     for ub in bounds:

@@ -22,19 +22,19 @@ def build_data(cfg: Config, task: Task, log: Callable[[str], None] = print) -> t
     from speechtrain.data.prepare import ensure_prepared
 
     needs = task.needs()
-    report = ensure_prepared(cfg, require_text=needs.text)
+    report = ensure_prepared(cfg.data, require_text=needs.text)
     if report is not None:
         log(f"prepared the feature cache: {report.summary() if hasattr(report, 'summary') else report}")
-    fields = dataset_fields(cfg, needs)
-    train_ds = SpeechDataset.from_config(cfg, "train", fields=fields)
+    fields = dataset_fields(cfg.data, needs)
+    train_ds = SpeechDataset.from_config(cfg.data, "train", fields=fields)
     if len(train_ds) == 0:
         raise UserError(f"no training utterances in {cfg.data.manifest} (after validation); see `speechtrain prepare`")
     try:
-        eval_ds = SpeechDataset.from_config(cfg, "eval", fields=fields)
+        eval_ds = SpeechDataset.from_config(cfg.data, "eval", fields=fields)
     except UserError:
         eval_ds = None
-    train_loader = build_train_loader(cfg, train_ds, needs)
-    eval_loader = build_eval_loader(cfg, eval_ds, needs) if eval_ds is not None and len(eval_ds) else None
+    train_loader = build_train_loader(cfg.data, train_ds, needs, seed=cfg.train.seed)
+    eval_loader = build_eval_loader(cfg.data, eval_ds, needs) if eval_ds is not None and len(eval_ds) else None
     return train_ds, train_loader, eval_loader
 
 

@@ -122,7 +122,7 @@ class Trainer:
     def _build_device_features(self) -> nn.Module | None:
         from speechtrain.data.loader import DeviceFeatures
 
-        features = DeviceFeatures(self.cfg, self.task.needs())
+        features = DeviceFeatures(self.cfg.data, self.task.needs())
         return features.to(self.device) if features.active else None
 
     def params_of(self, stage: str) -> list[nn.Parameter]:
