@@ -12,7 +12,7 @@ install() {
     echo "[setup] installing torch (CPU build 2.13.0)"
     "$PY" -m pip install -q "torch==2.13.0"
   fi
-  if ! "$PY" -c 'import speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib' 2>/dev/null \
+  if ! "$PY" -c 'import speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa' 2>/dev/null \
      || [ pyproject.toml -nt .speechtrain_installed ]; then
     echo "[setup] installing speechtrain and its dev tools"
     "$PY" -m pip install -q -e ".[dev]"
