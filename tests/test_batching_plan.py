@@ -16,7 +16,8 @@ from speechtrain.testing.datasets import ljspeech_like_frames
 def test_bucketed_padding_is_small_on_ljspeech_like_durations() -> None:
     frames = ljspeech_like_frames(13100, seed=0)
     assert 86 <= frames.min() and frames.max() <= 870
-    report = plan_report(frames, load_config(None))
+    cfg = load_config(None)
+    report = plan_report(frames, cfg.data, seed=cfg.train.seed)
     b, r = report["bucketed"], report["random"]
     assert b["utterances"] == r["utterances"] == 13100
     assert b["padding_fraction"] <= 0.03
@@ -31,7 +32,7 @@ def test_bucketed_padding_is_small_on_ljspeech_like_durations() -> None:
 def test_plan_reports_oversize_and_crop() -> None:
     frames = ljspeech_like_frames(500, seed=1)
     cfg = load_config(None, ["data.max_frames=800", "data.crop_frames=200", "data.crop_short=skip"])
-    report = plan_report(frames, cfg, ids=[f"u{i}" for i in range(500)])
+    report = plan_report(frames, cfg.data, seed=cfg.train.seed, ids=[f"u{i}" for i in range(500)])
     over = int((frames > 800).sum())
     assert report["bucketed"]["oversize"] == over > 0
     assert report["crop"]["crop_short"] == int((frames < 200).sum())

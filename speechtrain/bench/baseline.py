@@ -108,7 +108,7 @@ class PlainLoop:
             module.to(device).train()
         from speechtrain.data.loader import DeviceFeatures
 
-        features = DeviceFeatures(cfg, task.needs())
+        features = DeviceFeatures(cfg.data, task.needs())
         self.features = features.to(device).train() if features.active else None
         self.stages: list[tuple[Any, list[nn.Parameter], torch.optim.Optimizer]] = []
         for spec in task.optimizer_specs():

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         frames = ljspeech_like_frames(
             args.utterances, seed=cfg.train.seed, sample_rate=cfg.data.sample_rate, hop_length=cfg.data.hop_length
         )
-        report = plan_report(frames, cfg)
+        report = plan_report(frames, cfg.data, seed=cfg.train.seed)
         report["source"] = f"synthetic {args.synthetic} ({args.utterances} utterances)"
     else:
         if cfg.data.manifest is None:
@@ -79,9 +79,16 @@ def run(args: argparse.Namespace) -> int:
         from speechtrain.data.dataset import SpeechDataset
         from speechtrain.data.prepare import ensure_prepared
 
-        ensure_prepared(cfg)
-        ds = SpeechDataset.from_config(cfg, split="train", fields=())
-        report = plan_report(ds.frames, cfg, ids=list(ds.ids), hop_length=ds.hop_length, sample_rate=ds.sample_rate)
+        ensure_prepared(cfg.data)
+        ds = SpeechDataset.from_config(cfg.data, split="train", fields=())
+        report = plan_report(
+            ds.frames,
+            cfg.data,
+            seed=cfg.train.seed,
+            ids=list(ds.ids),
+            hop_length=ds.hop_length,
+            sample_rate=ds.sample_rate,
+        )
         report["source"] = str(cfg.data.manifest)
     print(f"plan of {report['source']}")
     print(format_plan(report))

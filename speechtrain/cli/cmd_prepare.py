@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if data is not None:
         cfg.data.manifest = str(data)  # set directly: a path is not parsed as YAML
     report = prepare_dataset(
-        cfg,
+        cfg.data,
         workers=args.workers,
         strict=args.strict,
         progress=not args.no_progress,

@@ -44,10 +44,10 @@ def eval_mels(cfg: Any, n: int) -> list[Any]:
     from speechtrain.data.prepare import ensure_prepared
     from speechtrain.errors import UserError
 
-    ensure_prepared(cfg)
+    ensure_prepared(cfg.data)
     for split in ("eval", "train"):
         try:
-            ds = SpeechDataset.from_config(cfg, split, fields=("mel",))
+            ds = SpeechDataset.from_config(cfg.data, split, fields=("mel",))
         except UserError:
             continue
         if len(ds):
