@@ -29,7 +29,6 @@ class DataRecipe:
     """The data side of a run: prepare the cache, open the datasets, build loaders and readers."""
 
     def __init__(self, cfg: Config) -> None:
-        self.cfg = cfg  # the data API takes the Config today (data section + train.seed)
         self.data = cfg.data
         self.seed = cfg.train.seed
 
@@ -40,13 +39,13 @@ class DataRecipe:
         """Validate and build the feature cache (``speechtrain prepare``); the PrepareReport."""
         from speechtrain.data.prepare import prepare_dataset
 
-        return prepare_dataset(self.cfg, workers=workers, strict=strict, progress=progress, require_text=require_text)
+        return prepare_dataset(self.data, workers=workers, strict=strict, progress=progress, require_text=require_text)
 
     def ensure_prepared(self, require_text: bool | None = None) -> Any:
         """Prepare only when the cache is missing or stale; the report, or None when it was up to date."""
         from speechtrain.data.prepare import ensure_prepared
 
-        report = ensure_prepared(self.cfg, require_text=require_text)
+        report = ensure_prepared(self.data, require_text=require_text)
         if report is not None:
             log.info(f"prepared the feature cache: {report.summary()}")
         return report
@@ -56,13 +55,13 @@ class DataRecipe:
         """The item fields a task reads from the cache."""
         from speechtrain.data.loader import dataset_fields
 
-        return dataset_fields(self.cfg, needs)
+        return dataset_fields(self.data, needs)
 
     def dataset(self, split: str, fields: tuple[str, ...] | list[str]) -> Any:
         """The prepared SpeechDataset of ``split`` (``train`` or ``eval``) reading ``fields``."""
         from speechtrain.data.dataset import SpeechDataset
 
-        return SpeechDataset.from_config(self.cfg, split, fields=fields)
+        return SpeechDataset.from_config(self.data, split, fields=fields)
 
     def train_and_eval(self, needs: Needs) -> tuple[Any, Any]:
         """(training set, eval set or None), preparing the cache when needed."""
@@ -130,18 +129,18 @@ class DataRecipe:
     def train_loader(self, dataset: Any, needs: Needs) -> TrainBatches:
         from speechtrain.data.loader import build_train_loader
 
-        return build_train_loader(self.cfg, dataset, needs)
+        return build_train_loader(self.data, dataset, needs, seed=self.seed)
 
     def eval_loader(self, dataset: Any, needs: Needs) -> Any:
         from speechtrain.data.loader import build_eval_loader
 
-        return build_eval_loader(self.cfg, dataset, needs)
+        return build_eval_loader(self.data, dataset, needs)
 
     def device_features(self, needs: Needs) -> Any:
         """The on-device features/augmentation module, or None when it would do nothing."""
         from speechtrain.data.loader import DeviceFeatures
 
-        features = DeviceFeatures(self.cfg, needs)
+        features = DeviceFeatures(self.data, needs)
         return features if features.active else None
 
     def batch_reader(self, dataset: Any, needs: Needs) -> ReadBatch:
@@ -150,7 +149,7 @@ class DataRecipe:
         from speechtrain.data.sampler import BatchKey
 
         d = self.data
-        reader = BatchReader(dataset, item_keys(self.cfg, needs), d.pad_multiple, d.crop_frames)
+        reader = BatchReader(dataset, item_keys(self.data, needs), d.pad_multiple, d.crop_frames)
 
         def read(indices: tuple[int, ...], crop_at_start: bool, bucket: int) -> Batch:
             offsets = (0,) * len(indices) if crop_at_start else None
@@ -171,7 +170,8 @@ class DataRecipe:
         """The batch plan report of one epoch over ``frames`` (``speechtrain plan``)."""
         from speechtrain.data.plan import plan_report
 
-        return plan_report(frames, self.cfg, **kwargs)
+        kwargs.setdefault("seed", self.seed)
+        return plan_report(frames, self.data, **kwargs)
 
     def format_plan(self, report: dict[str, Any]) -> str:
         from speechtrain.data.plan import format_plan
