@@ -12,7 +12,7 @@ install() {
     echo "[setup] installing torch (CPU build 2.13.0)"
     "$PY" -m pip install -q "torch==2.13.0"
   fi
-  if ! "$PY" -c 'import speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa' 2>/dev/null \
+  if ! "$PY" -c 'import speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy' 2>/dev/null \
      || [ pyproject.toml -nt .speechtrain_installed ]; then
     echo "[setup] installing speechtrain and its dev tools"
     "$PY" -m pip install -q -e ".[dev]"
@@ -27,6 +27,8 @@ case "$cmd" in
   test)
     "$PY" -m ruff check .
     "$PY" -m ruff format --check .
+    "$PY" -c 'import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())'  # .importlinter contracts
+    "$PY" -m mypy                                           # types of speechtrain/ ([tool.mypy] in pyproject.toml)
     exec "$PY" -m pytest -q "$@"
     ;;
   *) echo "usage: bash scripts/run.sh demo|test [args]" >&2; exit 2 ;;

@@ -110,11 +110,11 @@ class ModelSection(Section):
     name: str | None = Field(None, description="Model family: a built-in name or 'package.module:factory'.")
 
 
-class OpaqueModelConfig(BaseModel):
+class OpaqueModelConfig(ModelSection):
     """Config of a user model given as 'package.module:factory': keys pass through unchecked."""
 
     model_config = ConfigDict(extra="allow")
-    name: str
+    name: str | None = None
 
 
 class OptimConfig(Section):
@@ -217,7 +217,7 @@ class Config(Section):
     """A whole speechtrain configuration."""
 
     data: DataConfig = Field(default_factory=DataConfig)
-    model: SerializeAsAny[BaseModel] = Field(default_factory=lambda: ModelSection())
+    model: SerializeAsAny[ModelSection] = Field(default_factory=ModelSection)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     accel: AccelConfig = Field(default_factory=AccelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)

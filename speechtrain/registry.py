@@ -104,7 +104,7 @@ def model_config_class(name: str) -> type | None:
     if is_user_factory(name):
         return None
     f = family(name)
-    return getattr(importlib.import_module(f.package + ".config"), f.config_class)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(f.package + ".config"), f.config_class)
 
 
 def build_task(model: Any, data: Any) -> Any:

@@ -163,7 +163,9 @@ def muon_partition(modules: list[nn.Module]) -> tuple[list[nn.Parameter], list[n
     entries = _named_trainable(modules)
     # by tensor, so that an output layer tied to an embedding is caught whichever module comes first
     embedding_ids = {id(m.weight) for root in modules for m in root.modules() if isinstance(m, nn.Embedding)}
-    muon, adamw, why = [], [], {}
+    muon: list[Any] = []
+    adamw: list[Any] = []
+    why: dict[str, Any] = {}
     for path, p_name, _mod, p in entries:
         name = f"{path}.{p_name}"
         owner = re.sub(r"\.parametrizations\.\w+$", "", path)

@@ -66,8 +66,8 @@ class SpeechDataset:
         self.texts: list[str] = [it.text for it in self._items]
         spk = {n: i for i, n in enumerate(self.speakers)}
         lab = {n: i for i, n in enumerate(self.labels)}
-        self.speaker_ids = np.asarray([spk.get(it.speaker, -1) for it in self._items], dtype=np.int64)
-        self.label_ids = np.asarray([lab.get(it.label, -1) for it in self._items], dtype=np.int64)
+        self.speaker_ids = np.asarray([spk.get(it.speaker, -1) if it.speaker is not None else -1 for it in self._items], dtype=np.int64)
+        self.label_ids = np.asarray([lab.get(it.label, -1) if it.label is not None else -1 for it in self._items], dtype=np.int64)
 
     @classmethod
     def from_store(

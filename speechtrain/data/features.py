@@ -61,11 +61,15 @@ def _mel_to_hz(m: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
+def _mel_scalar(hz: float) -> float:
+    return float(_hz_to_mel(np.asarray(hz, dtype=np.float64)))
+
+
 def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float | None) -> np.ndarray:
     """Slaney-normalised triangular mel filters, shape (n_mels, n_fft // 2 + 1), float32."""
     fmax = fmax or sample_rate / 2
     fft_freqs = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
-    mel_pts = _mel_to_hz(np.linspace(_hz_to_mel(fmin), _hz_to_mel(fmax), n_mels + 2))
+    mel_pts = _mel_to_hz(np.linspace(_mel_scalar(fmin), _mel_scalar(fmax), n_mels + 2))
     fdiff = np.diff(mel_pts)
     ramps = mel_pts[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / fdiff[:-1, None]
@@ -82,6 +86,8 @@ def num_frames(n_samples: int, hop_length: int) -> int:
 
 class Spectrogram(nn.Module):
     """Magnitude spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_fft // 2 + 1, T_frames)."""
+
+    window: torch.Tensor
 
     def __init__(self, n_fft: int = 1024, win_length: int = 1024, hop_length: int = 256) -> None:
         super().__init__()
@@ -109,6 +115,8 @@ class Spectrogram(nn.Module):
 
 class LogMel(nn.Module):
     """Log-mel spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_mels, T_frames), natural log."""
+
+    fb: torch.Tensor
 
     def __init__(
         self,

@@ -180,7 +180,7 @@ def _lines(src: Path) -> list[tuple[int, str | None]]:
         blob = src.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read manifest {src}: {exc.strerror or exc}") from None
-    out = []
+    out: list[tuple[int, str | None]] = []
     for n, raw in enumerate(blob.split(b"\n"), start=1):
         raw = raw.rstrip(b"\r")
         if not raw.strip():

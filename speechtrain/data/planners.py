@@ -146,7 +146,7 @@ class FrameBudget:
     def items_within(self, limit: float, longest: int) -> int:
         """Items of a batch whose longest item has ``longest`` frames: as many as ``limit`` allows,
         at least 1, at most ``max_batch_size``."""
-        return int(max(1, min(self.max_batch_size, limit // self.cost(longest))))
+        return max(1, min(int(self.max_batch_size), int(limit // float(self.cost(longest)))))
 
 
 @dataclass

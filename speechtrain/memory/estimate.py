@@ -298,7 +298,7 @@ def estimate(
     crop = d.crop_frames
     if lengths is None:
         lengths = (max(1, crop // 2), crop) if crop else (64, 128)
-    lengths = tuple(round_up(int(t), d.pad_multiple) for t in lengths)
+    lengths = (round_up(int(lengths[0]), d.pad_multiple), round_up(int(lengths[1]), d.pad_multiple))
     if lengths[0] == lengths[1]:
         lengths = (lengths[0], lengths[0] * 2)
     needs = task.needs()

@@ -474,7 +474,8 @@ def tune(
                 best = Trial(1, False, TrialStatus.DOES_NOT_FIT, padded)
             seconds = float(np.sum(frames[members])) * d.hop_length / d.sample_rate
             if mode == PlanMode.CROP:
-                seconds = float(np.minimum(frames[members], d.crop_frames).sum()) * d.hop_length / d.sample_rate
+                cropped = np.minimum(frames[members], int(d.crop_frames or 0))
+                seconds = float(cropped.sum()) * d.hop_length / d.sample_rate
             results.append(
                 BucketResult(
                     bucket=k,

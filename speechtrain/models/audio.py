@@ -69,9 +69,9 @@ def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: Any, iterations: int = 32)
     d = data_cfg
     with torch.no_grad():
         audio = griffin_lim(mel_to_linear(mel, d), d.n_fft, d.hop_length, d.win_length, iterations)
-    audio = audio.cpu().numpy().astype(np.float32)  # host copy: the result leaves the device
-    peak = float(np.abs(audio).max()) if audio.size else 0.0
-    return audio / peak * 0.95 if peak > 0.95 else audio
+    host = audio.cpu().numpy().astype(np.float32)  # host copy: the result leaves the device
+    peak = float(np.abs(host).max()) if host.size else 0.0
+    return host / peak * 0.95 if peak > 0.95 else host
 
 
 def _check_same_features(vocoder_data: Any, data_cfg: Any) -> None:

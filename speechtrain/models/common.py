@@ -70,7 +70,7 @@ def remove_weight_norm(module: nn.Module) -> int:
     count = 0
     for sub in module.modules():
         if parametrize.is_parametrized(sub):
-            for name in list(sub.parametrizations.keys()):  # type: ignore[union-attr]
+            for name in list(sub.parametrizations.keys()):  # type: ignore[operator,union-attr,unused-ignore]
                 parametrize.remove_parametrizations(sub, name, leave_parametrized=True)
                 count += 1
     return count

@@ -145,7 +145,7 @@ def _setup(task: Any, dataset: Any, state_path: str | None) -> None:
 def _data_record(cfg: Config, loader: Any) -> dict[str, Any]:
     d = cfg.data
     stats = loader.stats() if hasattr(loader, "stats") else {}
-    bucketing = {
+    bucketing: dict[str, Any] = {
         "applied": bool(d.bucketing),
         "exact": True,
         "detail": (f"{d.num_buckets} duration buckets" if d.bucketing else "fixed-count random batches")

@@ -56,7 +56,7 @@ def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | N
     """A vocoder run (cached per directory and device); UserError for a run that cannot vocode."""
     key = f"{os.path.abspath(run_dir)}@{device}"
     if key not in _VOCODERS:
-        cfg, task = load_task(run_dir, device=device)
+        cfg, task = load_task(Path(run_dir), device=device)
         if not hasattr(task, "vocode"):  # an optional inference method of a family's task
             raise UserError(
                 f"{run_dir}: a '{cfg.model.name}' run cannot vocode; pass a vocoder run (model.name=hifigan)"

@@ -64,7 +64,7 @@ class TrainRecipe:
     def build_task(self) -> Task:
         """The seeded, freshly initialised task (model initialisation is part of the run)."""
         seed_everything(self.train.seed)
-        return build_task(self.cfg)  # type: ignore[no-any-return]
+        return build_task(self.cfg)
 
     def build_data(self, task: Task) -> TrainData:
         """Prepare when needed, open the datasets, build the loaders."""

@@ -14,7 +14,7 @@ import random
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -137,7 +137,7 @@ def cpu_copy(obj: Any) -> Any:
 def rng_state() -> dict[str, Any]:
     """Python, NumPy, torch (and CUDA) RNG states in weights_only-safe types."""
     py = random.getstate()
-    np_state = np.random.get_state()
+    np_state = cast(tuple[Any, ...], np.random.get_state(legacy=True))
     state: dict[str, Any] = {
         "python": [py[0], list(py[1]), py[2]],
         "numpy": {

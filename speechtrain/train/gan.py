@@ -72,7 +72,7 @@ class GANStages:
         made_with_grad = f"{key}:made_with_grad"
         if stage == DISC:
             if key in cache:
-                return cache[key]  # type: ignore[no-any-return]
+                return cache[key]
             if not keep_graph:
                 with torch.no_grad():
                     return make()
@@ -82,7 +82,7 @@ class GANStages:
         out, with_grad = cache.pop(key, None), cache.pop(made_with_grad, False)  # the graph is consumed here
         if out is None or (torch.is_grad_enabled() and not with_grad):
             return make()
-        return out  # type: ignore[no-any-return]
+        return out
 
     @contextlib.contextmanager
     def frozen(self, names: list[str]) -> Iterator[None]:

@@ -251,9 +251,9 @@ class Trainer:
             ) from None
         if state["precision"] != self.precision.name:
             self._set_precision(resolve_precision(state["precision"], self.device))
-        for k, s in self.scalers.items():
+        for k, scaler in self.scalers.items():
             if state["scalers"].get(k):
-                s.load_state_dict(state["scalers"][k])
+                scaler.load_state_dict(state["scalers"][k])
         self.step, self.last_epoch = int(state["step"]), int(state["last_epoch"])
         self.samples_seen, self.audio_seconds_seen = int(state["samples_seen"]), float(state["audio_seconds_seen"])
         self.oom.load_state_dict(state)

@@ -160,11 +160,12 @@ class HiFiGANTask(Task):
         with torch.no_grad():
             mel_real = self._mel(y)  # (B, n_mels, T_frames)
         mel_l1 = mel_l1_loss(mel_real, self._mel(y_hat), batch.get("mel_lengths"))
-        adv = fm = None
+        adv: torch.Tensor | None = None
+        fm: torch.Tensor | None = None
         for disc in self.discriminators.values():
             _, fake, real_maps, fake_maps = disc(y, y_hat)
             a, f = generator_adversarial_loss(fake), feature_matching_loss(real_maps, fake_maps)
-            adv, fm = (a, f) if adv is None else (adv + a, fm + f)
+            adv, fm = (a, f) if adv is None or fm is None else (adv + a, fm + f)
         assert adv is not None and fm is not None
         m = self.cfg
         loss = m.mel_weight * mel_l1 + m.adv_weight * adv + m.fm_weight * fm

@@ -215,7 +215,7 @@ class VITSGenerator(nn.Module):
             gin,
         )
         if cfg.use_sdp:
-            self.dp: nn.Module = StochasticDurationPredictor(
+            self.dp: StochasticDurationPredictor | DurationPredictor = StochasticDurationPredictor(
                 cfg.hidden_channels, cfg.hidden_channels, 3, 0.5, cfg.sdp_flows, gin, cfg.sdp_bins
             )
         else:
@@ -253,7 +253,7 @@ class VITSGenerator(nn.Module):
             attn = maximum_path(log_p, attn_mask.squeeze(1)).unsqueeze(1).detach()
 
         w = attn.sum(2)  # (B, 1, T_tokens) frames per token
-        if self.use_sdp:
+        if isinstance(self.dp, StochasticDurationPredictor):  # cfg.use_sdp
             dur_loss = self.dp.nll(x, x_mask, w, g=g).sum() / x_mask.sum()
         else:
             logw_target = torch.log(w + 1e-6) * x_mask
@@ -283,7 +283,7 @@ class VITSGenerator(nn.Module):
         """Text -> audio (B, 1, T_samples) and frame lengths (B,)."""
         g = self.speaker_embedding(speakers)
         x, m_p, logs_p, x_mask = self.enc_p(tokens, token_lengths)
-        if self.use_sdp:
+        if isinstance(self.dp, StochasticDurationPredictor):  # cfg.use_sdp
             logw = self.dp.sample_log_durations(x, x_mask, g=g, noise_scale=noise_scale_w)
         else:
             logw = self.dp(x, x_mask, g=g)

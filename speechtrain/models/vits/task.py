@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -240,11 +240,11 @@ class VITSTask(Task):
         dec = self.generator.dec
         key = (device, tuple(p._version for p in dec.parameters()), self.cfg.inference_compile, precision)
         if self._inference_decoder is None or self._inference_decoder[0] != key:
-            folded = self.generator.new_decoder().to(device).eval()
+            folded: nn.Module = self.generator.new_decoder().to(device).eval()
             folded.load_state_dict(dec.state_dict())
             remove_weight_norm(folded)
             if self.cfg.inference_compile and device.type == "cuda":
-                folded = torch.compile(folded, dynamic=True)
+                folded = cast(nn.Module, torch.compile(folded, dynamic=True))
             if precision == "bf16":  # only the decoder: durations and the flow stay in fp32
                 folded = AutocastModule(folded, torch.bfloat16)
             self._inference_decoder = (key, folded, precision)

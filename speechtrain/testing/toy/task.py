@@ -185,7 +185,9 @@ class ToyGANTask(Task):
         fake_logits, fake_maps = self.discriminator(fake)
         _, real_maps = self.discriminator(target)
         adv = self._masked_mean((fake_logits - 1) ** 2, lengths)
-        fm = sum(self._masked_mean((r.detach() - f).abs().mean(1), lengths) for r, f in zip(real_maps, fake_maps))
+        fm: torch.Tensor = sum(  # type: ignore[assignment]  # a sum of tensors is a tensor
+            self._masked_mean((r.detach() - f).abs().mean(1), lengths) for r, f in zip(real_maps, fake_maps)
+        )
         l1 = masked_l1(fake, target, lengths)
         loss = 10.0 * l1 + adv + self.fm_weight * fm
         return {"loss": loss, "l1": l1.detach(), "adv": adv.detach(), "fm": fm.detach()}
