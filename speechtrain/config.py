@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SerializeAsAny, ValidationError
 
 from speechtrain import registry
 from speechtrain.errors import UserError
@@ -68,7 +68,14 @@ class DataConfig(Section):
     quadratic_frames: float | None = Field(
         None, gt=0, description="Adds length^2/quadratic_frames to an item's cost, for attention models."
     )
-    num_buckets: int = Field(10, gt=0, description="Duration buckets, boundaries at equal-total-duration quantiles.")
+    num_buckets: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="Duration buckets, boundaries at equal-total-duration quantiles; auto: the fewest whose planned "
+        "padding is within bucket_padding_target.",
+    )
+    bucket_padding_target: float = Field(
+        0.02, gt=0, lt=1, description="num_buckets=auto: the padded share of frames the bucket count aims for."
+    )
     sort_pool: int = Field(
         16,
         gt=0,

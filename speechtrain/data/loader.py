@@ -283,6 +283,11 @@ class TrainLoader:
     def epoch(self) -> int:
         return self.sampler.epoch
 
+    @property
+    def num_buckets(self) -> int:
+        """Duration buckets of the plan (1 outside bucketing): each may bring its own batch shapes."""
+        return max(1, len(self.sampler.planner.boundaries))
+
     def set_epoch(self, epoch: int) -> None:
         """Jump forward to the start of ``epoch`` (carrying rank remainders on the way)."""
         if epoch != self.sampler.epoch:

@@ -115,6 +115,8 @@ def plan_report(
             "max_frames": data.max_frames,
             "quadratic_frames": data.quadratic_frames,
             "num_buckets": data.num_buckets,
+            "buckets": int(len(bucketed.boundaries)),
+            "bucket_padding_target": data.bucket_padding_target,
             "max_batch_size": data.max_batch_size,
             "batch_size": data.batch_size,
             "sort_pool": data.sort_pool,
@@ -142,6 +144,13 @@ def format_plan(report: dict[str, Any]) -> str:
         f"{report['utterances']} utterances, {report['audio_hours']:.2f} h, "
         f"{report['min_frames']}-{report['max_frames']} frames ({report['frames_per_second']:.1f} frames/s)",
         f"frame budget per batch: {b['budget']:.0f}" if "budget" in b else "frame budget: none",
+    ]
+    if b.get("auto_buckets"):
+        n, pad = b["auto_buckets"][-1]
+        tried = ", ".join(f"{k}: {p:.1%}" for k, p in b["auto_buckets"])
+        target = report["config"].get("bucket_padding_target")
+        lines.append(f"num_buckets=auto: {n} bucket(s), planned padding {pad:.1%} (target {target:.0%}; tried {tried})")
+    lines += [
         "",
         f"{'bucket':>7} {'<= frames':>10} {'utts':>7} {'batches':>8} {'items/batch':>12} {'padding':>8}",
     ]

@@ -97,6 +97,11 @@ def equal_duration_boundaries(frames: np.ndarray, num_buckets: int) -> np.ndarra
     return np.unique(np.array([*cuts, int(s[-1])], dtype=np.int64))
 
 
+AUTO_BUCKETS_MAX = 32  # most buckets the automatic choice tries
+AUTO_BATCHES_PER_BUCKET = 2  # each bucket keeps at least this many batches on average, so batches still mix
+AUTO_SEED = 0  # the choice plans one epoch from this fixed seed: the same corpus always gets the same count
+
+
 @dataclass(frozen=True)
 class FrameBudget:
     """How much one batch may hold, in padded mel frames, and the item caps.
@@ -160,6 +165,7 @@ class SamplerReport:
     crop_short_ids: list[str] = field(default_factory=list)
     crop_short_action: CropShort = CropShort.PAD
     budget: float = 0.0
+    auto_buckets: list[tuple[int, float]] | None = None  # (buckets, planned padding) tried by data.num_buckets=auto
 
     @property
     def skipped(self) -> dict[str, int]:
@@ -186,11 +192,16 @@ class SamplerReport:
                 + ", ".join(self.crop_short_ids[:20])
                 + (" ..." if self.crop_short > 20 else "")
             )
+        if self.auto_buckets:
+            n, pad = self.auto_buckets[-1]
+            tried = ", ".join(f"{k}: {p:.1%}" for k, p in self.auto_buckets)
+            out.append(f"data.num_buckets=auto chose {n} bucket(s) ({pad:.1%} padding; tried {tried})")
         return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "budget": self.budget,
+            "auto_buckets": self.auto_buckets,
             "oversize": self.oversize,
             "oversize_action": str(self.oversize_action),
             "oversize_ids": self.oversize_ids[:20],
@@ -283,16 +294,17 @@ class BucketedPlanner(Planner):
         frames: Sequence[int] | np.ndarray,
         budget: FrameBudget = FrameBudget(),
         *,
-        num_buckets: int = 10,
+        num_buckets: int | None = None,
         bucket_boundaries: Sequence[int] | None = None,
         bucket_batch_sizes: Sequence[int] | None = None,
         sort_pool: int = 16,
         shuffle: bool = True,
         ids: Sequence[str] | None = None,
+        padding_target: float = 0.02,
     ) -> None:
         super().__init__(frames, budget, shuffle=shuffle, ids=ids)
         self.sort_pool = max(1, int(sort_pool))
-        self.num_buckets = int(num_buckets)
+        self.padding_target = float(padding_target)
         self.bucket_sizes: np.ndarray | None = None
         n = self.frames.size
         longest = int(self.frames.max()) if n else 1
@@ -308,8 +320,13 @@ class BucketedPlanner(Planner):
                 )
             over |= self.frames > b[-1]
             self._boundaries = b
+        elif num_buckets is not None:
+            self._boundaries = equal_duration_boundaries(self.frames[~over], int(num_buckets))
+        elif bucket_batch_sizes is not None:  # tuned sizes without their bounds: one bucket per size
+            self._boundaries = equal_duration_boundaries(self.frames[~over], len(bucket_batch_sizes))
         else:
-            self._boundaries = equal_duration_boundaries(self.frames[~over], self.num_buckets)
+            self._boundaries = self._auto_boundaries(over)
+        self.num_buckets = len(self._boundaries)
         if bucket_batch_sizes is not None:
             sizes = list(bucket_batch_sizes)
             if len(sizes) != len(self._boundaries) or min(sizes) < 1:
@@ -329,6 +346,50 @@ class BucketedPlanner(Planner):
             self.usable = np.flatnonzero(~over)
         self.report.budget = self.limit
 
+    def _auto_boundaries(self, over: np.ndarray) -> np.ndarray:
+        """The fewest equal-duration buckets whose planned padding is within ``padding_target``.
+
+        Fewer buckets mean batches that mix more utterances and fewer distinct shapes (fewer
+        compiles, fewer sizes to tune); more buckets mean less padding. Every count from 1 up to
+        :data:`AUTO_BUCKETS_MAX` (and at most one bucket per :data:`AUTO_BATCHES_PER_BUCKET` batches of
+        the corpus) is planned once from a fixed seed, which costs milliseconds; when none reaches
+        the target, the count with the least padding wins.
+        """
+        frames = self.frames[~over]
+        if frames.size == 0:
+            return equal_duration_boundaries(frames, 1)
+        per_batch = self.budget.items_within(self.limit, int(np.median(frames)))
+        most = int(np.clip(frames.size // max(1, AUTO_BATCHES_PER_BUCKET * per_batch), 1, AUTO_BUCKETS_MAX))
+        best: tuple[float, np.ndarray] | None = None
+        tried: list[tuple[int, float]] = []
+        for k in range(1, most + 1):
+            bounds = equal_duration_boundaries(frames, k)
+            if best is not None and bounds.size == best[1].size:
+                continue  # duplicate quantiles: the same buckets as a smaller count
+            trial = BucketedPlanner(
+                self.frames, self.budget, bucket_boundaries=bounds.tolist(), sort_pool=self.sort_pool, shuffle=True
+            )
+            padding = trial.padding(np.random.default_rng(AUTO_SEED))
+            tried.append((int(bounds.size), padding))
+            if best is None or padding < best[0]:
+                best = (padding, bounds)
+            if padding <= self.padding_target:
+                best = (padding, bounds)
+                break
+        assert best is not None
+        self.report.auto_buckets = tried
+        return best[1]
+
+    def padding(self, rng: np.random.Generator) -> float:
+        """Padded fraction of the frames of one epoch planned from ``rng``."""
+        real = padded = 0
+        for keys in self.batches(rng).values():
+            for key in keys:
+                lengths = self.frames[list(key.indices)]
+                real += int(lengths.sum())
+                padded += int(self.budget.padded(int(lengths.max()))) * lengths.size
+        return 0.0 if padded == 0 else 1.0 - real / padded
+
     @classmethod
     def from_data(
         cls, data: DataConfig, frames: Sequence[int] | np.ndarray, ids: Sequence[str] | None = None
@@ -336,12 +397,13 @@ class BucketedPlanner(Planner):
         return cls(
             frames,
             FrameBudget.from_data(data),
-            num_buckets=data.num_buckets,
+            num_buckets=None if data.num_buckets == "auto" else int(data.num_buckets),
             bucket_boundaries=data.bucket_boundaries,
             bucket_batch_sizes=data.bucket_batch_sizes,
             sort_pool=data.sort_pool,
             shuffle=data.shuffle,
             ids=ids,
+            padding_target=data.bucket_padding_target,
         )
 
     @property

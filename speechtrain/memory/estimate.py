@@ -161,7 +161,7 @@ class SavedTensorMeter:
 def synthetic_items(
     n: int,
     frames: int,
-    data_cfg: Any,
+    data_cfg: DataConfig,
     needs: Any,
     tokens_per_frame: float,
     max_tokens: int | None = None,

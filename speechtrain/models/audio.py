@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from speechtrain.data.features import mel_filterbank
 from speechtrain.errors import UserError
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
 
 
 @functools.lru_cache(maxsize=8)
@@ -24,7 +27,7 @@ def _inverse_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, 
     return torch.linalg.pinv(fb).float()  # (F, n_mels)
 
 
-def mel_to_linear(mel: torch.Tensor, data_cfg: Any) -> torch.Tensor:
+def mel_to_linear(mel: torch.Tensor, data_cfg: DataConfig) -> torch.Tensor:
     """Linear magnitude (..., n_fft // 2 + 1, T_frames) from a natural-log mel (..., n_mels, T_frames)."""
     d = data_cfg
     inv = _inverse_filterbank(d.sample_rate, d.n_fft, d.n_mels, d.fmin, d.fmax).to(mel.device)
@@ -64,7 +67,7 @@ def griffin_lim(
     return istft(magnitude * angles)  # (T_samples,)
 
 
-def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: Any, iterations: int = 32) -> np.ndarray:
+def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: DataConfig, iterations: int = 32) -> np.ndarray:
     """Audio (T_frames * hop_length,) float32 in [-1, 1] from one log-mel (n_mels, T_frames) by Griffin-Lim."""
     d = data_cfg
     with torch.no_grad():
@@ -74,7 +77,7 @@ def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: Any, iterations: int = 32)
     return host / peak * 0.95 if peak > 0.95 else host
 
 
-def _check_same_features(vocoder_data: Any, data_cfg: Any) -> None:
+def _check_same_features(vocoder_data: DataConfig | None, data_cfg: DataConfig) -> None:
     if vocoder_data is None:
         return
     keys = ("sample_rate", "hop_length", "n_mels", "n_fft", "fmin", "fmax")
@@ -88,7 +91,7 @@ def _check_same_features(vocoder_data: Any, data_cfg: Any) -> None:
 
 def mel_to_audio(
     mel: torch.Tensor | np.ndarray,
-    data_cfg: Any,
+    data_cfg: DataConfig,
     vocoder_run: Any = None,
     griffin_lim_iters: int = 32,
 ) -> np.ndarray:

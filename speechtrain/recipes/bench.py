@@ -21,6 +21,7 @@ import torch
 
 from speechtrain.bench.measure import RunResult, RunSpec, timed_loop
 from speechtrain.config import Config, build_config
+from speechtrain.data.loader import TrainLoader
 from speechtrain.errors import UserError
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
@@ -100,7 +101,8 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress)
     if loader is not None:
         applied.update(_data_record(cfg, loader))
-    buckets = cfg.data.num_buckets if (spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames) else 1
+    bucketed = spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames
+    buckets = loader.num_buckets if bucketed and isinstance(loader, TrainLoader) else 1
     return RunResult(
         items_per_batch_limit=len(dataset) / buckets,
         name=spec.name,
@@ -148,7 +150,12 @@ def _data_record(cfg: Config, loader: Any) -> dict[str, Any]:
     bucketing: dict[str, Any] = {
         "applied": bool(d.bucketing),
         "exact": True,
-        "detail": (f"{d.num_buckets} duration buckets" if d.bucketing else "fixed-count random batches")
+        "detail": (
+            f"{loader.num_buckets if isinstance(loader, TrainLoader) else d.num_buckets} duration buckets"
+            + (" (num_buckets=auto)" if d.num_buckets == "auto" else "")
+            if d.bucketing
+            else "fixed-count random batches"
+        )
         + (f"; tuned per-bucket sizes {d.bucket_batch_sizes}" if d.bucket_batch_sizes else ""),
     }
     if isinstance(stats, dict) and stats.get("padding_fraction") is not None:

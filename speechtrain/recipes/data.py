@@ -158,12 +158,11 @@ class DataRecipe:
         return read
 
     def bucket_bounds(self, frames: np.ndarray) -> list[int]:
-        """Bucket upper bounds in frames, shortest first: the configured ones, else equal-duration quantiles."""
-        from speechtrain.data.sampler import equal_duration_boundaries
+        """Bucket upper bounds in frames, shortest first, as training will plan them: the configured
+        ones, else equal-duration quantiles (their count chosen from the corpus with num_buckets=auto)."""
+        from speechtrain.data.planners import BucketedPlanner
 
-        if self.data.bucket_boundaries:
-            return [int(x) for x in self.data.bucket_boundaries]
-        return [int(x) for x in equal_duration_boundaries(frames, self.data.num_buckets)]
+        return [int(x) for x in BucketedPlanner.from_data(self.data, frames).boundaries]
 
     # ------------------------------------------------------------------ plans
     def plan(self, frames: Any, **kwargs: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import Any
 from speechtrain.accel.apply import AccelPlan, apply_accelerations
 from speechtrain.accel.record import AccelRecord
 from speechtrain.config import Config, save_config
-from speechtrain.data.loader import TrainBatches
+from speechtrain.data.loader import TrainBatches, TrainLoader
 from speechtrain.device import resolve_device
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
@@ -103,7 +103,7 @@ class TrainRecipe:
             oom_guard=oom_guard,
             batch_transform=features.to(device) if features is not None else None,
             lr_multiplier=lr_multiplier,
-            recompile_limit=4 * max(1, d.num_buckets),
+            recompile_limit=4 * (train_loader.num_buckets if isinstance(train_loader, TrainLoader) else 1),
             run_config=self.cfg.to_dict(),
         )
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -12,8 +12,11 @@ from speechtrain.accel.optim import build_optimizer
 from speechtrain.accel.record import AccelRecord
 from speechtrain.train.task import OptimizerSpec
 
+if TYPE_CHECKING:
+    from speechtrain.config import OptimConfig
 
-def lr_factor(optim_cfg: Any, n: int, total: int) -> float:
+
+def lr_factor(optim_cfg: OptimConfig, n: int, total: int) -> float:
     """LR multiplier after ``n`` scheduler steps out of ``total``."""
     kind = optim_cfg.scheduler
     if kind == "none":
@@ -28,12 +31,14 @@ def lr_factor(optim_cfg: Any, n: int, total: int) -> float:
     return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, optim_cfg: Any, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+def build_scheduler(
+    optimizer: torch.optim.Optimizer, optim_cfg: OptimConfig, total: int
+) -> torch.optim.lr_scheduler.LambdaLR:
     """A LambdaLR following ``optim.scheduler`` (stepped per step or per epoch by the Trainer)."""
     return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda n: lr_factor(optim_cfg, n, total))
 
 
-def lr_scale(optim_cfg: Any, effective_batch: float) -> tuple[float, str]:
+def lr_scale(optim_cfg: OptimConfig, effective_batch: float) -> tuple[float, str]:
     """The opt-in scaling of lr with the effective batch against ``optim.reference_batch_size``."""
     ratio = effective_batch / optim_cfg.reference_batch_size
     if optim_cfg.lr_scaling == "linear":
@@ -50,7 +55,7 @@ def lr_scale(optim_cfg: Any, effective_batch: float) -> tuple[float, str]:
 def build_stage_optimizers(
     specs: list[OptimizerSpec],
     modules: dict[str, nn.Module],
-    optim_cfg: Any,
+    optim_cfg: OptimConfig,
     device: torch.device,
     lr_multiplier: float,
     total_steps: int,

@@ -8,7 +8,7 @@ accumulated or OOM-split micro-batches average like one large batch. Headline me
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -21,6 +21,10 @@ from speechtrain.errors import DataError, UserError
 from speechtrain.models.gpt_tts.codec import MelCodec, max_codes_for_seconds
 from speechtrain.models.gpt_tts.model import GPTTTS, IGNORE_INDEX
 from speechtrain.train.task import Needs, OptimizerSpec, Task
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.gpt_tts.config import GPTTTSConfig
 
 SYNTHESIZE_OPTIONS = ("vocoder_run", "temperature", "top_k", "max_seconds", "seed", "griffin_lim_iters", "use_cache")
 
@@ -268,6 +272,6 @@ class GPTTTSTask(Task):
         return sum(p.numel() for p in self.model.parameters())
 
 
-def build_task(model: Any, data: Any) -> GPTTTSTask:
+def build_task(model: GPTTTSConfig, data: DataConfig) -> GPTTTSTask:
     """The GPT-TTS task of a ``model.name=gpt_tts`` section and the data section."""
     return GPTTTSTask(model, data)

@@ -9,7 +9,7 @@ split) or ``model.cache_generator_graph=false`` the stage regenerates.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -35,8 +35,12 @@ from speechtrain.models.hifigan.model import (
 from speechtrain.train.gan import DISC, GANStages
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.hifigan.config import HiFiGANConfig
 
-def build_generator(model_cfg: Any, n_mels: int) -> Generator:
+
+def build_generator(model_cfg: HiFiGANConfig, n_mels: int) -> Generator:
     """The generator described by a :class:`~speechtrain.models.hifigan.config.HiFiGANConfig`."""
     m = model_cfg
     return Generator(
@@ -50,7 +54,7 @@ def build_generator(model_cfg: Any, n_mels: int) -> Generator:
     )
 
 
-def build_discriminators(model_cfg: Any) -> dict[str, nn.Module]:
+def build_discriminators(model_cfg: HiFiGANConfig) -> dict[str, nn.Module]:
     """Discriminators by module name (``mpd``, ``msd`` or ``mrsd``) as the config asks."""
     m = model_cfg
     discs: dict[str, nn.Module] = {}
@@ -59,7 +63,9 @@ def build_discriminators(model_cfg: Any) -> dict[str, nn.Module]:
     if m.scale_discriminator == "msd":
         discs["msd"] = MultiScaleDiscriminator(m.msd_scales, width=m.disc_width)
     elif m.scale_discriminator == "mrsd":
-        discs["mrsd"] = MultiResolutionSpectrogramDiscriminator([tuple(r) for r in m.mrsd_resolutions], m.disc_width)
+        discs["mrsd"] = MultiResolutionSpectrogramDiscriminator(
+            [(int(r[0]), int(r[1]), int(r[2])) for r in m.mrsd_resolutions], m.disc_width
+        )
     return discs
 
 
@@ -70,7 +76,7 @@ class HiFiGANTask(Task):
     headline_mode = "min"
     produces_audio = True
 
-    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+    def __init__(self, model_cfg: HiFiGANConfig, data_cfg: DataConfig) -> None:
         self.cfg = model_cfg
         self.n_mels = int(data_cfg.n_mels)
         self.hop_length = int(data_cfg.hop_length)
@@ -189,7 +195,7 @@ def _align(y: torch.Tensor, y_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return y[..., :n], y_hat[..., :n]
 
 
-def build_task(model: Any, data: Any) -> HiFiGANTask:
+def build_task(model: HiFiGANConfig, data: DataConfig) -> HiFiGANTask:
     """Build the HiFi-GAN task; the generator's total upsampling must equal ``data.hop_length``."""
     up = math.prod(model.upsample_rates)
     if up != data.hop_length:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -16,6 +16,9 @@ from speechtrain.models.vits.attentions import Encoder
 from speechtrain.models.vits.duration import DurationPredictor, StochasticDurationPredictor
 from speechtrain.models.vits.mas import maximum_path
 from speechtrain.models.vits.modules import Flip, ResidualCouplingLayer, WaveNet
+
+if TYPE_CHECKING:
+    from speechtrain.models.vits.config import VITSConfig
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -166,7 +169,7 @@ class VITSOutput:
 class VITSGenerator(nn.Module):
     """Everything but the discriminator."""
 
-    def __init__(self, cfg: Any, n_vocab: int, spec_channels: int, segment_frames: int) -> None:
+    def __init__(self, cfg: VITSConfig, n_vocab: int, spec_channels: int, segment_frames: int) -> None:
         super().__init__()
         self.segment_frames = segment_frames
         self.n_speakers = cfg.n_speakers
@@ -184,7 +187,7 @@ class VITSGenerator(nn.Module):
             cfg.window_size,
             cfg.attn_dropout,
         )
-        self._dec_args = (
+        self._dec_args: tuple[tuple[Any, ...], dict[str, Any]] = (
             (
                 cfg.inter_channels,
                 cfg.upsample_initial_channel,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -38,6 +38,10 @@ from speechtrain.models.vits.model import VITSGenerator, VITSOutput, kl_loss, sl
 from speechtrain.train.gan import DISC, GANStages
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.vits.config import VITSConfig
+
 
 class VITSTask(Task):
     """VITS text-to-speech. Headline: ``mel_l1`` (L1 between log-mels of the real and decoded slices)."""
@@ -46,7 +50,7 @@ class VITSTask(Task):
     headline_mode = "min"
     produces_audio = True
 
-    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+    def __init__(self, model_cfg: VITSConfig, data_cfg: DataConfig) -> None:
         from speechtrain.data.text import VOCAB_SIZE, Tokenizer
 
         self.cfg = model_cfg
@@ -329,7 +333,7 @@ class AutocastModule(nn.Module):
             return self.module(*args, **kwargs).float()
 
 
-def build_task(model: Any, data: Any) -> VITSTask:
+def build_task(model: VITSConfig, data: DataConfig) -> VITSTask:
     """Build the VITS task; the decoder's upsampling must equal ``data.hop_length`` and ``segment_size``
     must be a whole number of frames."""
     m, d = model, data
