@@ -19,12 +19,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.config import OptimConfig
 
 _HEAD = re.compile(r"(^|\.)(\w*head|classifier)$")
 _NS_COEFFS = (3.4445, -4.7750, 2.0315)  # quintic Newton-Schulz coefficients published with Muon
@@ -163,7 +166,9 @@ def muon_partition(modules: list[nn.Module]) -> tuple[list[nn.Parameter], list[n
     entries = _named_trainable(modules)
     # by tensor, so that an output layer tied to an embedding is caught whichever module comes first
     embedding_ids = {id(m.weight) for root in modules for m in root.modules() if isinstance(m, nn.Embedding)}
-    muon, adamw, why = [], [], {}
+    muon: list[Any] = []
+    adamw: list[Any] = []
+    why: dict[str, Any] = {}
     for path, p_name, _mod, p in entries:
         name = f"{path}.{p_name}"
         owner = re.sub(r"\.parametrizations\.\w+$", "", path)
@@ -205,7 +210,7 @@ def _make(cls: type[torch.optim.Optimizer], params: list[Any], kwargs: dict[str,
 
 
 def build_optimizer(
-    modules: list[nn.Module], optim_cfg: Any, device: str | torch.device, lr_multiplier: float = 1.0
+    modules: list[nn.Module], optim_cfg: OptimConfig, device: str | torch.device, lr_multiplier: float = 1.0
 ) -> tuple[torch.optim.Optimizer, AccelRecord]:
     """The optimizer over the trainable parameters of ``modules`` (each parameter once) and a
     record of what was built (name, update kernel, parameter counts).
@@ -228,7 +233,7 @@ def build_optimizer(
     if name in ("adamw", "adam", "sgd"):
         kernel_kwargs, kernel = _kernel_kwargs(optim_cfg.implementation, params, dev)
         if name == "sgd":
-            kwargs = {"lr": lr, "momentum": optim_cfg.betas[0], "weight_decay": optim_cfg.weight_decay}
+            kwargs: dict[str, Any] = {"lr": lr, "momentum": optim_cfg.betas[0], "weight_decay": optim_cfg.weight_decay}
             cls: type[torch.optim.Optimizer] = torch.optim.SGD
         else:
             kwargs = {"lr": lr, "betas": tuple(optim_cfg.betas), "eps": optim_cfg.eps}
@@ -253,7 +258,11 @@ def build_optimizer(
         raise ConfigError(f"optim.name: unknown optimizer '{name}' (adamw, adam, muon, sgd)")
     muon_params, adamw_params, why = muon_partition(modules)
     muon_lr = optim_cfg.muon_lr * lr_multiplier
-    common = {"lr": muon_lr, "momentum": optim_cfg.muon_momentum, "weight_decay": optim_cfg.weight_decay}
+    common: dict[str, Any] = {
+        "lr": muon_lr,
+        "momentum": optim_cfg.muon_momentum,
+        "weight_decay": optim_cfg.weight_decay,
+    }
     parts: list[tuple[str, torch.optim.Optimizer]] = []
     matrices = [p for p in muon_params if p.dim() == 2]
     convs = [p for p in muon_params if p.dim() > 2]

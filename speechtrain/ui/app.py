@@ -40,7 +40,7 @@ class Workspace:
         self.tuned = self.ui / "tuned"
         for d in (self.runs, self.data, self.ui):
             d.mkdir(parents=True, exist_ok=True)
-        self.gpu: deque[dict[str, float]] = deque(maxlen=600)
+        self.gpu: deque[dict[str, Any]] = deque(maxlen=600)
         self.t0 = time.time()
 
     def job(self, kind: str) -> Path:

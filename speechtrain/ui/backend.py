@@ -47,7 +47,7 @@ def list_recipes(extra: list[Path] | None = None) -> list[str]:
 
 def recipe_path(name: str) -> Path:
     """A recipe by name (recipes/NAME.yaml) or by path; UserError naming where it looked."""
-    from speechtrain.cli.cmd_demo import find_recipe
+    from speechtrain.recipes.common import find_recipe
 
     if not name:
         raise UserError("choose a recipe (e.g. gpt_tts_tiny)")
@@ -271,23 +271,23 @@ def _plain(value: Any) -> Any:
 
 def estimate_text(cfg: Any) -> str:
     """``speechtrain estimate`` (memory before any run) as text."""
-    from speechtrain.memory.estimate import estimate, format_estimate
+    from speechtrain.memory.estimate import format_estimate
+    from speechtrain.recipes.estimate import EstimateRecipe
 
-    return format_estimate(estimate(cfg))
+    return format_estimate(EstimateRecipe(cfg).run())
 
 
 def plan_text(cfg: Any) -> str:
     """``speechtrain plan`` (the epoch's batches and padding) as text; prepares the data when needed."""
-    from speechtrain.data.dataset import SpeechDataset
-    from speechtrain.data.plan import format_plan, plan_report
-    from speechtrain.data.prepare import ensure_prepared
+    from speechtrain.recipes.data import DataRecipe
 
     if cfg.data.manifest is None:
         raise UserError("the plan needs data: choose a dataset folder (Data tab) or set data.manifest")
-    ensure_prepared(cfg)
-    ds = SpeechDataset.from_config(cfg, split="train", fields=())
-    report = plan_report(ds.frames, cfg, ids=list(ds.ids), hop_length=ds.hop_length, sample_rate=ds.sample_rate)
-    return format_plan(report)
+    recipe = DataRecipe(cfg)
+    recipe.ensure_prepared()
+    ds = recipe.dataset("train", fields=())
+    report = recipe.plan(ds.frames, ids=list(ds.ids), hop_length=ds.hop_length, sample_rate=ds.sample_rate)
+    return recipe.format_plan(report)
 
 
 # ----------------------------------------------------------------------------------- train, tune, bench
@@ -424,7 +424,7 @@ def synthesize(run_dir: str | Path, text: str, out: Path, seed: int | None = 0) 
     """Text to a wav with a TTS run (``speechtrain synthesize``), timed: RTF = compute s / audio s."""
     import torch
 
-    from speechtrain.cli.cmd_synthesize import load_synthesizer
+    from speechtrain.recipes.inference import load_synthesizer
 
     if not (text or "").strip():
         raise UserError("give a sentence to speak")
@@ -443,7 +443,7 @@ def vocode(run_dir: str | Path, audio_in: str | Path, out: Path) -> Inference:
     """A wav's own log-mel through a vocoder run (``speechtrain vocode --audio``), timed."""
     from speechtrain.data.audio import AudioProblem, load_audio
     from speechtrain.data.features import log_mel_numpy
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     cfg, task = load_task(run_dir)
     if not hasattr(task, "vocode"):
@@ -464,7 +464,7 @@ def vocode(run_dir: str | Path, audio_in: str | Path, out: Path) -> Inference:
 
 def classify(run_dir: str | Path, audio_in: str | Path) -> tuple[str, dict[str, float], float]:
     """Label and class probabilities of one file with a classifier run, and the seconds it took."""
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     if not Path(audio_in).is_file():
         raise DataError(f"file not found: {audio_in}")

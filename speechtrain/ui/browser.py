@@ -47,5 +47,14 @@ def find_chromium(pw: object | None = None) -> tuple[str | None, str]:
 def launch_browser(pw: object) -> object:
     """A headless Chromium from :func:`find_chromium` (``pw`` is ``sync_playwright()``'s object)."""
     path, _why = find_chromium(pw)
-    args = ["--no-sandbox", "--disable-dev-shm-usage"]  # root in containers; small /dev/shm
+    # root in containers; small /dev/shm; no background connections (closed networks refuse them, slowly)
+    args = [
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+    ]
     return pw.chromium.launch(headless=True, executable_path=path, args=args)  # type: ignore[attr-defined]

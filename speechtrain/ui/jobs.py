@@ -1,7 +1,7 @@
 """Background processes running the ordinary CLI, findable again after a page reload or a UI restart.
 
 A job is a folder: ``process.json`` (pid, the command as one would type it, start time),
-``output.log`` (stdout and stderr) and ``exit_code`` (written by :mod:`speechtrain.ui.runner` when the
+``output.log`` (stdout and stderr) and ``exit_code`` (written by :mod:`speechtrain.cli.jobrunner` when the
 command ends). For a training run the folder is ``RUN_DIR/ui/``, so the run directory stays an
 ordinary one that ``speechtrain train --resume`` continues. Each job is its own process group:
 Stop sends SIGTERM to it, on which the trainer saves a checkpoint and exits cleanly.
@@ -51,7 +51,7 @@ def start(folder: str | Path, argv: list[str], cwd: str | Path | None = None) ->
     log.write(f"\n$ speechtrain {shlex.join(argv)}\n".encode())
     log.flush()
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "speechtrain.ui.runner", str(folder / "exit_code"), *argv]
+    cmd = [sys.executable, "-m", "speechtrain.cli.jobrunner", str(folder / "exit_code"), *argv]
     proc = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True
     )
@@ -76,7 +76,7 @@ def _alive(pid: int) -> bool:
             return False
         return True
     # a reused pid is not ours; a zombie has finished
-    return b"speechtrain.ui.runner" in cmdline and stat.rsplit(")", 1)[-1].split()[0] != "Z"
+    return b"speechtrain.cli.jobrunner" in cmdline and stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def status(folder: str | Path) -> JobState:

@@ -56,7 +56,7 @@ def find_runs(root: str | Path, depth: int = 2) -> list[Path]:
     found: list[Path] = []
     level = [root]
     for _ in range(depth + 1):
-        nxt = []
+        nxt: list[Path] = []
         for d in level:
             if not d.is_dir() or d.name in ("checkpoints", "samples", "tensorboard", "ui", ".ui"):
                 continue

@@ -1,4 +1,4 @@
-"""``python -m speechtrain.ui.runner EXIT_CODE_FILE ARGS...``: the ordinary ``speechtrain ARGS...``
+"""``python -m speechtrain.cli.jobrunner EXIT_CODE_FILE ARGS...``: the ordinary ``speechtrain ARGS...``
 command, plus its exit code written to a file so that a UI started later can tell how it ended."""
 
 from __future__ import annotations
