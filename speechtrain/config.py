@@ -167,6 +167,11 @@ class AccelConfig(Section):
     compile_dynamic: bool | None = Field(None, description="torch.compile dynamic shapes (None: torch decides).")
     sdpa: Switch = Field("auto", description="Use scaled_dot_product_attention in attention layers.")
     activation_checkpointing: Switch = Field(False, description="Recompute repeated blocks in backward.")
+    cpu_allocator: Switch = Field(
+        "auto",
+        description="Tune glibc malloc (no mmap per large block, freed memory kept): no page-fault storm from "
+        "per-step activations. auto: on for CPU training on glibc Linux. Process-wide; same maths.",
+    )
     deterministic: bool = Field(False, description="Deterministic algorithms (slower; turns cudnn_benchmark off).")
 
 

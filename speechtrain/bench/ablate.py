@@ -45,6 +45,7 @@ RUNGS = (
     "compile",
     "channels_last",
     "fused_optimizer",
+    "cpu_allocator",
     "tuned_batch",
     "all",
 )
@@ -90,6 +91,7 @@ def all_off(device_type: str) -> dict[str, Any]:
         # the model's standard attention, as in the baseline (the families default to SDPA)
         "accel.sdpa": True,
         "accel.activation_checkpointing": False,
+        "accel.cpu_allocator": False,  # glibc's default malloc, as in the plain loop
         # torch's own default kernel choice for a plain AdamW: foreach on CUDA, a for-loop on the CPU
         "optim.implementation": "foreach" if device_type == "cuda" else "for_loop",
     }
@@ -197,6 +199,12 @@ def plan_ladder(
         Variant("compile", "+ torch.compile", {"accel.compile": True}, records=("compile",)),
         Variant("channels_last", "+ channels-last", {"accel.channels_last": True}, records=("channels_last",)),
         Variant("fused_optimizer", "+ fused AdamW", {"optim.implementation": "fused"}, records=("optimizer",)),
+        Variant(
+            "cpu_allocator",
+            "+ CPU allocator (glibc malloc tuned)",
+            {"accel.cpu_allocator": True},
+            records=("cpu_allocator",),
+        ),
         Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)),
     ]
     all_over = {k: v for k, v in rec.items() if k.startswith(("accel.", "optim.", "data."))}
