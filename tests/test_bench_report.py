@@ -235,7 +235,7 @@ def test_ladder_passes_are_interleaved_round_robin_and_failures_not_retried() ->
         if spec.name == "broken":
             raise RunFailed("boom")
         if spec.name == "naive":
-            raise RowNotApplicable("no attention")
+            raise RowNotApplicable("not applicable: no attention")
         return result(spec.name, 1.0 + len(order) / 100, 10.0, 1000)
 
     names = ["baseline", "a", "b", "broken", "naive"]

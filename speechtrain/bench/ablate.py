@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from speechtrain.bench.lightning_row import INSTALL_HINT, lightning_available
 from speechtrain.bench.measure import Execute, RowNotApplicable, RunFailed, RunResult, RunSpec, run_spec
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 RUNGS = (
     "baseline",
     "naive_attention",
+    "lightning",
     "engine",
     "bucketing",
     "loader",
@@ -184,6 +186,7 @@ def plan_ladder(
     rows = [
         Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
         Variant("naive_attention", "naive (explicit attention)", {"accel.sdpa": False}, kind="baseline"),
+        Variant("lightning", "Lightning (same model and loss, plain DataLoader)", kind="lightning"),
         Variant("engine", "speechtrain, all off"),
         Variant("bucketing", "+ bucketing", {"data.bucketing": True}, records=("bucketing",)),
         Variant("loader", "+ loader workers/pin/prefetch" + loader_note, loader_over, records=("loader",)),
@@ -218,6 +221,8 @@ def plan_ladder(
             row.skip_reason = "skipped (--skip " + row.key + ")"
         elif row.key in CUDA_ONLY and device_type != "cuda":
             row.skip_reason = f"not applicable on {device_type}: {CUDA_ONLY[row.key]}"
+        elif row.key == "lightning" and not lightning_available():
+            row.skip_reason = INSTALL_HINT
         elif row.key == "tuned_batch" and not tuned:
             row.skip_reason = "no tuned batch sizes in the config: run `speechtrain tune` first or pass --tune"
     return rows
@@ -242,6 +247,9 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
         return "reference"
     if variant.key == "engine":
         return "everything off"
+    if variant.key == "lightning":
+        rec = result.applied.get("lightning") or {}
+        return f"not speechtrain: {rec.get('detail', 'lightning')}"
     if variant.key == "naive_attention":
         n = (result.applied.get("explicit_attention") or {}).get("info", {}).get("modules", 0)
         return f"not the reference: {n} attention modules on the explicit softmax path"
@@ -339,7 +347,7 @@ def run_ladder(
             try:
                 runs[i].append(run_spec(spec, isolate=isolate, execute=execute))
             except RowNotApplicable as exc:
-                errors[i] = f"not applicable: {exc}"
+                errors[i] = str(exc)
                 runs[i].append(None)
             except RunFailed as exc:
                 errors[i] = f"failed: {exc}"

@@ -199,7 +199,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     from speechtrain.bench.baseline import PlainLoop, endless, plain_loader
     from speechtrain.bench.flops import count_flops
     from speechtrain.device import resolve_device
-    from speechtrain.memory.stats import peak_bytes, reset_peak
+    from speechtrain.memory.stats import reset_peak
     from speechtrain.recipes.train import TrainRecipe
 
     cfg = build_config(spec.raw)
@@ -221,7 +221,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         loop = PlainLoop(cfg, task, device, explicit_attention=explicit)
         if explicit:
             if not loop.explicit_attention_modules:
-                raise RowNotApplicable("the model has no attention module with a `use_sdpa` switch")
+                raise RowNotApplicable("not applicable: the model has no attention module with a `use_sdpa` switch")
             applied["explicit_attention"] = {
                 "applied": True,
                 "exact": True,
@@ -235,6 +235,28 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
             loop.zero_grad()
             flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
         step = loop.step
+    elif spec.kind == "lightning":
+        from speechtrain.bench.lightning_row import run_lightning
+        from speechtrain.data.loader import DeviceFeatures
+
+        device = resolve_device(cfg.train.device)
+        reset_peak(device)
+        features = DeviceFeatures(cfg.data, needs)
+        counts, extra = run_lightning(
+            task,
+            plain_loader(cfg, dataset, needs),
+            cfg.optim,
+            device,
+            steps=spec.steps,
+            warmup=spec.warmup,
+            min_seconds=spec.min_seconds,
+            time_limit=spec.time_limit,
+            features=features if features.active else None,
+            progress=progress,
+        )
+        precision = extra.pop("precision")
+        applied.update(extra)
+        return _result(spec, cfg, dataset, None, device, None, precision, applied, counts)
     elif spec.kind == "engine":
         recipe = TrainRecipe(cfg)
         loader = recipe.data_recipe.train_loader(dataset, needs)
@@ -249,10 +271,26 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
             trainer.train_step([batch])
 
     else:
-        raise ValueError(f"unknown run kind {spec.kind!r} (baseline or engine)")
+        raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
     counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds)
     if loader is not None:
         applied.update(_data_record(cfg, loader))
+    return _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
+
+
+def _result(
+    spec: RunSpec,
+    cfg: Config,
+    dataset: Any,
+    loader: Any,
+    device: torch.device,
+    flops_per_frame: float | None,
+    precision: str,
+    applied: dict[str, Any],
+    counts: dict[str, Any],
+) -> RunResult:
+    from speechtrain.memory.stats import peak_bytes
+
     bucketed = spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames
     buckets = loader.num_buckets if bucketed and isinstance(loader, TrainLoader) else 1
     return RunResult(
