@@ -48,6 +48,7 @@ class RunSpec:
     setup_state: str | None = None  # file with the task's modules after Task.setup, shared by the rows
     threads: int | None = None  # torch intra-op threads in the measuring process (None: torch's default)
     families: dict[str, Any] | None = None  # registry.registered_families(): registered again in a child process
+    source_dir: str | None = None  # the config file's folder: a user's 'module:factory' is looked for there too
 
 
 @dataclass

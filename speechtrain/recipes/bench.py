@@ -114,6 +114,7 @@ def run_bench(
                 setup_state=setup_state,
                 threads=row_threads(threads, raw, cores),
                 families=registered_families(),
+                source_dir=str(cfg.source_dir) if cfg.source_dir else None,
             )
             specs.append(None if v.skip_reason else spec)
         rows = run_ladder(
@@ -203,6 +204,8 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     from speechtrain.recipes.train import TrainRecipe
 
     cfg = build_config(spec.raw)
+    if spec.source_dir:
+        cfg._source_dir = Path(spec.source_dir)  # the YAML's folder, lost in the raw dict (own models live there)
     if spec.threads:
         torch.set_num_threads(spec.threads)
     torch.manual_seed(cfg.train.seed)
