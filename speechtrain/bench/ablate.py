@@ -5,17 +5,23 @@ Rows, all on the same model, data and device, measured in one invocation:
 1. ``baseline``: the plain PyTorch loop (:mod:`speechtrain.bench.baseline`) with the model's standard
    attention (``scaled_dot_product_attention``, the families' default): the reference of every ratio.
    ``naive_attention``: the same loop with the explicit softmax(QK^T)V path, listed for reference only.
+   ``lightning``: the same Task in a LightningModule (:mod:`speechtrain.bench.lightning_row`).
 2. ``speechtrain, all off``: our Trainer and loader with every change switched off (fp32,
-   fixed-count random batches, no workers, plain AdamW kernel). Its ratio to the baseline is the
-   engine's own overhead (OOM guard, numerics guard), so the rungs below are not flattered by it.
+   fixed-count random batches, no workers, plain AdamW kernel, glibc's malloc). Its ratio to the
+   baseline is the engine's own overhead (OOM guard, numerics guard), so the rungs below are not
+   flattered by it.
 3. one row per change on top of (2): bucketing, loader settings, precision, TF32 and cuDNN
-   autotune (CUDA), activation checkpointing, compile, channels-last, fused optimizer,
-   tuned per-bucket batch sizes (from ``speechtrain tune``).
+   autotune (CUDA), activation checkpointing, compile, channels-last, fused optimizer, the CPU
+   allocator, tuned per-bucket batch sizes (from ``speechtrain tune``).
 4. ``all``: every setting the hardware recommendation switches on, plus bucketing and the tuned
    batch sizes.
 
-Every row's speed-up is its audio-seconds/s over the baseline's. Whether a change took effect
-comes from the AccelRecords the Trainer wrote (``applied``), never from the switch alone.
+The rows run ``repeat`` passes, interleaved (:func:`run_ladder`); every speed-up is the ratio of a
+row's median audio-seconds/s to the baseline's, with the range of the per-pass ratios and a
+:func:`verdict`. Whether a change took effect comes from the AccelRecords the Trainer wrote
+(``applied``), never from the switch alone. The recipe (:mod:`speechtrain.recipes.bench`) reads the
+Config and builds one :class:`~speechtrain.bench.measure.RunSpec` per row; this module takes the data
+section and the specs.
 """
 
 from __future__ import annotations
