@@ -53,6 +53,11 @@ def test_timed_loop_window_is_at_least_the_steps_and_the_seconds() -> None:
     assert out["steps"] == 5
 
 
+def test_timed_loop_counts_page_faults_of_the_window() -> None:
+    out = timed_loop(lambda b: torch.ones(256, 1024), iter([fake_batch([3])] * 5), steps=4, warmup=1, device="cpu")
+    assert isinstance(out["page_faults"], int) and out["page_faults"] >= 0
+
+
 def test_timed_loop_time_limit_keeps_two_steps() -> None:
     batches = iter([fake_batch([3])] * 10)
     out = timed_loop(lambda b: None, batches, steps=8, warmup=0, device="cpu", time_limit=0.0)

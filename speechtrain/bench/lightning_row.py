@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from speechtrain.bench.measure import RowNotApplicable, _load_average, synchronize
+from speechtrain.bench.measure import RowNotApplicable, _load_average, minor_faults, synchronize
 
 if TYPE_CHECKING:
     from speechtrain.config import OptimConfig
@@ -167,6 +167,7 @@ def _timer_class(L: Any) -> Any:
             self.last_end = 0.0
             self.wait = 0.0
             self.load_before: float | None = None
+            self.faults: int | None = None
             self.totals = {"steps": 0, "samples": 0, "audio_seconds": 0.0, "padded_frames": 0, "real_frames": 0}
             self.seconds = 0.0
             self.cpu_seconds = 0.0
@@ -174,6 +175,7 @@ def _timer_class(L: Any) -> Any:
         def _start(self) -> None:
             synchronize(self.device)
             self.load_before = _load_average()
+            self.faults = minor_faults()
             self.cpu_start = time.process_time()
             self.start = self.last_end = time.perf_counter()
 
@@ -209,6 +211,8 @@ def _timer_class(L: Any) -> Any:
                 synchronize(self.device)
                 self.seconds = time.perf_counter() - self.start
                 self.cpu_seconds = time.process_time() - self.cpu_start
+                after = minor_faults()
+                self.faults = None if after is None or self.faults is None else after - self.faults
                 trainer.should_stop = True
 
         def counts(self) -> dict[str, Any]:
@@ -220,6 +224,7 @@ def _timer_class(L: Any) -> Any:
                 "gpu_busy_fraction": None,
                 "cpu_seconds": self.cpu_seconds,
                 "host_load": max(loads) if loads else None,
+                "page_faults": self.faults,
             }
 
     return WindowTimer

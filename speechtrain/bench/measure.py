@@ -75,6 +75,7 @@ class RunResult:
     host_load: float | None = None  # 1-minute load average around the timed steps (other processes count)
     items_per_batch_limit: float | None = None  # items a batch can hold at most from this data (per bucket)
     threads: int | None = None  # torch intra-op threads the row ran with
+    page_faults: int | None = None  # minor page faults of this process over the timed steps (CPU allocator)
 
     @property
     def steps_per_second(self) -> float:
@@ -104,6 +105,11 @@ class RunResult:
         return self.audio_seconds / self.cpu_seconds if self.cpu_seconds else None
 
     @property
+    def page_faults_per_step(self) -> float | None:
+        """Minor page faults per timed step: what ``accel.cpu_allocator`` lowers on a CPU."""
+        return self.page_faults / self.steps if self.page_faults is not None and self.steps else None
+
+    @property
     def mean_batch_size(self) -> float:
         return self.samples / self.steps if self.steps else 0.0
 
@@ -122,6 +128,8 @@ class RunResult:
             "audio_seconds_per_cpu_second": self.audio_seconds_per_cpu_second,
             "host_load": self.host_load,
             "threads": self.threads,
+            "page_faults": self.page_faults,
+            "page_faults_per_step": self.page_faults_per_step,
             "mean_batch_size": self.mean_batch_size,
             "tuned_batch_size": self.tuned_batch_size,
             "items_per_batch_limit": self.items_per_batch_limit,
@@ -238,6 +246,7 @@ def timed_loop(
     index = getattr(device, "index", None)
     cuda_index = (index or 0) if getattr(device, "type", "") == "cuda" else None
     load_before = _load_average()
+    faults_before = minor_faults()
     with GpuBusySampler(cuda_index) as busy:
         cpu_start = time.process_time()
         start = time.perf_counter()
@@ -263,6 +272,7 @@ def timed_loop(
         synchronize(device)
         seconds = time.perf_counter() - start
         cpu_seconds = time.process_time() - cpu_start
+    faults_after = minor_faults()
     loads = [x for x in (load_before, _load_average()) if x is not None]
     return {
         **counts,
@@ -271,7 +281,17 @@ def timed_loop(
         "gpu_busy_fraction": busy.fraction,
         "cpu_seconds": cpu_seconds,
         "host_load": max(loads) if loads else None,
+        "page_faults": None if faults_before is None or faults_after is None else faults_after - faults_before,
     }
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (None where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # not on every platform
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def _load_average() -> float | None:

@@ -171,16 +171,17 @@ def markdown_table(report: dict[str, Any]) -> str:
     ``speed-up`` is the ratio of medians to the baseline, with the range of the per-pass ratios and
     "inconclusive" when that range crosses 1.0x or is too wide; ``spread`` is the range of the row's
     own audio-s/s over its passes, as a share of its median. On a CPU device two more columns: audio
-    seconds per CPU second of the row's process, and the host's load average while it was timed."""
+    seconds per CPU second of the row's process, the host's load average while it was timed, and the
+    process's minor page faults per timed step (what ``accel.cpu_allocator`` lowers)."""
     runs = report["runs"]
     cpu = report.get("device", {}).get("type") == "cpu"
     base = next((r for r in runs if r.get("key") == "baseline"), None)
     base_peak = base.get("peak_memory_bytes") if base else None
-    extra = " audio-s/CPU-s | load |" if cpu else ""
+    extra = " audio-s/CPU-s | load | faults/step |" if cpu else ""
     header = (
         "| configuration | audio-s/s | speed-up | spread | steps/s | samples/s | peak memory | memory saved "
         "| padding | data wait | GPU busy | MFU |" + extra + " applied? |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if cpu else "") + "---|\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if cpu else "") + "---|\n"
     )
     lines: list[tuple[int, str]] = []
     for r in runs:
@@ -202,11 +203,13 @@ def markdown_table(report: dict[str, Any]) -> str:
         ]
         if cpu:
             per_cpu, load = r.get("audio_seconds_per_cpu_second"), r.get("host_load")
+            faults = r.get("page_faults_per_step")
             cells += ["-" if per_cpu is None else f"{per_cpu:.1f}", "-" if load is None else f"{load:.1f}"]
+            cells.append("-" if faults is None else f"{faults:.0f}")
         cells.append(_cell(r.get("applied_summary", "")))
         lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
-        dashes = " - |" * (13 if cpu else 11)
+        dashes = " - |" * (14 if cpu else 11)
         lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{dashes} {_cell(s['reason'])} |"))
     return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
 
