@@ -45,6 +45,7 @@ BUILT_IN: dict[str, Family] = {
         Family("gpt_tts", "speechtrain.models.gpt_tts", "GPTTTSConfig"),
         Family("cnn_lstm", "speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
         Family("vits", "speechtrain.models.vits", "VITSConfig"),
+        Family("xtts", "speechtrain.models.xtts", "XttsConfig"),
     )
 }
 _added: dict[str, Family] = {}

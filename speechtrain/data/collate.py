@@ -54,8 +54,8 @@ def collate(
     """Pad items (dicts from ``SpeechDataset[i]``) to the longest in the batch.
 
     Keys used when present: ``mel`` (n_mels, T_frames), ``audio`` (T_samples,), ``tokens`` (L,),
-    ``speaker``, ``label``. ``min_frames`` pads every item to at least that many frames (crop mode,
-    so that crop batches have one fixed shape). Returns ``mel`` (B, n_mels, T), ``audio``
+    ``speaker``, ``label``, ``text`` (kept as ``Batch.texts``). ``min_frames`` pads every item to at least
+    that many frames (crop mode, so that crop batches have one fixed shape). Returns ``mel`` (B, n_mels, T), ``audio``
     (B, 1, T * hop), ``tokens`` (B, L) with ``*_lengths``, ``speakers``, ``labels``.
     """
     if not items:
@@ -93,4 +93,5 @@ def collate(
     for key, values in host.items():
         tensors[key] = torch.tensor(values, dtype=torch.long)  # (B,)
     ids = [str(it.get("id", i)) for i, it in enumerate(items)]
-    return Batch(tensors, ids, hop_length, sample_rate, pad_multiple, bucket, host)
+    texts = [str(it.get("text") or "") for it in items] if "text" in first else []
+    return Batch(tensors, ids, hop_length, sample_rate, pad_multiple, bucket, host, texts)

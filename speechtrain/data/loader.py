@@ -167,6 +167,8 @@ class BatchReader(torch.utils.data.Dataset[Batch]):
             )
         out = {k: item[k] for k in self.keys}
         out["id"] = item.get("id", str(index))
+        if "tokens" in self.keys and "text" in item:
+            out["text"] = item["text"]  # the transcript travels with its tokens (Batch.texts)
         return out
 
     def __getitem__(self, key: BatchKey) -> Batch:
@@ -476,7 +478,9 @@ class DeviceFeatures(nn.Module):
         if train and "mel" in tensors and (self.time_masks or self.freq_masks):
             tensors["mel"] = self._spec_augment(tensors["mel"], tensors["mel_lengths"])
         ids = list(batch.ids)
-        return Batch(tensors, ids, batch.hop_length, batch.sample_rate, batch.pad_multiple, batch.bucket, host)
+        return Batch(
+            tensors, ids, batch.hop_length, batch.sample_rate, batch.pad_multiple, batch.bucket, host, list(batch.texts)
+        )
 
     def _add_noise(self, audio: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         # audio: (B, 1, T_samples); per-item signal power over the valid samples only

@@ -47,12 +47,24 @@ def mel_filters(
     return fb
 
 
-class _Holder(nn.Module):
-    """A submodule that only holds one buffer (the layout of torchaudio's Spectrogram / MelScale)."""
+class _Window(nn.Module):
+    """Holds the STFT window as ``window`` (the layout of torchaudio's ``Spectrogram``)."""
 
-    def __init__(self, name: str, value: torch.Tensor, persistent: bool) -> None:
+    window: torch.Tensor
+
+    def __init__(self, value: torch.Tensor, persistent: bool) -> None:
         super().__init__()
-        self.register_buffer(name, value, persistent=persistent)
+        self.register_buffer("window", value, persistent=persistent)
+
+
+class _Filters(nn.Module):
+    """Holds the mel filterbank as ``fb`` (the layout of torchaudio's ``MelScale``)."""
+
+    fb: torch.Tensor
+
+    def __init__(self, value: torch.Tensor, persistent: bool) -> None:
+        super().__init__()
+        self.register_buffer("fb", value, persistent=persistent)
 
 
 class MelSpectrogram(nn.Module):
@@ -77,9 +89,9 @@ class MelSpectrogram(nn.Module):
         super().__init__()
         self.n_fft, self.hop_length, self.win_length, self.n_mels = n_fft, hop_length, win_length, n_mels
         f_max = float(sample_rate // 2) if f_max is None else f_max
-        self.spectrogram = _Holder("window", window_fn(win_length), persistent)
+        self.spectrogram = _Window(window_fn(win_length), persistent)
         fb = mel_filters(n_fft // 2 + 1, f_min, f_max, n_mels, sample_rate, norm)
-        self.mel_scale = _Holder("fb", fb, persistent)
+        self.mel_scale = _Filters(fb, persistent)
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
         if audio.dim() == 3:
@@ -105,7 +117,9 @@ class XttsMel(nn.Module):
 
     Runs in float32 with autocast off (the DVAE's codes must not depend on the training precision)."""
 
-    def __init__(self, n_fft: int, hop_length: int, win_length: int, n_mels: int = 80, sample_rate: int = 22050):
+    def __init__(
+        self, n_fft: int, hop_length: int, win_length: int, n_mels: int = 80, sample_rate: int = 22050
+    ) -> None:
         super().__init__()
         self.mel = MelSpectrogram(sample_rate, n_fft, hop_length, win_length, n_mels, 0.0, 8000.0, norm="slaney")
 
@@ -124,3 +138,16 @@ def dvae_mel(n_mels: int = 80, sample_rate: int = 22050) -> XttsMel:
 def style_mel(n_mels: int = 80, sample_rate: int = 22050) -> XttsMel:
     """The conditioning mel of XTTS-v2's perceiver path (n_fft 2048, hop 256, win 1024)."""
     return XttsMel(2048, 256, 1024, n_mels, sample_rate)
+
+
+class XttsMels(nn.Module):
+    """The two mels XTTS computes from 22050 Hz audio: ``dvae`` (what the DVAE reads) and ``style`` (what the
+    conditioning encoder reads). No state of its own: the filterbanks are rebuilt, the norms are passed in."""
+
+    def __init__(self, n_mels: int = 80, sample_rate: int = 22050) -> None:
+        super().__init__()
+        self.dvae = dvae_mel(n_mels, sample_rate)
+        self.style = style_mel(n_mels, sample_rate)
+
+    def train(self, mode: bool = True) -> XttsMels:
+        return super().train(False)

@@ -21,12 +21,32 @@ import torch
 from speechtrain.models.xtts.config import XttsArch, arch_preset
 
 #: XTTS-v2's languages (config.json ``languages``)
-XTTS_LANGUAGES = ("en", "es", "fr", "de", "it", "pt", "pl", "tr", "ru", "nl", "cs", "ar", "zh-cn", "hu", "ko", "ja", "hi")
+XTTS_LANGUAGES = (
+    "en",
+    "es",
+    "fr",
+    "de",
+    "it",
+    "pt",
+    "pl",
+    "tr",
+    "ru",
+    "nl",
+    "cs",
+    "ar",
+    "zh-cn",
+    "hu",
+    "ko",
+    "ja",
+    "hi",
+)
 # ids of the tags in Coqui's XTTS vocabularies; the last three sit at the end of XTTS-v2's 6681 ids
 _TAG_IDS = {"en": 259, "de": 260, "fr": 262, "ru": 267, "es": 284, "it": 285, "pt": 286, "cs": 293, "pl": 294}
 _TAG_IDS.update({"tr": 295, "nl": 297, "ar": 5022, "zh-cn": 5023, "ja": 5412})
 _LATE_TAGS = ("hu", "ko", "hi")
-_ALPHABET = list("!'(),-./:;?") + list("abcdefghijklmnopqrstuvwxyz") + list("0123456789") + list("àáâãäçèéêëìíîïñòóôõöùúûüßœ")
+_ALPHABET = (
+    list("!'(),-./:;?") + list("abcdefghijklmnopqrstuvwxyz") + list("0123456789") + list("àáâãäçèéêëìíîïñòóôõöùúûüßœ")
+)
 
 
 def synthetic_vocab(num_tokens: int) -> str:

@@ -37,6 +37,9 @@ from torch import nn
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.models.xtts.config import COQUI_ARCH_KEYS, XttsArch
+from speechtrain.models.xtts.dvae import DiscreteVAE
+from speechtrain.models.xtts.gpt import XttsGPT
+from speechtrain.models.xtts.hifigan import HifiDecoder
 from speechtrain.models.xtts.tokenizer import XttsTokenizer, language_tag
 
 log = get_logger(__name__)
@@ -62,6 +65,9 @@ class CoquiState(nn.Module):
     Buffers ``mel_stats`` (model.pth's, used for the conditioning mel at synthesis, as Coqui does) and
     ``mel_norms`` (mel_stats.pth, used for the DVAE and conditioning mels in training, as Coqui's trainer
     does). The rest travels in ``get_extra_state``: plain strings, lists and tensors (weights_only-safe)."""
+
+    mel_stats: torch.Tensor
+    mel_norms: torch.Tensor
 
     def __init__(self, n_mels: int = 80) -> None:
         super().__init__()
@@ -107,9 +113,9 @@ class CoquiState(nn.Module):
 class XttsModules:
     """The four modules of an XTTS model, by the names the task and checkpoints use."""
 
-    gpt: nn.Module
-    hifigan_decoder: nn.Module
-    dvae: nn.Module
+    gpt: XttsGPT
+    hifigan_decoder: HifiDecoder
+    dvae: DiscreteVAE
     coqui: CoquiState
 
     def by_name(self) -> dict[str, nn.Module]:
@@ -118,10 +124,6 @@ class XttsModules:
 
 def build_modules(arch: XttsArch, dropout: float = 0.1) -> XttsModules:
     """Randomly initialised modules of ``arch`` (a loaded checkpoint then overwrites every tensor)."""
-    from speechtrain.models.xtts.dvae import DiscreteVAE
-    from speechtrain.models.xtts.gpt import XttsGPT
-    from speechtrain.models.xtts.hifigan import HifiDecoder
-
     dvae = DiscreteVAE(
         arch.n_mels,
         arch.num_codes,
@@ -164,7 +166,7 @@ def read_config_and_vocab(directory: str | Path) -> CoquiFiles:
     except json.JSONDecodeError as exc:
         raise UserError(f"{d / 'config.json'}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(config, dict) or config.get("model") != "xtts" or not isinstance(config.get("model_args"), dict):
-        raise UserError(f"{d / 'config.json'}: not an XTTS config (needs \"model\": \"xtts\" and \"model_args\")")
+        raise UserError(f'{d / "config.json"}: not an XTTS config (needs "model": "xtts" and "model_args")')
     tokenizer = XttsTokenizer.from_file(d / "vocab.json")
     return CoquiFiles(d, config, config_json, tokenizer.json, tokenizer, arch_from_config(config, tokenizer, d))
 
@@ -198,7 +200,9 @@ def _torch_load(path: Path) -> Any:
             f"code when loaded ({str(exc).splitlines()[0]}); re-save it as a plain state dict"
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a readable torch file (truncated or foreign: {str(exc).splitlines()[0]})") from None
+        raise UserError(
+            f"{path}: not a readable torch file (truncated or foreign: {str(exc).splitlines()[0]})"
+        ) from None
 
 
 def _state_dict_of(obj: Any, path: Path, container: str | None) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -281,7 +285,10 @@ class LoadReport:
         return next(f for f in self.files if f.file == name)
 
     def summary(self) -> str:
-        lines = [f"XTTS checkpoint {self.directory}: " + ("every tensor accounted for" if self.ok else f"{self.unaccounted} tensors unaccounted for")]
+        lines = [
+            f"XTTS checkpoint {self.directory}: "
+            + ("every tensor accounted for" if self.ok else f"{self.unaccounted} tensors unaccounted for")
+        ]
         for f in self.files:
             lines += ["  " + line for line in f.lines()]
         lines += [f"  {n}" for n in self.notes]
@@ -320,7 +327,10 @@ def _shape(t: torch.Tensor) -> str:
 def _load_tensors(
     report: FileReport, sd: dict[str, torch.Tensor], targets: dict[str, tuple[nn.Module, str]], file: str
 ) -> tuple[
-    dict[nn.Module, dict[str, torch.Tensor]], list[list[Any]], dict[str, torch.Tensor], list[tuple[str, str, torch.Tensor]]
+    dict[nn.Module, dict[str, torch.Tensor]],
+    list[list[Any]],
+    dict[str, torch.Tensor],
+    list[tuple[str, str, torch.Tensor]],
 ]:
     """Classify the tensors of one file. Returns tensors per module, the layout, kept tensors (copied out of
     the memory-mapped file) and the aliases to check after loading."""
@@ -401,10 +411,8 @@ def load_coqui_weights(directory: str | Path, mods: XttsModules, strict: bool = 
     rows = files.arch.gpt_number_text_tokens
     if mods.gpt.text_embedding.num_embeddings != rows:
         mods.gpt.resize_text_vocab(rows)  # back to the folder's vocabulary (setup may run twice)
-    for file, container, targets in (
-        ("model.pth", "model", model_targets),
-        ("dvae.pth", "model", {k: (mods.dvae, k) for k in mods.dvae.state_dict()}),
-    ):
+    dvae_targets: dict[str, tuple[nn.Module, str]] = {k: (mods.dvae, k) for k in mods.dvae.state_dict()}
+    for file, container, targets in (("model.pth", "model", model_targets), ("dvae.pth", "model", dvae_targets)):
         fr = FileReport(file)
         sd, fr.ignored_entries = _state_dict_of(_torch_load(d / file), d / file, container)
         per_module, layout[file], file_kept, aliases = _load_tensors(fr, sd, targets, file)
@@ -462,7 +470,7 @@ def export_coqui(mods: XttsModules, out_dir: str | Path, language: str | None = 
     if not c.layout:
         raise UserError("this model was not loaded from a Coqui checkpoint folder, so it has no layout to export")
     targets = _model_targets(mods)
-    dvae_targets = {k: (mods.dvae, k) for k in mods.dvae.state_dict()}
+    dvae_targets: dict[str, tuple[nn.Module, str]] = {k: (mods.dvae, k) for k in mods.dvae.state_dict()}
     states = {id(m): m.state_dict() for m in (mods.gpt, mods.hifigan_decoder, mods.dvae, mods.coqui)}
 
     def tensor_of(canon: str, table: dict[str, tuple[nn.Module, str]]) -> torch.Tensor:

@@ -52,6 +52,10 @@ class UpsampledConv(nn.Module):
 class Quantize(nn.Module):
     """Codebook ``embed`` (dim, n_codes) with the EMA buffers ``cluster_size`` and ``embed_avg``."""
 
+    embed: torch.Tensor
+    cluster_size: torch.Tensor
+    embed_avg: torch.Tensor
+
     def __init__(self, dim: int, n_codes: int) -> None:
         super().__init__()
         embed = torch.randn(dim, n_codes)

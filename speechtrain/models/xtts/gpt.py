@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -153,6 +153,10 @@ class GPT2Stack(nn.Module):
         self.h = nn.ModuleList([GPT2Block(width, heads, dropout) for _ in range(layers)])
         self.ln_f = nn.LayerNorm(width, eps=1e-5)
 
+    def blocks(self) -> list[GPT2Block]:
+        """The blocks ``h`` with their type (activation checkpointing may wrap them in place)."""
+        return [cast(GPT2Block, b) for b in self.h]
+
     def forward(
         self, x: torch.Tensor, key_valid: torch.Tensor | None = None, caches: list[LayerCache] | None = None
     ) -> torch.Tensor:
@@ -233,7 +237,7 @@ class AttentionBlock(nn.Module):
         self.attention = QKVAttention(heads)
         self.proj_out = nn.Conv1d(channels, channels, 1)
         nn.init.zeros_(self.proj_out.weight)
-        nn.init.zeros_(self.proj_out.bias)
+        nn.init.zeros_(cast(torch.Tensor, self.proj_out.bias))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x)  # (B, C, T)
@@ -301,16 +305,14 @@ def feed_forward(dim: int, mult: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(dim, 2 * inner), GEGLU(), nn.Linear(inner, dim))
 
 
-class PerceiverLayer(nn.Module):
+class PerceiverLayer(nn.ModuleList):
     """Children ``0`` (attention) and ``1`` (feed-forward), Coqui's ``layers.i.0`` / ``layers.i.1``."""
 
     def __init__(self, dim: int, dim_head: int, heads: int, ff_mult: int) -> None:
-        super().__init__()
-        self.add_module("0", PerceiverAttention(dim, dim_head, heads))
-        self.add_module("1", feed_forward(dim, ff_mult))
+        super().__init__([PerceiverAttention(dim, dim_head, heads), feed_forward(dim, ff_mult)])
 
     def forward(self, latents: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        attn, ff = self._modules["0"], self._modules["1"]
+        attn, ff = self[0], self[1]
         latents = attn(latents, context) + latents
         return ff(latents) + latents  # (B, N, dim)
 
@@ -379,7 +381,7 @@ class XttsGPT(nn.Module):
                 nn.init.normal_(module.weight, std=0.02)
                 if isinstance(module, nn.Linear) and module.bias is not None:
                     nn.init.zeros_(module.bias)
-        for block in self.gpt.h:
+        for block in self.gpt.blocks():
             for proj in (block.attn.c_proj, block.mlp.c_proj):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * layers))
 
@@ -474,7 +476,7 @@ class XttsGPT(nn.Module):
     # -- generation --------------------------------------------------------------------------------
     def _new_caches(self, batch: int, length: int, like: torch.Tensor) -> list[LayerCache]:
         caches = []
-        for block in self.gpt.h:
+        for block in self.gpt.blocks():
             shape = (batch, block.attn.heads, length, block.attn.head_dim)
             caches.append(LayerCache(like.new_empty(shape), like.new_empty(shape)))
         return caches

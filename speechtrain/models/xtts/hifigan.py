@@ -33,7 +33,9 @@ class ResBlock1(nn.Module):
         super().__init__()
 
         def conv(d: int) -> nn.Module:
-            return weight_norm(nn.Conv1d(channels, channels, kernel_size, 1, dilation=d, padding=get_padding(kernel_size, d)))
+            return weight_norm(
+                nn.Conv1d(channels, channels, kernel_size, 1, dilation=d, padding=get_padding(kernel_size, d))
+            )
 
         self.convs1 = nn.ModuleList([conv(d) for d in dilation])
         self.convs2 = nn.ModuleList([conv(1) for _ in dilation])
@@ -64,7 +66,11 @@ class HifiganGenerator(nn.Module):
         self.ups = nn.ModuleList(
             weight_norm(
                 nn.ConvTranspose1d(
-                    upsample_initial_channel // 2**i, upsample_initial_channel // 2 ** (i + 1), k, u, padding=(k - u) // 2
+                    upsample_initial_channel // 2**i,
+                    upsample_initial_channel // 2 ** (i + 1),
+                    k,
+                    u,
+                    padding=(k - u) // 2,
                 )
             )
             for i, (u, k) in enumerate(zip(upsample_rates, upsample_kernel_sizes))
@@ -94,6 +100,8 @@ class HifiganGenerator(nn.Module):
 # -------------------------------------------------------------------------------------- speaker encoder
 class PreEmphasis(nn.Module):
     """y[t] = x[t] - coefficient * x[t - 1] (reflect-padded), ``filter`` buffer as in the checkpoint."""
+
+    filter: torch.Tensor
 
     def __init__(self, coefficient: float = 0.97) -> None:
         super().__init__()
@@ -144,7 +152,11 @@ class ResNetSpeakerEncoder(nn.Module):
     """SE-ResNet with attentive statistics pooling: 16 kHz audio (B, T) -> speaker embedding (B, proj_dim)."""
 
     def __init__(
-        self, input_dim: int = 64, proj_dim: int = 512, layers: list[int] | None = None, filters: list[int] | None = None
+        self,
+        input_dim: int = 64,
+        proj_dim: int = 512,
+        layers: list[int] | None = None,
+        filters: list[int] | None = None,
     ) -> None:
         super().__init__()
         layers = layers or [3, 4, 6, 3]
@@ -218,7 +230,9 @@ class HifiDecoder(nn.Module):
             a.d_vector_dim,
             a.cond_d_vector_in_each_upsampling_layer,
         )
-        self.speaker_encoder = ResNetSpeakerEncoder(a.speaker_input_dim, a.d_vector_dim, a.speaker_layers, a.speaker_num_filters)
+        self.speaker_encoder = ResNetSpeakerEncoder(
+            a.speaker_input_dim, a.d_vector_dim, a.speaker_layers, a.speaker_num_filters
+        )
         self.requires_grad_(False)
         super().train(False)
 
@@ -231,7 +245,9 @@ class HifiDecoder(nn.Module):
         """latents (B, T_codes, width), g (B, d_vector, 1) -> audio (B, 1, T_samples) at output_sample_rate."""
         with torch.autocast(latents.device.type, enabled=False):
             z = F.interpolate(
-                latents.float().transpose(1, 2), scale_factor=[self.code_stride_len / self.output_hop_length], mode="linear"
+                latents.float().transpose(1, 2),
+                scale_factor=[self.code_stride_len / self.output_hop_length],
+                mode="linear",
             )  # (B, width, 4 T_codes)
             if self.output_sample_rate != self.input_sample_rate:
                 z = F.interpolate(z, scale_factor=[self.output_sample_rate / self.input_sample_rate], mode="linear")
