@@ -1,4 +1,4 @@
-"""speechtrain make-dataset OUT --utterances N --seed S [--labelled]"""
+"""speechtrain make-dataset OUT --utterances N --seed S [--labelled | --espeak LANG]"""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--utterances", "-n", type=int, default=200, help="number of utterances (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--labelled", action="store_true", help="also write OUT/classes/<label>/*.wav (4 sound classes)")
+    p.add_argument(
+        "--espeak",
+        metavar="LANG",
+        default=None,
+        help="instead: sentences spoken by espeak-ng in LANG (built-in sentences: am, Amharic); needs espeakng-loader",
+    )
     return p
 
 
@@ -25,6 +31,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {args.utterances}")
+    if args.espeak:
+        if args.labelled:
+            raise UserError("--espeak and --labelled do not go together")
+        from speechtrain.data.espeak import make_espeak_corpus
+
+        out = make_espeak_corpus(args.out, args.espeak, utterances=args.utterances, seed=args.seed)
+        print(f"wrote {args.utterances} utterances spoken by espeak-ng ({args.espeak}) to {out}/metadata.csv and wavs/")
+        print(f"next: speechtrain prepare {out}")
+        return 0
     out = make_demo_corpus(args.out, utterances=args.utterances, seed=args.seed, labelled=args.labelled)
     hours = sum(u.duration for u in plan_demo_corpus(args.utterances, args.seed)) / 3600
     print(f"wrote {args.utterances} utterances ({hours:.3f} h) to {out}/metadata.csv and {out}/wavs/")

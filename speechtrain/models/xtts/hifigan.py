@@ -46,6 +46,15 @@ class ResBlock1(nn.Module):
         return x
 
 
+def _weight_last(conv: nn.Conv1d) -> nn.Conv1d:
+    # Coqui builds conv_pre with weight norm and removes it, which registers `weight` again after `bias`:
+    # the same registration order gives the same state-dict key order as Coqui's checkpoints
+    weight = conv.weight
+    del conv.weight
+    conv.weight = weight
+    return conv
+
+
 class HifiganGenerator(nn.Module):
     """XTTS's HiFi-GAN generator with a global speaker condition (``cond_layer``, ``conds``)."""
 
@@ -62,7 +71,7 @@ class HifiganGenerator(nn.Module):
     ) -> None:
         super().__init__()
         self.num_kernels = len(resblock_kernel_sizes)
-        self.conv_pre = nn.Conv1d(in_channels, upsample_initial_channel, 7, 1, padding=3)
+        self.conv_pre = _weight_last(nn.Conv1d(in_channels, upsample_initial_channel, 7, 1, padding=3))
         self.ups = nn.ModuleList(
             weight_norm(
                 nn.ConvTranspose1d(
