@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from speechtrain.models.xtts.config import XttsArch, arch_preset
+from speechtrain.models.xtts.dvae import DiscreteVAE
 
 #: XTTS-v2's languages (config.json ``languages``)
 XTTS_LANGUAGES = (
@@ -110,8 +113,9 @@ def synthetic_vocab(num_tokens: int) -> str:
 
 
 def coqui_config(arch: XttsArch, languages: list[str] | tuple[str, ...] = XTTS_LANGUAGES) -> dict[str, Any]:
-    """A config.json in the shape of Coqui's ``XttsConfig`` (model_args from ``arch``; inference settings
-    at ``XttsConfig``'s defaults); sizes Coqui hard-codes go to ``speechtrain_arch`` when not XTTS-v2's."""
+    """A config.json in the shape of XTTS-v2's published one (model_args from ``arch``, the text start/stop ids
+    left to the vocabulary as there; inference settings as published); sizes Coqui hard-codes go to
+    ``speechtrain_arch`` when they are not XTTS-v2's."""
     model_args: dict[str, Any] = {
         "gpt_batch_size": 1,
         "enable_redaction": False,
@@ -122,6 +126,8 @@ def coqui_config(arch: XttsArch, languages: list[str] | tuple[str, ...] = XTTS_L
         "num_chars": 255,
         "tokenizer_file": "",
         **arch.coqui_model_args(),
+        "gpt_start_text_token": None,
+        "gpt_stop_text_token": None,
         "gpt_use_masking_gt_prompt_approach": True,
         "duration_const": 102400,
     }
@@ -131,15 +137,15 @@ def coqui_config(arch: XttsArch, languages: list[str] | tuple[str, ...] = XTTS_L
         "audio": {"sample_rate": arch.input_sample_rate, "output_sample_rate": arch.output_sample_rate},
         "model_dir": None,
         "languages": list(languages),
-        "temperature": 0.85,
+        "temperature": 0.75,
         "length_penalty": 1.0,
-        "repetition_penalty": 2.0,
+        "repetition_penalty": 5.0,
         "top_k": 50,
         "top_p": 0.85,
         "num_gpt_outputs": 1,
-        "gpt_cond_len": 12,
+        "gpt_cond_len": 30,
         "gpt_cond_chunk_len": 4,
-        "max_ref_len": 10,
+        "max_ref_len": 30,
         "sound_norm_refs": False,
     }
     extras = arch.speechtrain_extras()
@@ -184,17 +190,49 @@ def write_random_checkpoint(
         torch.manual_seed(seed)
         mods = build_modules(arch)
         mel_stats = torch.rand(arch.n_mels) * 4 + 1  # per-band log-mel scales, positive
-        with torch.no_grad():  # a trained-looking DVAE codebook: EMA buffers consistent with it
-            mods.dvae.codebook.embed_avg.copy_(mods.dvae.codebook.embed)
-            mods.dvae.codebook.cluster_size.fill_(1.0)
+        calibrate_codebook(mods.dvae, mel_stats, arch)
     model: dict[str, torch.Tensor] = {"mel_stats": mel_stats}
     for prefix, module in (("gpt.", mods.gpt), ("hifigan_decoder.", mods.hifigan_decoder)):
         for key, tensor in module.state_dict().items():
             name = prefix + key
             model[_legacy_weight_norm(name) if weight_norm_names == "legacy" else name] = tensor
-    torch.save({"model": model}, out / "model.pth")
-    torch.save(mods.dvae.state_dict(), out / "dvae.pth")
-    torch.save(mel_stats.clone(), out / "mel_stats.pth")
-    (out / "vocab.json").write_text(vocab_json, encoding="utf-8")
-    (out / "config.json").write_text(json.dumps(coqui_config(arch), indent=4) + "\n", encoding="utf-8")
+    # each file is written beside its final name and moved in place, model.pth last (its presence is what
+    # says "a checkpoint is here"), so that a reader never sees a half-written folder
+    config_json = json.dumps(coqui_config(arch), indent=4) + "\n"
+    writes: list[tuple[str, Any]] = [
+        ("dvae.pth", lambda f: torch.save(mods.dvae.state_dict(), f)),
+        ("mel_stats.pth", lambda f: torch.save(mel_stats.clone(), f)),
+        ("vocab.json", lambda f: Path(f).write_text(vocab_json, encoding="utf-8")),
+        ("config.json", lambda f: Path(f).write_text(config_json, encoding="utf-8")),
+        ("model.pth", lambda f: torch.save({"model": model}, f)),
+    ]
+    for name, write in writes:
+        tmp = out / f".{name}.tmp{os.getpid()}"
+        write(tmp)
+        os.replace(tmp, out / name)
     return out
+
+
+@torch.no_grad()
+def calibrate_codebook(dvae: DiscreteVAE, mel_stats: torch.Tensor, arch: XttsArch, seconds: float = 12.0) -> None:
+    """Make a random DVAE's codebook look trained: its entries become encoder outputs of speech-like audio
+    (the demo voice, :func:`speechtrain.data.demo.synthesize_text`), drawn with replacement and jittered, so
+    that speech maps onto many codes rather than the few a random codebook catches. EMA buffers follow."""
+    from speechtrain.data.demo import plan_demo_corpus, synthesize_text
+    from speechtrain.models.xtts.audio import dvae_mel
+
+    pieces, total = [], 0
+    for utt in plan_demo_corpus(64, seed=1):
+        pieces.append(synthesize_text(utt.text).astype(np.float32) / 32767.0)
+        total += pieces[-1].size
+        if total >= seconds * arch.input_sample_rate:
+            break
+    audio = torch.from_numpy(np.concatenate(pieces))[None, None]  # (1, 1, T_samples)
+    mel = dvae_mel(arch.n_mels, arch.input_sample_rate)(audio, mel_stats)  # (1, n_mels, T_frames)
+    latents = dvae.encoder(mel)[0].T  # (T_codes, codebook_dim)
+    pick = torch.randint(0, latents.shape[0], (arch.num_codes,))
+    entries = latents[pick] + 0.05 * latents.std() * torch.randn(arch.num_codes, latents.shape[1])
+    book = dvae.codebook
+    book.embed.copy_(entries.T)  # (codebook_dim, n_codes)
+    book.embed_avg.copy_(book.embed)
+    book.cluster_size.fill_(1.0)

@@ -485,8 +485,9 @@ def export_coqui(mods: XttsModules, out_dir: str | Path, language: str | None = 
             if kind in ("param", "alias"):
                 canon = ref.removeprefix("xtts.")
                 memo = (canon, dtype)
-                if memo not in cast:  # one tensor per source, so aliases share storage as in the original
-                    cast[memo] = tensor_of(canon, table).detach().to("cpu", getattr(torch, dtype)).clone()
+                if memo not in cast:  # one tensor per source, so aliases share storage as in the original;
+                    # no copy when it is already a CPU tensor of that dtype (a real-size export stays light)
+                    cast[memo] = tensor_of(canon, table).detach().to("cpu", getattr(torch, dtype))
                 sd[key] = cast[memo]
                 written.add(canon)
             elif kind == "constant":
@@ -500,7 +501,7 @@ def export_coqui(mods: XttsModules, out_dir: str | Path, language: str | None = 
         prefix = "xtts." if any(k.startswith("xtts.") for k in sd) else ""
         for canon in table:  # tensors the folder lacked (strict_load=false): written under their own names
             if canon not in written:
-                sd[prefix + canon if file == "model.pth" else canon] = tensor_of(canon, table).detach().cpu().clone()
+                sd[prefix + canon if file == "model.pth" else canon] = tensor_of(canon, table).detach().cpu()
         torch.save({"model": sd} if file == "model.pth" else sd, out / file)
     (_, _, _, dtype), *_ = c.layout["mel_stats.pth"]
     torch.save(c.mel_norms.detach().to("cpu", getattr(torch, dtype)).clone(), out / "mel_stats.pth")

@@ -204,7 +204,9 @@ class XttsConfig(ModelSection):
         "(a new language's script); off: such text is a data error.",
     )
     extra_tokens: list[str] = Field(
-        default_factory=list, description="More tokens to add to the vocabulary (e.g. a G2P's phoneme symbols)."
+        default_factory=list,
+        description="More tokens to add to the vocabulary: a token (e.g. a G2P's phoneme symbol) or a code-point "
+        "range 'U+1200..U+137C' (every assigned character in it: a script the eval texts may need).",
     )
     new_token_init: Literal["mean", "normal"] = Field(
         "mean",

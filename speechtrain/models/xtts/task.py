@@ -42,7 +42,7 @@ from speechtrain.models.xtts.checkpoint import (
     read_config_and_vocab,
 )
 from speechtrain.models.xtts.gpt import IGNORE_INDEX, SamplingSettings
-from speechtrain.models.xtts.tokenizer import XttsTokenizer, load_front_end
+from speechtrain.models.xtts.tokenizer import XttsTokenizer, expand_tokens, load_front_end
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ class XttsTask(Task):
         and head. Returns the tokens added (none when the vocabulary already covers them)."""
         m = self.model_cfg
         tok = self._tok()
-        need: list[str] = list(m.extra_tokens)
+        need: list[str] = expand_tokens(m.extra_tokens)
         if m.add_transcript_chars:
             seen: set[str] = set()
             for text in texts:
@@ -254,10 +254,11 @@ class XttsTask(Task):
         return tokens.to(dev, non_blocking=True), lengths.to(dev, non_blocking=True), longest
 
     def _conditioning_clips(self, batch: Batch) -> tuple[torch.Tensor, list[tuple[int, int]]]:
-        """Per item a clip of its own audio (Coqui's ``get_prompt_slice``): random length in
-        [min, max]_conditioning_length, random start in training (the start in evaluation); an utterance
-        shorter than the length gives its first half. Returns (B, 1, longest clip) zero-padded and the
-        (start, end) samples of each clip. Host-side draws from torch's RNG (saved with the run)."""
+        """Per item a clip of its own audio, as Coqui's ``get_prompt_slice``: in training a random length in
+        [min, max]_conditioning_length at a random start, in evaluation the middle length from the start; an
+        utterance shorter than the length gives its first half. Zero-padded to max_conditioning_length (the
+        perceiver sees that padding in Coqui's training too). Returns (B, 1, max_conditioning_length) and
+        the (start, end) samples of each clip. Host-side draws from torch's RNG (saved with the run)."""
         m = self.model_cfg
         audio = batch["audio"]  # (B, 1, T_samples)
         training = self.mods.gpt.training
@@ -266,13 +267,12 @@ class XttsTask(Task):
             if training:
                 length = int(torch.randint(m.min_conditioning_length, m.max_conditioning_length + 1, ()).item())
             else:
-                length = m.max_conditioning_length
+                length = (m.min_conditioning_length + m.max_conditioning_length) // 2
             if n < length:
                 length = max(n // 2, 1)
             start = int(torch.randint(0, n - length + 1, ()).item()) if training else 0
             spans.append((start, start + length))
-        longest = max(e - s for s, e in spans)
-        clips = audio.new_zeros(audio.shape[0], 1, longest)
+        clips = audio.new_zeros(audio.shape[0], 1, m.max_conditioning_length)
         for i, (s, e) in enumerate(spans):
             clips[i, :, : e - s] = audio[i, :, s:e]
         return clips, spans

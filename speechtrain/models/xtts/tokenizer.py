@@ -31,6 +31,7 @@ from speechtrain.errors import UserError
 
 SPECIALS = ("[STOP]", "[UNK]", "[SPACE]", "[START]")
 _TAG = re.compile(r"^\[([a-z]{2,3}(?:-[a-z]+)?)\]$")
+_RANGE = re.compile(r"^U\+([0-9A-Fa-f]{4,6})\.\.U\+([0-9A-Fa-f]{4,6})$")
 _SPACES = re.compile(r"\s+")
 
 FrontEnd = Callable[[str, str], str]
@@ -52,6 +53,23 @@ def language_tag(language: str) -> str:
     """Coqui's tag for a language code: region dropped, ``zh`` -> ``zh-cn``."""
     lang = language.split("-")[0].lower()
     return "zh-cn" if lang == "zh" else lang
+
+
+def expand_tokens(specs: Iterable[str]) -> list[str]:
+    """Tokens as ``model.extra_tokens`` lists them: a token as it is, or ``U+XXXX..U+YYYY``, every assigned
+    character of that code-point range (e.g. ``U+1200..U+137C``: the Ethiopic syllables, marks,
+    punctuation and digits), in code-point order."""
+    out: list[str] = []
+    for spec in specs:
+        m = _RANGE.match(spec.strip())
+        if m is None:
+            out.append(spec)
+            continue
+        first, last = int(m.group(1), 16), int(m.group(2), 16)
+        if first > last:
+            raise UserError(f"model.extra_tokens: '{spec}' runs backwards (write U+first..U+last)")
+        out += [chr(c) for c in range(first, last + 1) if unicodedata.category(chr(c)) != "Cn"]
+    return out
 
 
 # ------------------------------------------------------------------------------------------ front ends
