@@ -78,7 +78,7 @@ def load_modules(model: XttsConfig) -> tuple[XttsModules, LoadReport | None]:
         write_random_checkpoint(folder, model.random_checkpoint, seed=model.random_seed)
     if folder is not None and (folder / "model.pth").is_file():
         files = read_config_and_vocab(folder)
-        mods = build_modules(files.arch, model.dropout)
+        mods = build_modules(files.arch, model.dropout, init=not model.strict_load)  # strict: all overwritten
         report = load_coqui_weights(folder, mods, strict=model.strict_load)
         model.arch = files.arch
         return mods, report
