@@ -284,3 +284,62 @@ def test_sampling_processors_follow_huggingface_order() -> None:
     # penalty: 2.0 -> 1.0, -1.0 -> -2.0; temperature: x2; top-k 3 keeps 2.0, 2.0, 1.0; top-p 0.9 of those
     assert torch.isinf(out[0, 3]) and torch.isinf(out[0, 4])
     assert out[0, 0] == out[0, 1] == 2.0 and (out[0, 2] == 1.0 or torch.isinf(out[0, 2]))
+
+
+# ---------------------------------------------------------------------------------------- end to end
+@pytest.mark.slow
+def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tiny CPU recipe on an Amharic corpus spoken by espeak-ng, through the CLI: the audio CE falls, the
+    transcripts meet no unknown token, synthesize with a reference clip writes speech-length audio, export
+    writes a Coqui folder that loads strictly with the run's GPT (grown vocabulary, [am] added)."""
+    pytest.importorskip("espeakng_loader")
+    import soundfile as sf
+
+    from speechtrain.cli.main import main
+    from speechtrain.data.espeak import make_espeak_corpus
+    from speechtrain.recipes.inference import load_task
+    from speechtrain.train.metrics import read_metrics
+
+    corpus = make_espeak_corpus(tmp_path / "am", "am", utterances=16, seed=0)
+    run, base = tmp_path / "run", tmp_path / "base"
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "xtts_finetune_tiny.yaml"
+    steps = 48  # fewer: the stop code comes too early (16 steps: 0.18 s for a 2.1 s sentence)
+    args = [
+        f"data.manifest={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"model.checkpoint_dir={base}",
+        f"train.output_dir={run}",
+        f"train.max_steps={steps}",
+        "train.log_every=1",
+        f"train.eval_every={steps}",
+        f"train.save_every={steps}",
+        "train.device=cpu",
+    ]
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--config", str(recipe), *args]) == 0
+    ce = [r["audio_ce"] for r in read_metrics(run)]
+    assert len(ce) == steps and sum(ce[-4:]) / 4 < sum(ce[:4]) / 4 - 0.3  # it learns the corpus's codes
+
+    _, task = load_task(run, device="cpu")
+    tok = task._tok()
+    assert tok.has_language("am") and "[am]" in task.mods.coqui.added_tokens
+    texts = [line.split("|")[1] for line in (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines()]
+    assert all(tok.unk_id not in task.text_ids(t, "am") for t in texts)
+
+    ref = sorted((corpus / "wavs").glob("*.wav"))[0]  # the first sentence, spoken by espeak-ng
+    wav = tmp_path / "out.wav"
+    cli = ["synthesize", str(run), "--text", texts[0], "--speaker-wav", str(ref), "--language", "am"]
+    assert main([*cli, "--out", str(wav), "--seed", "0", "--max-seconds", "6", "--device", "cpu"]) == 0
+    audio, rate = sf.read(wav)
+    spoken = sf.info(ref).duration
+    assert rate == 24000 and 0.4 * spoken < audio.size / rate < 2.5 * spoken and float(abs(audio).max()) > 0
+
+    out = tmp_path / "exported"
+    assert main(["export", str(run), str(out)]) == 0
+    config = json.loads((out / "config.json").read_text())
+    assert "am" in config["languages"] and config["model_args"]["gpt_number_text_tokens"] == tok.num_tokens
+    again, report = _tiny_mods(out)  # strict: every tensor accounted for
+    assert report.ok and report.unaccounted == 0
+    for key, value in task.mods.gpt.state_dict().items():
+        assert torch.equal(again.gpt.state_dict()[key], value), key
+    assert not (tmp_path / "runs").exists()  # loading the run wrote no random folder where it ran

@@ -69,11 +69,12 @@ def load_modules(model: XttsConfig) -> tuple[XttsModules, LoadReport | None]:
     when ``random_checkpoint`` asks), else of ``model.arch`` with their init (a run's checkpoint fills them).
 
     The folder's sizes are stored in ``model.arch`` so that the run's ``config.yaml`` rebuilds the model
-    without the folder."""
+    without the folder (a run loaded from another working directory does not write a random folder there)."""
     from speechtrain.models.xtts.build import write_random_checkpoint
 
     folder = Path(model.checkpoint_dir) if model.checkpoint_dir else None
-    if folder is not None and model.random_checkpoint != "off" and not (folder / "model.pth").is_file():
+    first_build = model.arch is None  # a run's config.yaml has the sizes: its checkpoint holds every tensor
+    if first_build and folder is not None and model.random_checkpoint != "off" and not (folder / "model.pth").is_file():
         log.info("writing a random-weights %s XTTS checkpoint to %s", model.random_checkpoint, folder)
         write_random_checkpoint(folder, model.random_checkpoint, seed=model.random_seed)
     if folder is not None and (folder / "model.pth").is_file():
