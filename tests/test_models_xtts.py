@@ -53,6 +53,18 @@ def test_modules_at_xtts_v2_sizes_have_coquis_keys_shapes_and_parameter_count() 
     assert _params(mods.dvae) == counts["dvae"]
 
 
+def test_tiny_coqui_preset_keeps_what_coqui_hard_codes_at_xtts_v2_size() -> None:
+    """Coqui's Xtts builds the conditioning encoder, perceiver, HiFi-GAN decoder and speaker encoder at fixed
+    sizes: a folder it can load (scripts/check_coqui_parity.py) must have them; only the GPT sizes of
+    config.json and the DVAE (not in Xtts) may be small."""
+    from speechtrain.models.xtts.config import COQUI_ARCH_KEYS, XttsArch
+
+    tiny, full = arch_preset("tiny_coqui"), XttsArch()
+    differ = {k for k in XttsArch.model_fields if getattr(tiny, k) != getattr(full, k)}
+    assert differ and all(k in COQUI_ARCH_KEYS or k.startswith("dvae_") for k in differ), differ
+    assert tiny.gpt_n_model_channels <= 64 and tiny.gpt_layers <= 2
+
+
 def _same_files(a: Path, b: Path) -> None:
     """Every tensor of every file equal bit for bit, same keys in the same order, same dtypes; JSON equal."""
     for name in ("model.pth", "dvae.pth"):

@@ -156,11 +156,29 @@ ARCH_PRESETS: dict[str, dict[str, Any]] = {
         "dvae_codebook_dim": 16,
         "dvae_num_resnet_blocks": 1,
     },
+    # the GPT sizes Coqui reads from config.json at tiny values, everything Coqui hard-codes (conditioning
+    # encoder, perceiver, HiFi-GAN decoder, speaker encoder) at XTTS-v2's: a folder Coqui's own Xtts loads
+    # (scripts/check_coqui_parity.py); the DVAE (not in Xtts, only in Coqui's trainer) stays tiny
+    "tiny_coqui": {
+        "gpt_layers": 2,
+        "gpt_n_model_channels": 64,
+        "gpt_n_heads": 4,
+        "gpt_num_audio_tokens": 66,
+        "gpt_start_audio_token": 64,
+        "gpt_stop_audio_token": 65,
+        "gpt_max_audio_tokens": 300,
+        "gpt_max_text_tokens": 250,
+        "gpt_max_prompt_tokens": 8,
+        "decoder_input_dim": 64,
+        "dvae_hidden_dim": 16,
+        "dvae_codebook_dim": 16,
+        "dvae_num_resnet_blocks": 1,
+    },
 }
 
 
 def arch_preset(name: str) -> XttsArch:
-    """The sizes of a preset (``xtts_v2`` or ``tiny``)."""
+    """The sizes of a preset (``xtts_v2``, ``tiny`` or ``tiny_coqui``)."""
     if name not in ARCH_PRESETS:
         raise ValueError(f"unknown XTTS size preset '{name}' (presets: {', '.join(ARCH_PRESETS)})")
     return XttsArch(**ARCH_PRESETS[name])
@@ -178,10 +196,11 @@ class XttsConfig(ModelSection):
     checkpoint_dir: str | None = Field(
         None, description="Coqui XTTS-v2 checkpoint folder (model.pth, dvae.pth, mel_stats.pth, vocab.json, ...)."
     )
-    random_checkpoint: Literal["off", "tiny", "xtts_v2"] = Field(
+    random_checkpoint: Literal["off", "tiny", "tiny_coqui", "xtts_v2"] = Field(
         "off",
         description="Write a random-weights Coqui-layout checkpoint of this size into checkpoint_dir when it has "
-        "no model.pth (rehearsals/tests only; a real fine-tune points at a downloaded XTTS-v2).",
+        "no model.pth (rehearsals/tests only; a real fine-tune points at a downloaded XTTS-v2). tiny_coqui: a "
+        "tiny GPT with the parts Coqui hard-codes at XTTS-v2 size, so that Coqui's own Xtts loads its export.",
     )
     random_seed: int = Field(0, description="Seed of the random checkpoint's weights.")
     strict_load: bool = Field(

@@ -427,9 +427,8 @@ class XttsTask(Task):
                 repetition_penalty=repetition_penalty,
                 length_penalty=length_penalty,
             )
-            codes, latents = self.mods.gpt.generate(cond_latents, tokens, settings, limit, generator)
-            if codes.numel() and int(codes[-1]) == a.gpt_stop_audio_token:  # host sync once: drop the stop code
-                latents = latents[:, :-1]
+            # the latents of every code, the stop code's included, as Coqui's Xtts.inference decodes them
+            _, latents = self.mods.gpt.generate(cond_latents, tokens, settings, limit, generator)
             if latents.shape[1] == 0:
                 return np.zeros(0, dtype=np.float32)
             wav = self.mods.hifigan_decoder(latents, speaker)  # (1, 1, T_samples) at output_sample_rate
