@@ -346,6 +346,13 @@ def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monke
     spoken = sf.info(ref).duration
     assert rate == 24000 and 0.4 * spoken < audio.size / rate < 2.5 * spoken and float(abs(audio).max()) > 0
 
+    sentences = tmp_path / "texts.txt"
+    sentences.write_text("\n".join(texts[:2]) + "\n", encoding="utf-8")
+    rtf_args = ["--texts", str(sentences), "--speaker-wav", str(ref), "--language", "am", "--warmup", "0"]
+    assert main(["rtf", str(run), *rtf_args, "--device", "cpu", "--json", str(tmp_path / "rtf.json")]) == 0
+    rtf = json.loads((tmp_path / "rtf.json").read_text())
+    assert rtf["model"] == "xtts" and len(rtf["items"]) == 2 and rtf["rtf"] > 0 and rtf["audio_seconds"] > 0.4
+
     out = tmp_path / "exported"
     assert main(["export", str(run), str(out)]) == 0
     config = json.loads((out / "config.json").read_text())
@@ -355,3 +362,15 @@ def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monke
     for key, value in task.mods.gpt.state_dict().items():
         assert torch.equal(again.gpt.state_dict()[key], value), key
     assert not (tmp_path / "runs").exists()  # loading the run wrote no random folder where it ran
+
+
+def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    from types import SimpleNamespace
+
+    import speechtrain.recipes.inference as inference
+    from speechtrain.cli.main import main
+
+    cfg = SimpleNamespace(model=SimpleNamespace(name="vits"))
+    monkeypatch.setattr(inference, "load_task", lambda *a, **k: (cfg, object()))
+    assert main(["export", "runs/some_vits", "out"]) == 2
+    assert "'vits' run, which has no export format" in capsys.readouterr().err
