@@ -271,7 +271,7 @@ class Trainer:
 
     def resume(self) -> bool:
         """Load the newest loadable checkpoint of ``run_dir``; False if there is none."""
-        found = ckpt.latest(self.run_dir)
+        found = ckpt.latest(self.run_dir, quarantine=self.rank == 0)
         if found is None:
             return False
         self.load_state_dict(found[1])

@@ -1,0 +1,161 @@
+"""Issue 14, at the Trainer level (toy tasks, in-memory batches): what a kill, a full disk, a damaged
+checkpoint or a stray file must not break. Each test names the defect it reproduces."""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from speechtrain.errors import CheckpointError
+from speechtrain.train import checkpoint as ckpt
+from speechtrain.train.metrics import read_metrics
+from tests.test_train_engine import ListLoader, cfg_for, make_batch, trainer_for
+
+
+def _saved(tmp_path: Path, steps: int, keep: int = 5) -> list[Path]:
+    """A run directory with checkpoints at steps 1..``steps``."""
+    tr = trainer_for(cfg_for(f"train.keep_checkpoints={keep}"), run_dir=tmp_path)
+    paths = []
+    for i in range(steps):
+        tr.train_step([make_batch(i, [10, 8])])
+        paths.append(tr.save_checkpoint())
+    return paths
+
+
+# ---------------------------------------------------------------- defect 2: a 0-byte checkpoint
+def test_empty_checkpoint_is_a_clear_error_and_resume_takes_the_previous(tmp_path: Path) -> None:
+    first, second = _saved(tmp_path, 2)
+    second.write_bytes(b"")
+    with pytest.raises(CheckpointError, match="empty file"):
+        ckpt.safe_load(second)
+    tr = trainer_for(cfg_for(), run_dir=tmp_path)
+    assert tr.resume() and tr.step == 1
+
+
+# ---------------------------------------------------------------- defect 12: damaged files
+def test_random_bytes_are_called_unreadable_not_a_pickled_callable(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pt"
+    for seed in range(5):
+        junk.write_bytes(
+            torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(seed)).byte().numpy().tobytes()
+        )
+        with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+            ckpt.safe_load(junk)
+
+
+def _flip_inside_largest_tensor(path: Path) -> None:
+    with zipfile.ZipFile(path) as zf:
+        info = max((i for i in zf.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    raw = bytearray(path.read_bytes())
+    name_len = int.from_bytes(raw[info.header_offset + 26 : info.header_offset + 28], "little")
+    extra_len = int.from_bytes(raw[info.header_offset + 28 : info.header_offset + 30], "little")
+    start = info.header_offset + 30 + name_len + extra_len
+    raw[start + info.file_size // 2] ^= 0x10
+    path.write_bytes(bytes(raw))
+
+
+def test_flipped_byte_in_tensor_data_fails_the_checksum(tmp_path: Path) -> None:
+    first, second = _saved(tmp_path, 2)
+    _flip_inside_largest_tensor(second)
+    with pytest.raises(CheckpointError, match="checksum"):
+        ckpt.safe_load(second)
+    tr = trainer_for(cfg_for(), run_dir=tmp_path)
+    assert tr.resume() and tr.step == 1
+
+
+def test_temporaries_left_by_a_kill_are_cleaned(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    dead = folder / ".step_00000007.pt.tmp-999999999"  # no such process
+    dead.write_bytes(b"PK half")
+    alive = folder / f".step_00000007.pt.tmp-{os.getppid()}"  # a running process may still be writing it
+    alive.write_bytes(b"PK half")
+    _saved(tmp_path, 1)
+    assert not dead.exists() and alive.exists()
+
+
+# ---------------------------------------------------------------- defect 1: pruning around corrupt files
+def test_resume_past_corrupt_newer_checkpoints_never_prunes_the_new_ones(tmp_path: Path) -> None:
+    _saved(tmp_path, 3, keep=2)
+    for step in (9, 10):  # newer-numbered files that do not load (killed saves of an older version, say)
+        (tmp_path / "checkpoints" / f"step_{step:08d}.pt").write_bytes(b"")
+    tr = trainer_for(cfg_for("train.keep_checkpoints=2"), run_dir=tmp_path)
+    assert tr.resume() and tr.step == 3
+    tr.train_step([make_batch(3, [10, 8])])
+    new = tr.save_checkpoint()
+    assert new.exists()  # was deleted right after writing: the corrupt 9 and 10 were "the newest two"
+    tr.train_step([make_batch(4, [10, 8])])
+    tr.save_checkpoint()
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "checkpoints")] == [4, 5]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("*.corrupt")) == [
+        "step_00000009.pt.corrupt",
+        "step_00000010.pt.corrupt",
+    ]
+
+
+def test_prune_goes_by_age_and_keeps_the_checkpoint_just_written(tmp_path: Path) -> None:
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for i, step in enumerate((50, 3, 4)):  # step 50 is the oldest file (a leftover of another run)
+        p = folder / f"step_{step:08d}.pt"
+        p.write_bytes(b"x")
+        os.utime(p, (1000 + i, 1000 + i))
+    new = folder / "step_00000005.pt"
+    new.write_bytes(b"x")
+    os.utime(new, (900, 900))  # even with a clock that went backwards
+    assert sorted(p.name for p in ckpt.prune(folder, 2, protect=new)) == ["step_00000003.pt", "step_00000050.pt"]
+    assert new.exists()
+
+
+# ---------------------------------------------------------------- defect 6: a full disk during a save
+class FullDisk(io.RawIOBase):
+    """A file that takes ``room`` bytes, then fails as a full disk does."""
+
+    def __init__(self, path: Path, room: int) -> None:
+        self.fh, self.room = open(path, "wb"), room  # noqa: SIM115
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # noqa: ANN001
+        if len(b) > self.room:
+            self.fh.write(bytes(b)[: self.room])
+            self.room = 0
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self.room -= len(b)
+        return self.fh.write(b)
+
+    def fileno(self) -> int:
+        return self.fh.fileno()
+
+    def close(self) -> None:
+        self.fh.close()
+        super().close()
+
+
+def test_full_disk_during_a_checkpoint_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (good,) = _saved(tmp_path, 1)
+    tr = trainer_for(cfg_for(), run_dir=tmp_path)
+    assert tr.resume()
+    tr.train_step([make_batch(1, [10, 8])])
+    monkeypatch.setattr(ckpt, "open", lambda path, mode="r": FullDisk(path, 2000), raising=False)
+    with pytest.raises(CheckpointError, match=r"step_00000002\.pt: the disk is full .* GiB free") as info:
+        tr.save_checkpoint()
+    assert "--resume" in str(info.value)
+    assert [p.name for _, p in ckpt.list_checkpoints(tmp_path / "checkpoints")] == [good.name]
+    assert not list((tmp_path / "checkpoints").glob(".*tmp*"))
+    assert ckpt.safe_load(good)["step"] == 1
+
+
+def test_full_disk_during_fit_stops_with_the_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tr = trainer_for(cfg_for("train.max_steps=4", "train.save_every=2"), ListLoader([make_batch(0, [9, 8])]), tmp_path)
+    monkeypatch.setattr(ckpt, "open", lambda path, mode="r": FullDisk(path, 100), raising=False)
+    with pytest.raises(CheckpointError, match="disk is full"):
+        tr.fit()
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
