@@ -412,5 +412,12 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
 
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
-    """Write the resolved config as YAML."""
-    Path(path).write_text(cfg.to_yaml())
+    """Write the resolved config as YAML, atomically (a temporary file renamed over ``path``): a kill or a
+    full disk leaves the previous file whole."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(cfg.to_yaml())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -159,3 +159,101 @@ def test_full_disk_during_fit_stops_with_the_error(tmp_path: Path, monkeypatch: 
     with pytest.raises(CheckpointError, match="disk is full"):
         tr.fit()
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+
+
+# ---------------------------------------------------------------- the recipe with in-memory batches
+def _recipe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *overrides: str, resume: bool = False, **kw):
+    """A TrainRecipe on ``tmp_path`` whose data are fixed in-memory batches (no corpus, no cache)."""
+    from speechtrain.recipes.train import TrainData, TrainRecipe
+
+    loader = ListLoader([make_batch(i, [10, 8, 6]) for i in range(3)])
+    monkeypatch.setattr(TrainRecipe, "build_data", lambda self, task: TrainData(None, loader, None))
+    cfg = cfg_for(f"train.output_dir={tmp_path}", "train.save_every=2", *overrides)
+    return TrainRecipe(cfg, resume=tmp_path if resume else None, **kw)
+
+
+# ---------------------------------------------------------------- defects 1 and 8: a resume that finds nothing
+def test_resume_with_no_loadable_checkpoint_is_an_error_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
+    (only,) = ckpt.list_checkpoints(tmp_path / "checkpoints")
+    only[1].write_bytes(b"")  # the one checkpoint is damaged
+    config_before = (tmp_path / "config.yaml").read_text()
+    metrics_before = (tmp_path / "metrics.jsonl").read_text()
+    with pytest.raises(CheckpointError, match="no loadable checkpoint.*--start-over"):
+        _recipe(tmp_path, monkeypatch, "train.max_steps=4", "optim.lr=0.5", resume=True).run()
+    assert (tmp_path / "config.yaml").read_text() == config_before  # was rewritten before the checks
+    assert (tmp_path / "metrics.jsonl").read_text() == metrics_before
+    assert not list(tmp_path.glob(".*tmp*"))
+    # asked to start over: from step 0, and the old rows are gone
+    _, summary = _recipe(tmp_path, monkeypatch, "train.max_steps=3", resume=True, start_over=True).run()
+    assert summary["steps"] == 3
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+
+
+def test_a_resume_whose_checks_fail_keeps_the_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
+    before = (tmp_path / "config.yaml").read_text()
+    with pytest.raises(Exception, match="does not match"):
+        _recipe(tmp_path, monkeypatch, "train.max_steps=4", "model.channels=8", resume=True).run()
+    assert (tmp_path / "config.yaml").read_text() == before
+
+
+# ---------------------------------------------------------------- defect 3: metrics.jsonl on resume and torn lines
+def test_resume_rewinds_metrics_to_the_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _recipe(tmp_path, monkeypatch, "train.max_steps=5", "train.save_every=2").run()
+    # a kill after step 5's row and before its save (the final save at step 5 removed to mimic it)
+    (tmp_path / "checkpoints" / "step_00000005.pt").unlink()
+    with open(tmp_path / "metrics.jsonl", "a") as fh:
+        fh.write('{"split": "train", "step": 6, "lo')  # and a torn line
+    _recipe(tmp_path, monkeypatch, "train.max_steps=6", resume=True).run()
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_torn_line_does_not_break_reading_or_the_next_row(tmp_path: Path) -> None:
+    # a row, then a write cut short by a full disk or a kill in an earlier process
+    (tmp_path / "metrics.jsonl").write_text('{"split": "train", "step": 1, "loss": 1.0}\n{"split": "train", "st')
+    tr = trainer_for(cfg_for(), ListLoader([make_batch(0, [9, 8])]), tmp_path)
+    tr.metrics.write({"split": "train", "step": 2, "loss": 0.5})
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2]
+
+
+def test_a_metrics_write_on_a_full_disk_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from speechtrain.train import metrics
+
+    tr = trainer_for(cfg_for(), ListLoader([make_batch(0, [9, 8])]), tmp_path)
+    monkeypatch.setattr(metrics, "open", lambda path, mode="r": FullDisk(path, 10), raising=False)
+    with pytest.raises(CheckpointError, match=r"metrics\.jsonl: the disk is full"):
+        tr.metrics.write({"split": "train", "step": 1, "loss": 1.0})
+
+
+# ---------------------------------------------------------------- defect 4: one run per directory
+def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from speechtrain.train.rundir import RunDirInUse, RunLock
+
+    with RunLock(tmp_path):  # a live run holds the directory
+        with pytest.raises(RunDirInUse, match=rf"in use by pid {os.getpid()} on host"):
+            _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
+        assert not (tmp_path / "checkpoints").exists() and not (tmp_path / "config.yaml").exists()
+    _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()  # released: the directory is free again
+    assert not (tmp_path / ".lock").exists()
+
+
+def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
+    from speechtrain.train.rundir import RunLock
+
+    (tmp_path / ".lock").write_text('{"pid": 999999999, "host": "elsewhere", "started": 0}\n')
+    with RunLock(tmp_path) as lock:
+        assert f'"pid": {os.getpid()}' in lock.path.read_text()
+
+
+# ---------------------------------------------------------------- defect 12: only rank 0 writes run files
+def test_ranks_other_than_0_write_no_run_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from speechtrain.recipes import train as train_recipe
+    from speechtrain.train import trainer as trainer_module
+
+    monkeypatch.setattr(train_recipe, "world", lambda: (1, 1))
+    monkeypatch.setattr(trainer_module, "world", lambda: (1, 1))
+    _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -17,6 +17,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     add_config_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR exactly where it stopped")
+    p.add_argument(
+        "--start-over",
+        action="store_true",
+        help="with --resume: when no checkpoint of RUN_DIR loads, train it again from step 0 (else an error)",
+    )
     return p
 
 
@@ -27,8 +32,12 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.config:
             raise UserError("--resume uses the run's own config.yaml; pass changes as key=value, not --config")
-        recipe = TrainRecipe.from_run(args.resume, args.overrides)
-    else:  # --config CFG, or the defaults with key=value overrides
+        recipe = TrainRecipe.from_run(args.resume, args.overrides, start_over=args.start_over)
+    else:
+        if args.start_over:
+            raise UserError(
+                "--start-over goes with --resume RUN_DIR"
+            )  # --config CFG, or the defaults with key=value overrides
         from speechtrain.cli.common import config_from_args
 
         recipe = TrainRecipe(config_from_args(args))

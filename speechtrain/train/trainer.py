@@ -88,10 +88,12 @@ class Trainer:
         self.scalers = {name: self.precision.grad_scaler() for name in self.optimizers}
         self.oom = OOMGuard(oom_guard)
         self.numerics = NumericsGuard(train.nan_fallback_after)
-        self.metrics = MetricsWriter(self.run_dir, train.tensorboard)
+        self.metrics = MetricsWriter(self.run_dir if self.rank == 0 else None, train.tensorboard)  # rank 0 writes
         self.resources = ResourceFields(device, recompile_limit)
         self.evaluator = (
-            None if eval_loader is None else Evaluator(task, eval_loader, train, self.run_dir, self.metrics)
+            None
+            if eval_loader is None
+            else Evaluator(task, eval_loader, train, self.run_dir if self.rank == 0 else None, self.metrics)
         )
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
@@ -270,11 +272,13 @@ class Trainer:
         return ckpt.save_step(self.run_dir, self.state_dict(), self.train.keep_checkpoints, best)
 
     def resume(self) -> bool:
-        """Load the newest loadable checkpoint of ``run_dir``; False if there is none."""
+        """Load the newest loadable checkpoint of ``run_dir`` and rewind ``metrics.jsonl`` to its step (the
+        rows after it are written again); False if there is none."""
         found = ckpt.latest(self.run_dir, quarantine=self.rank == 0)
         if found is None:
             return False
         self.load_state_dict(found[1])
+        self.metrics.rewind(self.step)
         log.info(f"resumed from {found[0]} (step {self.step})")
         return True
 
