@@ -257,3 +257,31 @@ def test_ranks_other_than_0_write_no_run_files(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(trainer_module, "world", lambda: (1, 1))
     _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- defects 2 and 11: inference loading
+def test_inference_skips_a_damaged_best_and_names_a_foreign_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.recipes.inference import load_task
+
+    _recipe(tmp_path, monkeypatch, "train.max_steps=2", "train.save_every=1", "train.keep_checkpoints=2").run()
+    (tmp_path / "best.pt").write_bytes(b"")  # synthesize/rtf/classify: IndexError before
+    _, task = load_task(tmp_path, device="cpu")
+    step2 = ckpt.safe_load(tmp_path / "checkpoints" / "step_00000002.pt")["modules"]
+    for k, v in task.modules()["model"].state_dict().items():
+        assert torch.equal(v, step2["model"][k])
+    (tmp_path / "checkpoints" / "step_00000002.pt").write_bytes(b"PK\x03\x04 cut")
+    _, task = load_task(tmp_path, device="cpu")  # the next newest: step 1
+    for path in ckpt.list_checkpoints(tmp_path / "checkpoints"):
+        path[1].write_bytes(b"")
+    with pytest.raises(CheckpointError, match="none of its 3 checkpoint"):
+        load_task(tmp_path, device="cpu")
+    # a checkpoint of another model, and one with the marker and no modules: KeyError before
+    foreign = {ckpt.FORMAT_KEY: ckpt.FORMAT_VERSION, "modules": {"generator": {}}, "config": {"model": {"name": "x"}}}
+    ckpt.atomic_save(ckpt.with_checksum(foreign), tmp_path / "best.pt")
+    with pytest.raises(CheckpointError, match=r"best\.pt \(saved by a 'x' run\) has no weights for module 'model'"):
+        load_task(tmp_path, device="cpu")
+    ckpt.atomic_save(ckpt.with_checksum({ckpt.FORMAT_KEY: ckpt.FORMAT_VERSION}), tmp_path / "best.pt")
+    with pytest.raises(CheckpointError, match="holds no module weights"):
+        load_task(tmp_path, device="cpu")
