@@ -32,7 +32,9 @@ class ConfigError(UserError, ValueError):
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False
+    )  # inf/NaN in a float setting (optim.lr=.inf) is refused
 
 
 class DataConfig(Section):
@@ -324,20 +326,31 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_yaml(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read a config YAML file; ``extends: other.yaml`` (relative to this file) merges a base first."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {path}" + (f" (extended by {_chain[-1]})" if _chain else ""))
+    resolved = path.resolve()
+    if resolved in _chain:
+        loop = " -> ".join(str(p) for p in (*_chain[_chain.index(resolved) :], resolved))
+        raise ConfigError(f"{path}: 'extends:' loops back to a file that extends it ({loop}); break the loop")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+    try:
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections ({', '.join(SECTIONS)})")
     base = raw.pop("extends", None)
     if base is not None:
-        raw = _deep_merge(read_yaml(path.parent / str(base)), raw)
+        raw = _deep_merge(read_yaml(path.parent / str(base), (*_chain, resolved)), raw)
     return raw
 
 
