@@ -50,3 +50,63 @@ def test_oom_on_one_rank_does_not_hang_and_ranks_stay_in_sync(tmp_path: Path, mo
     assert r0["oom"] == 1 and r1["oom"] == 0
     assert r0["caps"] == {0: 2}
     assert torch.allclose(r0["params"], r1["params"], atol=0)
+
+
+class _SignalAt:
+    """Batches of one rank; sends this process SIGTERM when batch ``at`` is taken (``at`` None: never)."""
+
+    def __init__(self, at: int | None) -> None:
+        from tests.test_train_engine import make_batch
+
+        self.batch, self.at, self.taken = make_batch(3, [9, 8]), at, 0
+        self.notes: list[str] = []
+        self.mean_batch_size, self.epoch = 2.0, 0
+
+    def __iter__(self):
+        import signal
+
+        while True:
+            self.taken += 1
+            if self.taken == self.at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield self.batch
+
+    def state_dict(self) -> dict:
+        return {"taken": self.taken}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.taken = state["taken"]
+
+
+def _stop_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        from tests.test_train_engine import cfg_for, trainer_for
+
+        cfg = cfg_for("train.max_steps=50", "train.save_every=100", "optim.name=sgd")
+        tr = trainer_for(cfg, _SignalAt(3 if rank == 1 else None), Path(out_dir) / "run")
+        summary = tr.fit()
+        torch.save({"step": tr.step, "stopped": summary["stopped"]}, Path(out_dir) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_and_saves(tmp_path: Path, monkeypatch) -> None:
+    """Issue 14, defect 9: a stop on rank 1 left rank 0 dying in its next all-reduce, and saved nothing."""
+    from speechtrain.train import checkpoint as ckpt
+
+    monkeypatch.setenv(
+        "PYTHONPATH", str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    ctx = mp.spawn(_stop_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=240)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "a rank hung"
+    assert all(p.exitcode == 0 for p in ctx.processes)
+    r0, r1 = (torch.load(tmp_path / f"{r}.pt") for r in (0, 1))
+    assert r0["step"] == r1["step"] < 50
+    assert r1["stopped"] == "signal SIGTERM" and r0["stopped"] == "a stop on another rank"
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "run" / "checkpoints")] == [r0["step"]]

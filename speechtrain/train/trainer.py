@@ -299,9 +299,12 @@ class Trainer:
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
-                    late = t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60
-                    if signals.reason is not None or late:
-                        reason = signals.reason or "max_minutes"
+                    late = bool(t.max_minutes) and time.perf_counter() - t_start > (t.max_minutes or 0) * 60
+                    stop = signals.reason is not None or late
+                    if self.world_size > 1:  # agreed: every rank stops at the same step (rank 0 saves)
+                        stop = any_rank(stop, self.device, self.world_size)
+                    if stop:
+                        reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
