@@ -110,3 +110,46 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_and_saves(tmp_pat
     assert r0["step"] == r1["step"] < 50
     assert r1["stopped"] == "signal SIGTERM" and r0["stopped"] == "a stop on another rank"
     assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "run" / "checkpoints")] == [r0["step"]]
+
+
+_JOIN = (
+    "from speechtrain.train.distributed import init_from_env, world\n"
+    "import torch.distributed as dist\n"
+    "assert init_from_env()\n"
+    "print('world', *world())\n"
+    "dist.barrier()\n"
+    "dist.destroy_process_group()\n"
+)
+
+
+def test_a_torchrun_environment_joins_one_process_group(tmp_path: Path) -> None:
+    """Issue 14, defect 4: `torchrun -m speechtrain train` ran N world-size-1 trainings into one directory."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _JOIN], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE
+        )
+        for r in range(2)
+    ]
+    outs = [p.communicate(timeout=240)[0].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert [o.split() for o in outs] == [["world", "0", "2"], ["world", "1", "2"]]
+
+
+def test_world_size_without_a_launcher_is_a_clear_error(monkeypatch) -> None:
+    from speechtrain.errors import UserError
+    from speechtrain.train.distributed import init_from_env
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for key in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(UserError, match="torchrun"):
+        init_from_env()

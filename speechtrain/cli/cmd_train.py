@@ -26,8 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from speechtrain.errors import UserError
     from speechtrain.recipes.train import TrainRecipe
+    from speechtrain.train.distributed import init_from_env, world
 
     if args.resume:
         if args.config:
@@ -41,6 +44,12 @@ def run(args: argparse.Namespace) -> int:
         from speechtrain.cli.common import config_from_args
 
         recipe = TrainRecipe(config_from_args(args))
-    run_dir, summary = recipe.run()
-    print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
+    joined = init_from_env()  # under torchrun: one run over N ranks, not N runs in one directory
+    try:
+        run_dir, summary = recipe.run()
+    finally:
+        if joined:
+            torch.distributed.destroy_process_group()
+    if world()[0] == 0:
+        print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
     return 0
