@@ -194,6 +194,11 @@ class TrainConfig(Section):
     nan_fallback_after: int = Field(
         3, gt=0, description="Non-finite steps in a row under fp16 before reloading and switching precision."
     )
+    oom_single_utterance: Literal["skip", "stop"] = Field(
+        "skip",
+        description="An utterance that runs out of memory on its own: skip it for the rest of the run and "
+        "report it (skip), or stop with the fix (stop).",
+    )
     progress: bool = Field(True, description="Show a progress bar.")
     tensorboard: bool = Field(True, description="Write TensorBoard events (needs the tensorboard package).")
 

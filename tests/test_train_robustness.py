@@ -285,3 +285,36 @@ def test_inference_skips_a_damaged_best_and_names_a_foreign_checkpoint(
     ckpt.atomic_save(ckpt.with_checksum({ckpt.FORMAT_KEY: ckpt.FORMAT_VERSION}), tmp_path / "best.pt")
     with pytest.raises(CheckpointError, match="holds no module weights"):
         load_task(tmp_path, device="cpu")
+
+
+# ---------------------------------------------------------------- defect 7: one utterance that does not fit alone
+def test_an_utterance_that_runs_out_of_memory_alone_is_skipped_and_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.memory.oom import INJECT_ENV
+
+    monkeypatch.setenv(INJECT_ENV, "20")  # a 30-frame utterance never fits, an 8-frame one does
+    tr = trainer_for(cfg_for(), run_dir=tmp_path)
+    out = tr.train_step([make_batch(0, [30, 8])])  # stopped the run before
+    assert tr.step == 1 and bool(torch.isfinite(out["loss"]))
+    assert tr.oom.skipped == {"u0_0": 30} and tr.bucket_caps == {}  # the halvings it caused are undone
+    assert [e["event"] for e in tr.oom.take_events()] == ["oom_recovered", "oom_skipped"]
+    tr.save_checkpoint()
+    again = trainer_for(cfg_for(), run_dir=tmp_path)
+    assert again.resume() and again.oom.skipped == {"u0_0": 30}  # resuming does not repeat it
+    recoveries = again.oom_recoveries
+    before = {k: v.clone() for k, v in again.modules["model"].state_dict().items()}
+    again.train_step([make_batch(0, [30])])  # a batch of it alone: a step without an update
+    assert again.step == 2 and again.oom_recoveries == recoveries
+    assert all(torch.equal(v, again.modules["model"].state_dict()[k]) for k, v in before.items())
+
+
+def test_a_run_over_only_unfittable_utterances_logs_and_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.memory.oom import INJECT_ENV
+
+    monkeypatch.setenv(INJECT_ENV, "20")
+    tr = trainer_for(cfg_for("train.max_steps=3"), ListLoader([make_batch(0, [30]), make_batch(1, [9, 8])]), tmp_path)
+    assert tr.fit()["steps"] == 3
+    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
