@@ -32,7 +32,9 @@ class ConfigError(UserError, ValueError):
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False
+    )  # inf/NaN in a float setting (optim.lr=.inf) is refused
 
 
 class DataConfig(Section):
@@ -192,6 +194,11 @@ class TrainConfig(Section):
     nan_fallback_after: int = Field(
         3, gt=0, description="Non-finite steps in a row under fp16 before reloading and switching precision."
     )
+    oom_single_utterance: Literal["skip", "stop"] = Field(
+        "skip",
+        description="An utterance that runs out of memory on its own: skip it for the rest of the run and "
+        "report it (skip), or stop with the fix (stop).",
+    )
     progress: bool = Field(True, description="Show a progress bar.")
     tensorboard: bool = Field(True, description="Write TensorBoard events (needs the tensorboard package).")
 
@@ -324,20 +331,31 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_yaml(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read a config YAML file; ``extends: other.yaml`` (relative to this file) merges a base first."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {path}" + (f" (extended by {_chain[-1]})" if _chain else ""))
+    resolved = path.resolve()
+    if resolved in _chain:
+        loop = " -> ".join(str(p) for p in (*_chain[_chain.index(resolved) :], resolved))
+        raise ConfigError(f"{path}: 'extends:' loops back to a file that extends it ({loop}); break the loop")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+    try:
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections ({', '.join(SECTIONS)})")
     base = raw.pop("extends", None)
     if base is not None:
-        raw = _deep_merge(read_yaml(path.parent / str(base)), raw)
+        raw = _deep_merge(read_yaml(path.parent / str(base), (*_chain, resolved)), raw)
     return raw
 
 
@@ -412,5 +430,12 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
 
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
-    """Write the resolved config as YAML."""
-    Path(path).write_text(cfg.to_yaml())
+    """Write the resolved config as YAML, atomically (a temporary file renamed over ``path``): a kill or a
+    full disk leaves the previous file whole."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(cfg.to_yaml())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from speechtrain.data.features import MelSettings
-from speechtrain.data.store import CachedItem, FeatureStore, audio_path, mel_path
+from speechtrain.data.store import CachedItem, FeatureStore, ReaderLease, audio_path, mel_path
 from speechtrain.data.text import Tokenizer
+from speechtrain.errors import DataError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
@@ -59,6 +60,7 @@ class SpeechDataset:
         self.labels = list(labels)
         self.tokenizer = Tokenizer(lowercase=lowercase)
         self._items = list(items)
+        self._lease: ReaderLease | None = None  # held while this dataset (or a subset of it) is alive
         self.ids: list[str] = [it.id for it in self._items]
         self.frames = np.asarray([it.frames for it in self._items], dtype=np.int64)  # mel frames per item
         self.durations = self.frames.astype(np.float64) * self.hop_length / self.sample_rate
@@ -75,7 +77,14 @@ class SpeechDataset:
     ) -> SpeechDataset:
         """Open ``split`` (``train`` or ``eval``) of a prepared store (DataError when missing or stale)."""
         part = store.open_split(split, require_text)
-        return cls(
+        lease = store.lease(part.items)  # a prepare run meanwhile keeps these feature files
+        gone = [it.id for it in part.items if not store.has_features(it.key, it.audio_key)]
+        if gone:  # removed between reading the index and taking the lease
+            raise DataError(
+                f"feature files of {len(gone)} item(s) (e.g. '{gone[0]}') were removed while the dataset was "
+                f"opened: a `speechtrain prepare` ran on {store.root} at the same time; run again"
+            )
+        ds = cls(
             part.items,
             store.root,
             store.mel,
@@ -84,6 +93,8 @@ class SpeechDataset:
             lowercase=store.settings.lowercase,
             fields=fields,
         )
+        ds._lease = lease
+        return ds
 
     @classmethod
     def from_config(cls, data: DataConfig, split: str = "train", fields: Sequence[str] = FIELDS) -> SpeechDataset:
@@ -114,7 +125,7 @@ class SpeechDataset:
         return out
 
     def _like(self, items: Sequence[CachedItem], fields: Sequence[str]) -> SpeechDataset:
-        return SpeechDataset(
+        ds = SpeechDataset(
             items,
             self.root,
             self.mel_settings,
@@ -123,6 +134,8 @@ class SpeechDataset:
             lowercase=self.tokenizer.lowercase,
             fields=fields,
         )
+        ds._lease = self._lease  # the subset reads the same files
+        return ds
 
     def with_fields(self, fields: Sequence[str]) -> SpeechDataset:
         """The same items, reading other fields."""

@@ -395,6 +395,7 @@ def build_train_loader(
     sampler = BucketBatchSampler.from_config(
         data, dataset.frames, seed=seed, ids=getattr(dataset, "ids", None), rank=rank, world_size=world_size
     )
+    sampler.replan_changed_data = True  # a resume after a data filter changed (data.max_duration) re-plans the epoch
     if sampler.usable.size == 0:
         raise DataError("every utterance was skipped by the sampler: " + "; ".join(sampler.report.lines()))
     reader = BatchReader(dataset, item_keys(data, needs), data.pad_multiple, data.crop_frames)

@@ -25,6 +25,8 @@ from typing import Any
 from speechtrain.errors import DataError
 
 AUDIO_EXTENSIONS = (".wav", ".flac", ".ogg", ".oga", ".aiff", ".aif")
+#: audio a folder dataset does not read: reported (unreadable_audio) instead of passed over in silence
+OTHER_AUDIO_EXTENSIONS = (".mp3", ".m4a", ".aac", ".wma", ".opus", ".webm", ".mp4", ".amr", ".ape", ".wv")
 FORMATS = ("ljspeech", "jsonl", "folder")
 
 
@@ -287,6 +289,17 @@ def _read_folder(root: Path) -> tuple[list[Entry], list[Problem]]:
     for f in sorted(root.iterdir()):
         if _is_audio(f):
             problems.append(Problem("malformed_line", "audio directly under ROOT has no <label>/ folder", where=str(f)))
+    for d in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for f in sorted(p for p in d.rglob("*") if p.suffix.lower() in OTHER_AUDIO_EXTENSIONS and not _hidden(p, d)):
+            problems.append(
+                Problem(
+                    "unreadable_audio",
+                    f"'{f.suffix}' files are not read in a folder dataset (it reads {', '.join(AUDIO_EXTENSIONS)}): "
+                    f"convert it, e.g. ffmpeg -i '{f.name}' '{f.with_suffix('.wav').name}'",
+                    id=f.relative_to(root).with_suffix("").as_posix(),
+                    where=str(f),
+                )
+            )
     for d in _label_dirs(root):
         for f in sorted(p for p in d.rglob("*") if _is_audio(p) and not _hidden(p, d)):
             rel = f.relative_to(root).with_suffix("").as_posix()

@@ -65,6 +65,7 @@ class PrepareReport:
     workers: int = 1
     seconds: float = 0.0
     up_to_date: bool = False
+    clipped: dict[str, int] = field(default_factory=dict)  # id -> samples beyond [-1, 1] clipped (float files)
 
     @property
     def skipped(self) -> dict[str, list[str]]:
@@ -97,6 +98,7 @@ class PrepareReport:
             "cache": {"reused": self.reused, "computed": self.computed, "removed_stale": self.removed_stale},
             "workers": self.workers,
             "seconds": self.seconds,
+            "clipped": self.clipped,
         }
 
     def summary(self, max_listed: int = 20) -> str:
@@ -116,6 +118,9 @@ class PrepareReport:
         lines.append(f"converted {self.resampled} resampled, {self.downmixed} downmixed to mono")
         if self.empty_text_kept:
             lines.append(f"note      {self.empty_text_kept} kept items have empty text (fine for vocoders/classifiers)")
+        if self.clipped:
+            ids = ", ".join(list(self.clipped)[:5]) + (" ..." if len(self.clipped) > 5 else "")
+            lines.append(f"clipped   {len(self.clipped)} float file(s) beyond [-1, 1] stored clipped: {ids}")
         lines.append(
             f"cache     {self.cache_dir}: reused {self.reused}, computed {self.computed}"
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
@@ -174,6 +179,7 @@ class FeatureResult:
     frames: int  # mel frames
     samples: int  # stored audio samples
     problem: tuple[str, str] | None = None  # (reason, detail)
+    clipped: int = 0  # samples beyond [-1, 1] (a float file) clipped to full scale in the stored int16 audio
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,18 @@ def prepare_dataset(
         report.reused = len(kept_keys - set(todo))
         computed, report.workers = _compute_all(todo, workers, progress)
         report.computed = sum(1 for r in computed.values() if r.problem is None)
+        for plan in plans:
+            for c in plan.kept:
+                found = computed.get(store.feature_keys(c.entry.audio_path, c.sig)[0])
+                if found is not None and found.problem is None and found.clipped:
+                    report.clipped[c.entry.id] = found.clipped
+        if report.clipped:
+            first = next(iter(report.clipped))
+            log.warning(
+                f"warning: {len(report.clipped)} file(s) hold float samples beyond [-1, 1], clipped to full scale "
+                f"in the cache (e.g. '{first}': {report.clipped[first]} samples); scale them down (peak-normalise) "
+                f"and prepare again to keep their waveform"
+            )
         lengths = _Lengths(computed, [p.previous for p in plans if p.previous is not None], store)
 
         indexes: dict[Role, CacheIndex] = {}
@@ -379,8 +397,9 @@ def _init_worker() -> None:
     torch.set_num_threads(1)  # one process per core; torch threads would oversubscribe
 
 
-def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.ndarray]:
-    """``(mel float32 (n_mels, T_frames), audio int16 (T_frames * hop_length,))`` of one file.
+def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(mel float32 (n_mels, T_frames), audio int16 (T_frames * hop_length,), clipped)`` of one file;
+    ``clipped``: samples beyond [-1, 1] (float files can hold them) stored at full scale.
 
     The log-mel is computed from the stored int16 audio, so on-device features of the cached audio
     equal the cached mel. Raises :class:`speechtrain.data.audio.AudioProblem`.
@@ -392,8 +411,10 @@ def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.
     frames = wave.shape[0] // hop
     if frames < 1:
         raise AudioProblem("too_short", f"{wave.shape[0]} samples, less than one hop ({hop})")
-    pcm = np.round(np.clip(wave[: frames * hop], -1.0, 1.0) * 32767.0).astype(np.int16)
-    return mel_of_pcm(pcm, mel), pcm
+    wave = wave[: frames * hop]
+    clipped = int(np.count_nonzero(np.abs(wave) > 1.0))
+    pcm = np.round(np.clip(wave, -1.0, 1.0) * 32767.0).astype(np.int16)
+    return mel_of_pcm(pcm, mel), pcm, clipped
 
 
 def mel_of_pcm(pcm: np.ndarray, mel: MelSettings) -> np.ndarray:
@@ -420,14 +441,15 @@ def _compute_one(task: FeatureTask) -> tuple[str, FeatureResult]:
     root = Path(task.root)
     try:
         audio_out = audio_path(root, task.audio_key)
+        clipped = 0
         if audio_out.is_file():
             pcm = np.load(audio_out)
             mel = mel_of_pcm(pcm, task.mel)
         else:
-            mel, pcm = compute_features(task.audio_file, task.mel)
+            mel, pcm, clipped = compute_features(task.audio_file, task.mel)
             _save_npy(audio_out, pcm)
         _save_npy(mel_path(root, task.mel_key), mel)  # written last: its presence marks the item complete
-        return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]))
+        return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]), clipped=clipped)
     except AudioProblem as exc:
         return task.mel_key, FeatureResult(0, 0, (exc.reason, exc.detail))
     except Exception as exc:

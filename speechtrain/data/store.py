@@ -9,11 +9,15 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
     <root>/features/<kk>/<mel_key>.mel.npy       float32 (n_mels, T_frames)
     <root>/features/<kk>/<audio_key>.audio.npy   int16 (T_frames * hop_length,)
     <root>/.lock                                 held while preparing
+    <root>/leases/<pid>-<n>.keys                 the feature keys an open dataset reads (a reader lease)
 
 A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
 n_fft, win_length, hop_length, n_mels, fmin, fmax); an audio key the same file facts with sample_rate
 and hop_length only. A changed file or setting gets new keys and is recomputed (a mel-only setting
-from the stored audio) while everything else is reused; files no index refers to are removed.
+from the stored audio) while everything else is reused; files that no index and no live reader lease
+refers to are removed. A :class:`ReaderLease` is an ``flock``-held file listing the keys an open
+dataset reads (a training, say): a ``prepare`` run meanwhile never deletes them, and a lease whose
+process is gone (its lock dropped by the kernel) is removed by the next garbage collection.
 Switching between settings (an 80-mel vocoder and a 64-mel classifier on the same data) keeps both.
 
 The store owns the two rules that prepare and the dataset share: :meth:`FeatureStore.stale_reason`
@@ -374,12 +378,14 @@ class FeatureStore:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     def collect_garbage(self) -> int:
-        """Delete feature files that no readable index under the root refers to; returns how many."""
+        """Delete feature files that no readable index under the root and no live reader lease refers to;
+        returns how many."""
         keep: set[str] = set()
         for path in self.root.glob("*/index-*.json"):
             index = CacheIndex.read(path)
             if index is not None:
                 keep |= index.feature_keys()
+        keep |= live_lease_keys(self.root)
         removed = 0
         for f in (self.root / "features").glob("*/*.npy"):
             if f.name.split(".", 1)[0] not in keep:
@@ -387,6 +393,10 @@ class FeatureStore:
                     f.unlink()
                     removed += 1
         return removed
+
+    def lease(self, items: Sequence[CachedItem]) -> ReaderLease | None:
+        """A reader lease on the feature files of ``items`` (None where ``fcntl`` is missing)."""
+        return ReaderLease.take(self.root, {k for it in items for k in (it.key, it.audio_key)})
 
     # ------------------------------------------------------------------ the two shared rules
     def stale_reason(self, ref: ManifestRef, require_text: bool | None, index: CacheIndex | None = None) -> str | None:
@@ -456,6 +466,85 @@ class FeatureStore:
         if role == Role.EVAL and Role.EVAL in refs:
             eval_index = self.open_index(refs[Role.EVAL], require_text)
         return self.split_items(role, train, eval_index)
+
+
+class ReaderLease:
+    """Held while a dataset reads ``keys``: ``<root>/leases/<pid>-<n>.keys``, one key a line, under an
+    exclusive ``flock`` for the life of this object (dropped by the kernel if the process dies). Taken
+    by renaming a locked temporary file into place, so garbage collection never sees it unlocked."""
+
+    _count = 0
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self._pid = path, os.getpid()
+        self._fd: int | None = fd
+
+    @classmethod
+    def take(cls, root: Path, keys: set[str]) -> ReaderLease | None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return None
+        folder = root / "leases"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            cls._count += 1
+            path = folder / f"{os.getpid()}-{cls._count}.keys"
+            tmp = folder / f".{path.name}.tmp"
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError:
+            return None  # a read-only cache: nothing can delete its files either
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, "".join(k + "\n" for k in sorted(keys)).encode())
+            os.replace(tmp, path)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return None
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Give the lease back (only in the process that took it: forked loader workers inherit it)."""
+        if self._fd is None or os.getpid() != self._pid:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+    def __getstate__(self) -> dict[str, Any]:  # a spawned worker does not hold the lease; its parent does
+        return {"path": self.path, "_fd": None, "_pid": -1}
+
+
+def live_lease_keys(root: Path) -> set[str]:
+    """The keys of the live reader leases under ``root``; stale leases (their process gone) are removed."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return set()
+    keys: set[str] = set()
+    for path in (root / "leases").glob("*.keys"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: a live reader
+                keys |= set(path.read_text().split())
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()  # nobody holds it: its process is gone
+        finally:
+            os.close(fd)
+    return keys
 
 
 def _mtime(path: Path) -> float:
