@@ -128,7 +128,9 @@ def test_losses() -> None:
 
 
 def test_stages_with_and_without_cache() -> None:
-    task = tiny_task()
+    # MelGAN's MSD: at this width the power iteration of HiFi-GAN's spectral-normed first scale still moves
+    # its weights by ~5e-5 per training-mode call, more than the 1e-5 this test allows between two calls
+    task = tiny_task("model.scale_discriminator=melgan_msd")
     batch = crop_batch(task)
     specs = task.optimizer_specs()
     assert [s.name for s in specs] == ["disc", "gen"]
