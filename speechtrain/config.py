@@ -127,6 +127,15 @@ class OptimConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
     muon_lr: float = Field(0.02, gt=0, description="Muon learning rate for 2-D hidden weights.")
     muon_momentum: float = Field(0.95, ge=0, lt=1, description="Muon momentum.")
+    muon_variant: Literal["torch", "singingvocoders"] = Field(
+        "torch",
+        description="Muon's parameter rule and update scale: torch (lr x sqrt(max(1, rows/cols)), heads and "
+        "vectors to AdamW) or singingvocoders (their Muon_AdamW: lr x sqrt(max(rows, cols)), every >=2-D "
+        "tensor but embeddings and weight-norm magnitudes).",
+    )
+    muon_weight_decay: float | None = Field(
+        None, ge=0, description="Weight decay of the Muon part (None: weight_decay, which the AdamW part uses)."
+    )
     implementation: Literal["auto", "fused", "foreach", "for_loop"] = Field(
         "auto", description="AdamW kernel: fused on CUDA, foreach elsewhere (auto)."
     )
