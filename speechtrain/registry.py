@@ -17,6 +17,7 @@ MODELS: dict[str, tuple[str, str]] = {
     "toy": ("speechtrain.testing.toy", "ToyConfig"),
     "toy_gan": ("speechtrain.testing.toy", "ToyGANConfig"),
     "hifigan": ("speechtrain.models.hifigan", "HiFiGANConfig"),
+    "nsf_hifigan": ("speechtrain.models.nsf_hifigan", "NSFHiFiGANConfig"),
     "gpt_tts": ("speechtrain.models.gpt_tts", "GPTTTSConfig"),
     "cnn_lstm": ("speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
     "vits": ("speechtrain.models.vits", "VITSConfig"),

@@ -76,13 +76,16 @@ class HiFiGANTask(Task):
         self.n_mels = int(data_cfg.n_mels)
         self.hop_length = int(data_cfg.hop_length)
         self.sample_rate = int(data_cfg.sample_rate)
-        self.generator = build_generator(model_cfg, self.n_mels)
+        self.generator = self._build_generator(model_cfg, data_cfg)
         self.discriminators = build_discriminators(model_cfg)
         d = data_cfg
         # the loss mel: the data's mel settings up to model.fmax_for_loss (None: full band, as the reference)
         self.mel_fn = LogMel(
             d.sample_rate, d.n_fft, d.win_length, d.hop_length, d.n_mels, d.fmin, model_cfg.fmax_for_loss
         )
+
+    def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
+        return build_generator(model_cfg, int(data_cfg.n_mels))
 
     # --- Task protocol -------------------------------------------------------------------------
     def needs(self) -> Needs:

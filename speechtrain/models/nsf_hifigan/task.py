@@ -1,0 +1,160 @@
+"""NSF-HiFiGAN as a Task: HiFi-GAN's two stages (``disc``, ``gen``) on crops of (mel, f0, audio).
+
+f0 source, in order: the batch's ``f0`` (B, T_frames) when the data pipeline provides it (with an optional
+``voiced`` mask, else ``f0 > 0``); otherwise, the interim path, f0 is extracted from the batch's own audio
+crop with ``model.f0_method`` (``yin`` runs batched on the device). Either way f0 frame ``i`` is measured at
+the centre of hop ``i`` of the crop (:mod:`speechtrain.audio.pitch`), the frame mel column ``i`` covers, so
+f0, mel and audio stay aligned; the few frames at each crop edge are measured partly on padding.
+Unvoiced frames are filled log-linearly (``model.f0_interpolate``) and f0 is kept below the source's
+Nyquist frequency.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from speechtrain.audio.pitch import extract_f0, interpolate_unvoiced, yin_f0
+from speechtrain.config import ConfigError
+from speechtrain.data.batch import Batch
+from speechtrain.errors import UserError
+from speechtrain.models.hifigan.task import HiFiGANTask
+from speechtrain.models.nsf_hifigan.model import NSFGenerator
+
+
+def build_nsf_generator(model_cfg: Any, n_mels: int, sample_rate: int) -> NSFGenerator:
+    """The generator described by a :class:`~speechtrain.models.nsf_hifigan.config.NSFHiFiGANConfig`."""
+    m = model_cfg
+    return NSFGenerator(
+        n_mels,
+        sample_rate,
+        m.upsample_initial_channel,
+        list(m.upsample_rates),
+        list(m.upsample_kernel_sizes),
+        list(m.resblock_kernel_sizes),
+        [list(d) for d in m.resblock_dilation_sizes],
+        resblock=m.resblock,
+        mini_nsf=m.mini_nsf,
+        harmonic_num=m.harmonic_num,
+        sine_amp=m.sine_amp,
+        noise_std=m.noise_std,
+        voiced_threshold=m.voiced_threshold,
+        noise_sigma=m.noise_sigma,
+    )
+
+
+class NSFHiFiGANTask(HiFiGANTask):
+    """Mel + f0 -> waveform GAN vocoder. Headline: ``mel_l1``, as HiFi-GAN."""
+
+    def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
+        return build_nsf_generator(model_cfg, int(data_cfg.n_mels), int(data_cfg.sample_rate))
+
+    # --- f0 ------------------------------------------------------------------------------------
+    def f0_from_audio(self, audio: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """``(f0, voiced)`` (T_frames,) of one 1-D signal at the run's sample rate, with the run's extractor."""
+        m = self.cfg
+        return extract_f0(audio, self.sample_rate, self.hop_length, m.f0_method, m.f0_min, m.f0_max)
+
+    def batch_f0(self, batch: Batch) -> torch.Tensor:
+        """The source f0 (B, T_frames) of a batch: its ``f0`` if present, else extracted from its audio."""
+        n_frames = int(batch["mel"].shape[-1])
+        if "f0" in batch:
+            f0 = batch["f0"].float()  # (B, T_frames)
+            voiced = batch.get("voiced")
+        else:
+            f0, voiced = self._extract(batch["audio"], n_frames)
+        if f0.shape[-1] != n_frames:
+            raise ValueError(f"batch f0 has {f0.shape[-1]} frames, its mel {n_frames}: one f0 per mel frame")
+        return self.prepare_f0(f0, voiced)
+
+    def prepare_f0(self, f0: torch.Tensor, voiced: torch.Tensor | None = None) -> torch.Tensor:
+        """Unvoiced gaps filled (``model.f0_interpolate``), kept below the source's Nyquist frequency."""
+        if self.cfg.f0_interpolate:
+            f0 = interpolate_unvoiced(f0, voiced)
+        elif voiced is not None:
+            f0 = torch.where(voiced.bool(), f0, torch.zeros_like(f0))
+        return f0.clamp(max=0.49 * self.generator.source_rate)
+
+    @torch.no_grad()
+    def _extract(self, audio: torch.Tensor, n_frames: int) -> tuple[torch.Tensor, torch.Tensor]:
+        m = self.cfg
+        if m.f0_method == "yin":
+            with torch.autocast(audio.device.type, enabled=False):
+                return yin_f0(audio, self.sample_rate, self.hop_length, m.f0_min, m.f0_max, n_frames=n_frames)
+        rows = audio.reshape(audio.shape[0], -1).float().cpu().numpy()  # host copy: Praat runs on the CPU
+        pairs = [
+            extract_f0(r, self.sample_rate, self.hop_length, m.f0_method, m.f0_min, m.f0_max, n_frames=n_frames)
+            for r in rows
+        ]
+        f0 = torch.from_numpy(np.stack([p[0] for p in pairs])).to(audio.device)
+        voiced = torch.from_numpy(np.stack([p[1] for p in pairs])).to(audio.device)
+        return f0, voiced
+
+    # --- stages and inference ------------------------------------------------------------------
+    def _generate(self, batch: Batch) -> torch.Tensor:
+        return self.generator(batch["mel"], self.batch_f0(batch))  # (B, 1, T_frames * hop)
+
+    @torch.no_grad()
+    def vocode(self, mel: torch.Tensor | np.ndarray, f0: torch.Tensor | np.ndarray | None = None) -> np.ndarray:
+        """Waveform(s) for log-mel(s) ``(n_mels, T_frames)`` with ``f0`` ``(T_frames,)`` in Hz (0 = unvoiced),
+        or a batch ``(B, n_mels, T)`` with ``(B, T)``; float32 numpy in [-1, 1]. An f0 up to 2 frames longer or
+        shorter than the mel is trimmed or edge-padded; shift f0 (x 2^(n/12)) to change the pitch."""
+        if f0 is None:
+            raise UserError(
+                "vocode: an NSF vocoder needs f0 (Hz per mel frame): pass f0=..., e.g. from "
+                "task.f0_from_audio(wav) or a .npy file (speechtrain vocode RUN --f0 F0.npy)"
+            )
+        x = torch.as_tensor(np.asarray(mel) if not isinstance(mel, torch.Tensor) else mel).float()
+        f = torch.as_tensor(np.asarray(f0) if not isinstance(f0, torch.Tensor) else f0).float()
+        single = x.dim() == 2
+        if single:
+            x, f = x.unsqueeze(0), f.reshape(1, -1)
+        if x.dim() != 3 or x.shape[1] != self.n_mels:
+            raise UserError(
+                f"vocode: expected a log-mel (n_mels={self.n_mels}, T) or (B, {self.n_mels}, T), got {tuple(x.shape)}"
+            )
+        if f.dim() != 2 or f.shape[0] != x.shape[0]:
+            raise UserError(f"vocode: f0 of shape {tuple(f.shape)} does not match the mel batch {tuple(x.shape)}")
+        f = _fit_frames(f, x.shape[-1])
+        if not torch.isfinite(f).all() or (f < 0).any():
+            raise UserError("vocode: f0 must be finite and >= 0 Hz (0 = unvoiced)")
+        device = next(self.generator.parameters()).device
+        was_training = self.generator.training
+        self.generator.eval()
+        try:
+            f = self.prepare_f0(f.to(device), f.to(device) > 0)
+            y = self.generator(x.to(device), f).squeeze(1).float().cpu().numpy()  # (B, T_samples); host copy
+        finally:
+            self.generator.train(was_training)
+        return y[0] if single else y
+
+
+def _fit_frames(f0: torch.Tensor, n_frames: int) -> torch.Tensor:
+    """f0 (B, T) trimmed or edge-padded to ``n_frames`` when it is off by at most 2 frames."""
+    diff = n_frames - f0.shape[-1]
+    if abs(diff) > 2:
+        raise UserError(
+            f"vocode: f0 has {f0.shape[-1]} frames but the mel has {n_frames}; give one f0 per mel frame "
+            f"(T_samples // hop_length values, measured at the centre of each hop)"
+        )
+    if diff > 0:
+        return torch.cat([f0, f0[:, -1:].expand(-1, diff)], dim=-1)
+    return f0[:, :n_frames]
+
+
+def build_task(cfg: Any) -> NSFHiFiGANTask:
+    """Build the NSF-HiFiGAN task; the generator's total upsampling must equal ``data.hop_length``."""
+    up = math.prod(cfg.model.upsample_rates)
+    if up != cfg.data.hop_length:
+        raise ConfigError(
+            f"model.upsample_rates {list(cfg.model.upsample_rates)} upsample by {up} but data.hop_length is "
+            f"{cfg.data.hop_length}: make their product equal the hop length"
+        )
+    nyquist = cfg.data.sample_rate / 2
+    if cfg.model.f0_max >= nyquist:
+        raise ConfigError(f"model.f0_max ({cfg.model.f0_max} Hz) must be below the Nyquist frequency ({nyquist} Hz)")
+    return NSFHiFiGANTask(cfg.model, cfg.data)
