@@ -34,11 +34,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (tuned-batch rung)")
     args = p.parse_args(argv)
 
-    from speechtrain.bench import run_bench
     from speechtrain.bench.report import write_json, write_markdown, write_plot
-    from speechtrain.cli.cmd_demo import find_recipe
     from speechtrain.config import load_config, read_yaml
     from speechtrain.data.demo import make_demo_corpus
+    from speechtrain.recipes.bench import run_bench
+    from speechtrain.recipes.common import find_recipe
 
     data = Path(args.data)
     if not (data / "metadata.csv").is_file():

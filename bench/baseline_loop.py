@@ -28,10 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from speechtrain.bench.baseline import PadCollate
-    from speechtrain.bench.measure import load_train_dataset
     from speechtrain.config import load_config
     from speechtrain.device import resolve_device
-    from speechtrain.registry import build_task
+    from speechtrain.recipes import build_task
+    from speechtrain.recipes.bench import load_train_dataset
 
     cfg = load_config(args.config, args.overrides)
     torch.manual_seed(cfg.train.seed)

@@ -37,8 +37,8 @@ def _dataset(cfg: Any, data: str | None, fake: int, fields: tuple[str, ...]) -> 
         from speechtrain.data.dataset import SpeechDataset
         from speechtrain.data.prepare import ensure_prepared
 
-        ensure_prepared(cfg, progress=False)
-        return SpeechDataset.from_config(cfg, "train", fields=fields)
+        ensure_prepared(cfg.data, progress=False)
+        return SpeechDataset.from_config(cfg.data, "train", fields=fields)
     from speechtrain.testing.datasets import fake_dataset
 
     return fake_dataset(fake, min_frames=50, max_frames=400, fields=fields)
@@ -48,9 +48,9 @@ def run_case(cfg: Any, data: str | None, fake: int, needs: Any, batches: int, de
     """Time ``batches`` batches through the loader (+ DeviceFeatures on ``device``)."""
     from speechtrain.data.loader import DeviceFeatures, build_train_loader, dataset_fields
 
-    ds = _dataset(cfg, data, fake, dataset_fields(cfg, needs))
-    loader = build_train_loader(cfg, ds, needs, rank=0, world_size=1)
-    features = DeviceFeatures(cfg, needs).to(device).train()
+    ds = _dataset(cfg, data, fake, dataset_fields(cfg.data, needs))
+    loader = build_train_loader(cfg.data, ds, needs, seed=cfg.train.seed, rank=0, world_size=1)
+    features = DeviceFeatures(cfg.data, needs).to(device).train()
     it = iter(loader)
     start = time.perf_counter()
     first = next(it)  # worker start-up and first batch

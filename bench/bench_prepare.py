@@ -40,7 +40,7 @@ def main() -> None:
         ):
             cfg = load_config(None, [f"data.manifest={corpus}", f"data.cache_dir={tmp / cache}"])
             start = time.perf_counter()
-            report = prepare_dataset(cfg, workers=workers, progress=False)
+            report = prepare_dataset(cfg.data, workers=workers, progress=False)
             wall = time.perf_counter() - start
             rows.append((label, report, wall))
         base = rows[0][2]

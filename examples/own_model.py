@@ -52,7 +52,8 @@ class DenoiseTask(Task):
         return {"loss": loss, "l1": loss.detach()}
 
 
-def build_task(cfg: Any) -> Task:
-    """Factory named in the config; extra model.* keys arrive unchecked in cfg.model."""
-    extra = cfg.model.model_extra or {}
-    return DenoiseTask(cfg.data.n_mels, int(extra.get("hidden", 64)), float(extra.get("noise", 0.5)))
+def build_task(model: Any, data: Any) -> Task:
+    """Factory named in the config, called with the model section (your extra keys, unchecked, in
+    ``model.model_extra``) and the data section (``speechtrain.config.DataConfig``)."""
+    extra = model.model_extra or {}
+    return DenoiseTask(data.n_mels, int(extra.get("hidden", 64)), float(extra.get("noise", 0.5)))

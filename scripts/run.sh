@@ -12,7 +12,7 @@ install() {
     echo "[setup] installing torch (CPU build 2.13.0)"
     "$PY" -m pip install -q "torch==2.13.0"
   fi
-  if ! "$PY" -c 'import speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib' 2>/dev/null \
+  if ! "$PY" -c 'import speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy, gradio, gradio_client, playwright' 2>/dev/null \
      || [ pyproject.toml -nt .speechtrain_installed ]; then
     echo "[setup] installing speechtrain and its dev tools"
     "$PY" -m pip install -q -e ".[dev]"
@@ -25,8 +25,16 @@ install
 case "$cmd" in
   demo) exec "$PY" -m speechtrain demo "$@" ;;
   test)
+    # the web UI's browser test needs a headless Chromium: Debian's package when none is found
+    if ! "$PY" -c 'from speechtrain.ui.browser import find_chromium; find_chromium()' >/dev/null 2>&1 \
+       && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+      echo "[setup] installing a headless Chromium (Debian package chromium) for the UI browser test"
+      apt-get install -y -q chromium >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }
+    fi
     "$PY" -m ruff check .
     "$PY" -m ruff format --check .
+    "$PY" -c 'import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports())'  # .importlinter contracts
+    "$PY" -m mypy                                           # types of speechtrain/ ([tool.mypy] in pyproject.toml)
     exec "$PY" -m pytest -q "$@"
     ;;
   *) echo "usage: bash scripts/run.sh demo|test [args]" >&2; exit 2 ;;

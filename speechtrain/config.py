@@ -5,7 +5,8 @@ carries a docstring (``description``). An unknown key is an error naming the key
 valid one; a wrong type names the key, the value and the expected type.
 
 The ``model`` section is validated by the config class of the model family named in
-``model.name`` (see :mod:`speechtrain.registry`), so model keys get the same checks.
+``model.name`` (looked up in :mod:`speechtrain.registry`, which imports nothing of this module), so
+model keys get the same checks.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SerializeAsAny, ValidationError
 
+from speechtrain import registry
 from speechtrain.errors import UserError
 
 Switch = Union[Literal["auto"], bool]
@@ -66,7 +68,14 @@ class DataConfig(Section):
     quadratic_frames: float | None = Field(
         None, gt=0, description="Adds length^2/quadratic_frames to an item's cost, for attention models."
     )
-    num_buckets: int = Field(10, gt=0, description="Duration buckets, boundaries at equal-total-duration quantiles.")
+    num_buckets: PositiveInt | Literal["auto"] = Field(
+        "auto",
+        description="Duration buckets, boundaries at equal-total-duration quantiles; auto: the fewest whose planned "
+        "padding is within bucket_padding_target.",
+    )
+    bucket_padding_target: float = Field(
+        0.02, gt=0, lt=1, description="num_buckets=auto: the padded share of frames the bucket count aims for."
+    )
     sort_pool: int = Field(
         16,
         gt=0,
@@ -105,14 +114,14 @@ class DataConfig(Section):
 class ModelSection(Section):
     """Base of model-family configs. ``name`` picks the family (see ``speechtrain.registry``)."""
 
-    name: str = Field("toy", description="Model family: a built-in name or 'package.module:factory'.")
+    name: str | None = Field(None, description="Model family: a built-in name or 'package.module:factory'.")
 
 
-class OpaqueModelConfig(BaseModel):
+class OpaqueModelConfig(ModelSection):
     """Config of a user model given as 'package.module:factory': keys pass through unchecked."""
 
     model_config = ConfigDict(extra="allow")
-    name: str
+    name: str | None = None
 
 
 class OptimConfig(Section):
@@ -224,7 +233,7 @@ class Config(Section):
     """A whole speechtrain configuration."""
 
     data: DataConfig = Field(default_factory=DataConfig)
-    model: SerializeAsAny[BaseModel] = Field(default_factory=lambda: ModelSection())
+    model: SerializeAsAny[ModelSection] = Field(default_factory=ModelSection)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     accel: AccelConfig = Field(default_factory=AccelConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
@@ -337,8 +346,6 @@ def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def build_config(raw: dict[str, Any]) -> Config:
     """Validate a raw dict into a :class:`Config`, the model section by its family's class."""
-    from speechtrain.registry import model_config_class
-
     for key in raw:
         if key not in SECTIONS:
             hint = _closest(str(key), list(SECTIONS))
@@ -348,11 +355,10 @@ def build_config(raw: dict[str, Any]) -> Config:
         if not isinstance(raw[key], dict):
             raise ConfigError(f"section '{key}' must be a mapping, got {raw[key]!r}")
     model_raw = dict(raw.get("model") or {})
-    name = model_raw.get("name", ModelSection.model_fields["name"].default)
-    try:
-        cls = model_config_class(name)
-    except KeyError as exc:
-        raise ConfigError(str(exc.args[0])) from None
+    name = model_raw.get("name") or registry.default_family()
+    if name is not None:
+        model_raw["name"] = name
+    cls = _model_class(name, model_raw)
     try:
         model = cls.model_validate(model_raw)
     except ValidationError as exc:
@@ -362,6 +368,24 @@ def build_config(raw: dict[str, Any]) -> Config:
         return Config.model_validate({**rest, "model": model})
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, Config)) from None
+
+
+def _model_class(name: Any, model_raw: dict[str, Any]) -> type[BaseModel]:
+    if name is None:
+        keys = [k for k in model_raw if k != "name"]
+        if keys:
+            raise ConfigError(
+                f"model.{keys[0]}: set model.name first to pick a family "
+                f"({', '.join(registry.families())}, or 'package.module:factory' for your own)"
+            )
+        return ModelSection
+    if not isinstance(name, str):
+        raise ConfigError(f"bad value for 'model.name': {name!r}: give a family name or 'package.module:factory'")
+    try:
+        cls = registry.model_config_class(name)
+    except KeyError as exc:
+        raise ConfigError(str(exc.args[0])) from None
+    return OpaqueModelConfig if cls is None else cls
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class RankZeroFilter(logging.Filter):
         return False
 
 
-class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
     """Writes to the *current* ``sys.stdout`` (so that redirections and test captures see it)."""
 
     def __init__(self) -> None:

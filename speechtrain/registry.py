@@ -1,56 +1,135 @@
 """Model families by name. Strings only, so that reading a config imports no model code.
 
-Each family is a package with ``config.py`` (a pydantic class subclassing
-:class:`speechtrain.config.ModelSection`; it imports no torch, so reading a config stays light)
-and ``task.py`` (``build_task(cfg: Config) -> Task``).
-A user model is named ``package.module:factory`` instead; its keys pass through unchecked and
-``factory(cfg)`` must return a :class:`speechtrain.train.task.Task`.
+A family is a package with ``config.py`` (a pydantic class subclassing
+:class:`speechtrain.config.ModelSection`; no torch import there, so reading a config stays light)
+and ``task.py`` with the factory ``build_task(model, data) -> Task``: ``model`` is the family's own
+validated section, ``data`` the :class:`speechtrain.config.DataConfig`. That is all a family is
+built from; nothing below the recipe layer sees the whole Config.
+
+A user model is named ``package.module:factory`` instead: its keys pass through unchecked
+(``model.model_extra``) and ``factory(model, data)`` must return a :class:`speechtrain.train.task.Task`.
+
+The production table lists the real families only. :func:`register_family` adds one at run time
+(a plug-in, or the toy tasks of :mod:`speechtrain.testing`, which only the test-suite registers);
+:func:`registered_families` lists those additions so that a child process (``bench`` isolates each
+measured configuration in one) can register them again.
+
+This module imports nothing of speechtrain but the errors: ``config`` asks it for a family's config
+class, the recipe layer asks it for a task.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import inspect
+from dataclasses import dataclass
 from typing import Any
 
-MODELS: dict[str, tuple[str, str]] = {
-    # name: (package, config class in PACKAGE.config); PACKAGE.task defines build_task(cfg)
-    "toy": ("speechtrain.testing.toy", "ToyConfig"),
-    "toy_gan": ("speechtrain.testing.toy", "ToyGANConfig"),
-    "hifigan": ("speechtrain.models.hifigan", "HiFiGANConfig"),
-    "nsf_hifigan": ("speechtrain.models.nsf_hifigan", "NSFHiFiGANConfig"),
-    "gpt_tts": ("speechtrain.models.gpt_tts", "GPTTTSConfig"),
-    "cnn_lstm": ("speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
-    "vits": ("speechtrain.models.vits", "VITSConfig"),
+from speechtrain.errors import UserError
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family: its package (holding ``config.py`` and ``task.py``) and its config class name."""
+
+    name: str
+    package: str
+    config_class: str
+
+
+BUILT_IN: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("hifigan", "speechtrain.models.hifigan", "HiFiGANConfig"),
+        Family("nsf_hifigan", "speechtrain.models.nsf_hifigan", "NSFHiFiGANConfig"),
+        Family("gpt_tts", "speechtrain.models.gpt_tts", "GPTTTSConfig"),
+        Family("cnn_lstm", "speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
+        Family("vits", "speechtrain.models.vits", "VITSConfig"),
+    )
 }
+_added: dict[str, Family] = {}
+_default: str | None = None
 
 
-def _is_user_factory(name: str) -> bool:
+def register_family(name: str, package: str, config_class: str, default: bool = False) -> None:
+    """Add a family at run time; ``default`` makes it the family of a config without ``model.name``."""
+    global _default
+    if ":" in name:
+        raise ValueError(f"a family name cannot contain ':' ({name!r} reads as package.module:factory)")
+    _added[name] = Family(name, package, config_class)
+    if default:
+        _default = name
+
+
+def registered_families() -> dict[str, Any]:
+    """The families added with :func:`register_family` and the default, as plain data (JSON-safe)."""
+    return {"families": [[f.name, f.package, f.config_class] for f in _added.values()], "default": _default}
+
+
+def register_all(state: dict[str, Any]) -> None:
+    """Register again what :func:`registered_families` returned (in a child process)."""
+    for name, package, config_class in state.get("families", []):
+        register_family(name, package, config_class, default=name == state.get("default"))
+
+
+def default_family() -> str | None:
+    """The family of a config that names none (None in production: ``model.name`` must be set)."""
+    return _default
+
+
+def families() -> dict[str, Family]:
+    """Every known family by name: the built-in ones, then the registered ones."""
+    return {**BUILT_IN, **_added}
+
+
+def is_user_factory(name: str) -> bool:
+    """``package.module:factory`` rather than a family name."""
     return ":" in name
 
 
-def model_config_class(name: str) -> Any:
-    """The pydantic config class for a model family name (KeyError with the valid names)."""
-    from speechtrain.config import OpaqueModelConfig
-
-    if _is_user_factory(name):
-        return OpaqueModelConfig
-    if name not in MODELS:
-        import difflib
-
-        hint = difflib.get_close_matches(name, list(MODELS), n=1)
+def family(name: str) -> Family:
+    """The family called ``name`` (KeyError naming the closest one and the valid names)."""
+    known = families()
+    if name not in known:
+        hint = difflib.get_close_matches(name, list(known), n=1)
         msg = f"unknown model.name '{name}'"
         msg += f"; did you mean '{hint[0]}'?" if hint else ""
-        msg += f" (built-in: {', '.join(MODELS)}; or 'package.module:factory' for your own)"
+        msg += f" (built-in: {', '.join(known)}; or 'package.module:factory' for your own)"
         raise KeyError(msg)
-    package, cls = MODELS[name]
-    return getattr(importlib.import_module(package + ".config"), cls)
+    return known[name]
 
 
-def build_task(cfg: Any) -> Any:
-    """Build the Task for ``cfg.model.name``."""
-    name = cfg.model.name
-    if _is_user_factory(name):
-        module, func = name.split(":", 1)
-        return getattr(importlib.import_module(module), func)(cfg)
-    package, _ = MODELS[name]
-    return importlib.import_module(package + ".task").build_task(cfg)
+def model_config_class(name: str) -> type | None:
+    """The pydantic class of family ``name``'s model section; None for a user factory (keys unchecked)."""
+    if is_user_factory(name):
+        return None
+    f = family(name)
+    return getattr(importlib.import_module(f.package + ".config"), f.config_class)
+
+
+def build_task(model: Any, data: Any) -> Any:
+    """The Task of family ``model.name`` from its model section and the data section."""
+    name = model.name
+    if name is None:
+        raise UserError(f"model.name is not set: choose a family ({', '.join(families())}) or 'package.module:factory'")
+    if not is_user_factory(name):
+        return importlib.import_module(family(name).package + ".task").build_task(model, data)
+    module, func = name.split(":", 1)
+    try:
+        factory = getattr(importlib.import_module(module), func)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"model.name={name}: cannot import the factory ({exc})") from None
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no introspectable signature (a C function): call it as it is
+        signature = None
+    try:
+        if signature is not None:
+            signature.bind(model, data)
+    except TypeError:
+        raise UserError(
+            f"model.name={name}: the factory must take (model, data): the model section (your keys in "
+            f"model.model_extra) and the data section, and return a Task; see examples/own_model.py"
+        ) from None
+    return factory(model, data)

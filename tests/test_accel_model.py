@@ -225,7 +225,7 @@ def test_find_repeated_blocks_skips_parameterless_single_layers_and_nested():
 
 def test_apply_accelerations_cpu_defaults_say_why():
     model = Stack(n=2)
-    plan = apply_accelerations(load_config(), {"model": model}, "cpu")
+    plan = apply_accelerations(load_config().accel, {"model": model}, "cpu")
     names = [r.name for r in plan.records]
     assert names == [
         "deterministic",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from speechtrain.config import ConfigError, load_config
+from speechtrain.config import ConfigError, DataConfig, TrainConfig, load_config
 from speechtrain.data.collate import MEL_PAD
 from speechtrain.data.features import LogMel
 from speechtrain.data.loader import (
@@ -34,8 +34,11 @@ SMALL = [
 ]
 
 
-def _cfg(*extra: str):
-    return load_config(None, [*SMALL, *extra])
+SEED = TrainConfig().seed  # the sampler seed these tests were written with
+
+
+def _cfg(*extra: str) -> DataConfig:
+    return load_config(None, [*SMALL, *extra]).data
 
 
 def _take(loader, n: int) -> list:
@@ -51,7 +54,7 @@ def _same(a, b) -> None:
 
 def test_every_utterance_once_per_epoch_and_stats() -> None:
     ds = fake_dataset(40)
-    loader = build_train_loader(_cfg(), ds, Needs(mel=True, text=True))
+    loader = build_train_loader(_cfg(), ds, Needs(mel=True, text=True), seed=SEED)
     batches = _take(loader, len(loader))
     ids = [i for b in batches for i in b.ids]
     assert sorted(ids) == sorted(ds.ids)
@@ -68,9 +71,11 @@ def test_every_utterance_once_per_epoch_and_stats() -> None:
 
 def test_only_needed_fields_travel() -> None:
     ds = fake_dataset(12)
-    b = _take(build_train_loader(_cfg(), ds, Needs(mel=True)), 1)[0]
+    b = _take(build_train_loader(_cfg(), ds, Needs(mel=True), seed=SEED), 1)[0]
     assert set(b.keys()) == {"mel", "mel_lengths"}
-    b = _take(build_train_loader(_cfg("data.features_on_device=true"), ds, Needs(mel=True, labels=True)), 1)[0]
+    b = _take(build_train_loader(_cfg("data.features_on_device=true"), ds, Needs(mel=True, labels=True), seed=SEED), 1)[
+        0
+    ]
     assert set(b.keys()) == {"audio", "audio_lengths", "labels"}
     assert dataset_fields(_cfg("data.features_on_device=true"), Needs(mel=True, text=True)) == ("audio", "tokens")
 
@@ -78,7 +83,7 @@ def test_only_needed_fields_travel() -> None:
 def test_missing_field_fails_before_any_worker() -> None:
     ds = fake_dataset(12, fields=("mel",))
     with pytest.raises(DataError, match="dataset_fields"):
-        build_train_loader(_cfg(), ds, Needs(mel=True, audio=True))
+        build_train_loader(_cfg(), ds, Needs(mel=True, audio=True), seed=SEED)
 
 
 @pytest.mark.parametrize(
@@ -89,7 +94,7 @@ def test_resume_gives_the_same_remaining_batches(extra: tuple, workers: int) -> 
     ds = fake_dataset(30)
     cfg = _cfg(*extra, f"data.num_workers={workers}")
     needs = Needs(mel=True, audio=True)
-    loader = build_train_loader(cfg, ds, needs)
+    loader = build_train_loader(cfg, ds, needs, seed=SEED)
     total = len(loader) + 3  # crosses an epoch boundary
     it = iter(loader)
     reference, states = [], []
@@ -98,7 +103,7 @@ def test_resume_gives_the_same_remaining_batches(extra: tuple, workers: int) -> 
         states.append(loader.state_dict())
     del it
     for k in sorted({2, len(loader) - 1}):
-        resumed = build_train_loader(cfg, ds, needs)
+        resumed = build_train_loader(cfg, ds, needs, seed=SEED)
         resumed.load_state_dict(states[k])
         rest = _take(resumed, total - k - 1)
         for a, b in zip(rest, reference[k + 1 :]):
@@ -108,7 +113,7 @@ def test_resume_gives_the_same_remaining_batches(extra: tuple, workers: int) -> 
 
 def test_load_state_dict_stops_a_running_iterator() -> None:
     ds = fake_dataset(30)
-    loader = build_train_loader(_cfg(), ds, Needs(mel=True))
+    loader = build_train_loader(_cfg(), ds, Needs(mel=True), seed=SEED)
     it = iter(loader)
     next(it)
     state = loader.state_dict()
@@ -121,7 +126,9 @@ def test_load_state_dict_stops_a_running_iterator() -> None:
 
 def test_crop_batches_are_aligned_and_fixed_size() -> None:
     ds = fake_dataset(20, min_frames=10, max_frames=40)
-    loader = build_train_loader(_cfg("data.crop_frames=12", "data.batch_size=4"), ds, Needs(mel=True, audio=True))
+    loader = build_train_loader(
+        _cfg("data.crop_frames=12", "data.batch_size=4"), ds, Needs(mel=True, audio=True), seed=SEED
+    )
     for b in _take(loader, len(loader)):
         assert b["mel"].shape[-1] == 12 and b["audio"].shape[-1] == 48
         for j, uid in enumerate(b.ids):
@@ -137,7 +144,10 @@ def test_crop_batches_are_aligned_and_fixed_size() -> None:
 def test_crop_short_skip_is_counted() -> None:
     ds = fake_dataset(20, min_frames=5, max_frames=30)
     loader = build_train_loader(
-        _cfg("data.crop_frames=12", "data.batch_size=4", "data.crop_short=skip"), ds, Needs(mel=True, audio=True)
+        _cfg("data.crop_frames=12", "data.batch_size=4", "data.crop_short=skip"),
+        ds,
+        Needs(mel=True, audio=True),
+        seed=SEED,
     )
     ids = [i for b in _take(loader, len(loader)) for i in b.ids]
     short = int((ds.frames < 12).sum())
@@ -158,9 +168,9 @@ def test_eval_loader_is_one_ordered_pass() -> None:
 def test_device_features_match_logmel_of_each_item() -> None:
     cfg = _cfg("data.features_on_device=true")
     ds = fake_dataset(6, min_frames=20, max_frames=40)
-    b = _take(build_train_loader(cfg, ds, Needs(mel=True)), 1)[0]
+    b = _take(build_train_loader(cfg, ds, Needs(mel=True), seed=SEED), 1)[0]
     out = DeviceFeatures(cfg).eval()(b)
-    logmel = LogMel.from_config(cfg.data)
+    logmel = LogMel.from_config(cfg)
     assert out.host_lengths["mel_lengths"] == [n // 4 for n in b.host_lengths["audio_lengths"]]
     edge = 16 // 4 + 1  # frames whose STFT window reaches the item's end (padding differs there)
     for j in range(b.size):
@@ -172,7 +182,7 @@ def test_device_features_match_logmel_of_each_item() -> None:
 
 def test_spec_augment_masks_only_valid_frames_and_only_in_training() -> None:
     cfg = _cfg("data.time_masks=2", "data.time_mask_width=5", "data.freq_masks=1", "data.freq_mask_width=3")
-    b = _take(build_train_loader(cfg, fake_dataset(16), Needs(mel=True)), 1)[0]
+    b = _take(build_train_loader(cfg, fake_dataset(16), Needs(mel=True), seed=SEED), 1)[0]
     aug = DeviceFeatures(cfg)
     torch.manual_seed(0)
     out = aug(b)
@@ -187,7 +197,7 @@ def test_spec_augment_masks_only_valid_frames_and_only_in_training() -> None:
 def test_noise_reaches_the_requested_snr_and_spares_padding() -> None:
     cfg = _cfg("data.noise_snr_db=10", "data.features_on_device=true", "data.max_frames=2000")
     ds = fake_dataset(8, min_frames=150, max_frames=250)
-    b = _take(build_train_loader(cfg, ds, Needs(mel=True, audio=True)), 1)[0]
+    b = _take(build_train_loader(cfg, ds, Needs(mel=True, audio=True), seed=SEED), 1)[0]
     torch.manual_seed(0)
     out = DeviceFeatures(cfg)(b)
     for j, n in enumerate(b.host_lengths["audio_lengths"]):
@@ -200,7 +210,7 @@ def test_noise_reaches_the_requested_snr_and_spares_padding() -> None:
 
 def test_noise_without_audio_is_a_config_error() -> None:
     cfg = _cfg("data.noise_snr_db=10")
-    b = _take(build_train_loader(cfg, fake_dataset(8), Needs(mel=True)), 1)[0]
+    b = _take(build_train_loader(cfg, fake_dataset(8), Needs(mel=True), seed=SEED), 1)[0]
     with pytest.raises(ConfigError, match="noise_snr_db"):
         DeviceFeatures(cfg)(b)
 
@@ -217,7 +227,7 @@ def test_timed_iterator_counts_batches_and_wait() -> None:
 @pytest.mark.gpu
 def test_pinned_batches_reach_the_gpu() -> None:
     cfg = _cfg("data.pin_memory=true", "data.num_workers=1", "data.features_on_device=true")
-    loader = build_train_loader(cfg, fake_dataset(16), Needs(mel=True))
+    loader = build_train_loader(cfg, fake_dataset(16), Needs(mel=True), seed=SEED)
     b = _take(loader, 1)[0]
     assert b["audio"].is_pinned()
     out = DeviceFeatures(cfg).cuda()(b.to("cuda"))
@@ -225,7 +235,7 @@ def test_pinned_batches_reach_the_gpu() -> None:
 
 
 def test_loader_does_not_touch_the_global_torch_rng() -> None:
-    loader = build_train_loader(_cfg(), fake_dataset(20), Needs(mel=True))
+    loader = build_train_loader(_cfg(), fake_dataset(20), Needs(mel=True), seed=SEED)
     torch.manual_seed(123)
     expected = torch.rand(3)
     torch.manual_seed(123)

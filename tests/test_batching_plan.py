@@ -16,7 +16,8 @@ from speechtrain.testing.datasets import ljspeech_like_frames
 def test_bucketed_padding_is_small_on_ljspeech_like_durations() -> None:
     frames = ljspeech_like_frames(13100, seed=0)
     assert 86 <= frames.min() and frames.max() <= 870
-    report = plan_report(frames, load_config(None))
+    cfg = load_config(None, ["data.num_buckets=10"])
+    report = plan_report(frames, cfg.data, seed=cfg.train.seed)
     b, r = report["bucketed"], report["random"]
     assert b["utterances"] == r["utterances"] == 13100
     assert b["padding_fraction"] <= 0.03
@@ -31,7 +32,7 @@ def test_bucketed_padding_is_small_on_ljspeech_like_durations() -> None:
 def test_plan_reports_oversize_and_crop() -> None:
     frames = ljspeech_like_frames(500, seed=1)
     cfg = load_config(None, ["data.max_frames=800", "data.crop_frames=200", "data.crop_short=skip"])
-    report = plan_report(frames, cfg, ids=[f"u{i}" for i in range(500)])
+    report = plan_report(frames, cfg.data, seed=cfg.train.seed, ids=[f"u{i}" for i in range(500)])
     over = int((frames > 800).sum())
     assert report["bucketed"]["oversize"] == over > 0
     assert report["crop"]["crop_short"] == int((frames < 200).sum())
@@ -52,3 +53,27 @@ def test_plan_command_synthetic_json(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_plan_command_without_data_is_a_user_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan"]) == 2
     assert "DATA" in capsys.readouterr().err
+
+
+def test_auto_bucket_count_reaches_the_padding_target_with_fewer_buckets() -> None:
+    """num_buckets=auto (the default): the fewest equal-duration buckets whose planned padding is
+    within data.bucket_padding_target, on a 1000-utterance LJSpeech-like corpus."""
+    frames = ljspeech_like_frames(1000, seed=0)
+    auto = plan_report(frames, load_config(None).data, seed=0)
+    ten = plan_report(frames, load_config(None, ["data.num_buckets=10"]).data, seed=0)
+    b = auto["bucketed"]
+    assert b["padding_fraction"] <= 0.03
+    tried = b["auto_buckets"]
+    chosen = len(b["buckets"])
+    assert tried[-1][0] == chosen < len(ten["bucketed"]["buckets"])
+    assert tried[-1][1] <= 0.02 and all(pad > 0.02 for _, pad in tried[:-1])  # the first count within target
+    assert [k for k, _ in tried] == sorted(k for k, _ in tried)
+    tight = plan_report(frames, load_config(None, ["data.bucket_padding_target=0.005"]).data, seed=0)
+    assert len(tight["bucketed"]["buckets"]) > chosen  # a tighter target buys more buckets
+    assert "num_buckets=auto" in format_plan(auto)
+
+
+def test_auto_bucket_count_is_one_bucket_for_a_tiny_corpus() -> None:
+    frames = ljspeech_like_frames(20, seed=0)
+    b = plan_report(frames, load_config(None, ["data.batch_size=8"]).data, seed=0)["bucketed"]
+    assert len(b["buckets"]) == 1 and b["utterances"] == 20

@@ -23,7 +23,9 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from speechtrain.data.prepare import prepare_dataset
 
     root = make_demo_corpus(tmp_path_factory.mktemp("batching") / "demo", utterances=12, seed=3)
-    prepare_dataset(load_config(None, [f"data.manifest={root}", "data.eval_utterances=2"]), workers=1, progress=False)
+    prepare_dataset(
+        load_config(None, [f"data.manifest={root}", "data.eval_utterances=2"]).data, workers=1, progress=False
+    )
     return root
 
 
@@ -34,14 +36,14 @@ def _cfg(root: Path, *extra: str):  # noqa: ANN202
 def _dataset(cfg, needs: Needs):  # noqa: ANN001, ANN202
     from speechtrain.data.dataset import SpeechDataset
 
-    return SpeechDataset.from_config(cfg, "train", fields=dataset_fields(cfg, needs))
+    return SpeechDataset.from_config(cfg.data, "train", fields=dataset_fields(cfg.data, needs))
 
 
 def test_real_dataset_epoch_covers_every_utterance(prepared: Path) -> None:
     cfg = _cfg(prepared, "data.max_frames=3000", "data.num_buckets=3")
     needs = Needs(mel=True, text=True)
     ds = _dataset(cfg, needs)
-    loader = build_train_loader(cfg, ds, needs)
+    loader = build_train_loader(cfg.data, ds, needs, seed=cfg.train.seed)
     batches = list(itertools.islice(iter(loader), len(loader)))
     assert sorted(i for b in batches for i in b.ids) == sorted(ds.ids)
     for b in batches:
@@ -53,7 +55,7 @@ def test_real_crops_line_up_with_their_audio(prepared: Path) -> None:
     cfg = _cfg(prepared, "data.crop_frames=32", "data.batch_size=4")
     needs = Needs(mel=True, audio=True)
     ds = _dataset(cfg, needs)
-    batch = next(iter(build_train_loader(cfg, ds, needs)))
+    batch = next(iter(build_train_loader(cfg.data, ds, needs, seed=cfg.train.seed)))
     assert batch["mel"].shape[-1] == 32 and batch["audio"].shape[-1] == 32 * cfg.data.hop_length
     recomputed = LogMel.from_config(cfg.data)(batch["audio"])  # (B, n_mels, 32)
     edge = cfg.data.n_fft // cfg.data.hop_length  # frames whose window crosses the crop's edge

@@ -7,13 +7,30 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from speechtrain.config import ConfigError
+from speechtrain.config import ConfigError, DataConfig
 from speechtrain.data.sampler import OVERSIZE, BucketBatchSampler, equal_duration_boundaries, item_cost
 
 
 def _frames(n: int = 300, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     return np.clip(rng.normal(300, 120, n), 20, 700).astype(np.int64)
+
+
+def _sampler(
+    frames: np.ndarray,
+    *,
+    seed: int = 0,
+    rank: int | None = None,
+    world_size: int | None = None,
+    ids: list[str] | None = None,
+    **data: object,
+) -> BucketBatchSampler:
+    """The sampler a data section with these batching settings asks for (10 buckets unless given:
+    these tests pin the sampler's dealing, not the automatic bucket count)."""
+    data.setdefault("num_buckets", 10)
+    return BucketBatchSampler.from_config(
+        DataConfig(**data), frames, seed=seed, ids=ids, rank=rank, world_size=world_size
+    )
 
 
 def _epoch(sampler: BucketBatchSampler) -> list[list[int]]:
@@ -32,7 +49,7 @@ MODES = [
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_every_utterance_once_per_epoch_across_ranks(kw: dict, world: int) -> None:
     frames = _frames()
-    samplers = [BucketBatchSampler(frames, seed=3, rank=r, world_size=world, **kw) for r in range(world)]
+    samplers = [_sampler(frames, seed=3, rank=r, world_size=world, **kw) for r in range(world)]
     per_rank = [_epoch(s) for s in samplers]
     assert len({len(b) for b in per_rank}) == 1, "ranks must get the same number of batches"
     seen = Counter(i for batches in per_rank for b in batches for i in b)
@@ -50,7 +67,7 @@ def test_every_utterance_once_per_epoch_across_ranks(kw: dict, world: int) -> No
 @pytest.mark.parametrize("world", [2, 3])
 def test_deferred_remainder_is_not_lost_across_two_epochs(world: int) -> None:
     frames = _frames(211, seed=1)
-    samplers = [BucketBatchSampler(frames, max_frames=2500, seed=5, rank=r, world_size=world) for r in range(world)]
+    samplers = [_sampler(frames, max_frames=2500, seed=5, rank=r, world_size=world) for r in range(world)]
     seen: Counter[int] = Counter()
     carried_any = False
     for _epoch_no in range(2):
@@ -67,10 +84,9 @@ def test_deferred_remainder_is_not_lost_across_two_epochs(world: int) -> None:
 
 def test_drop_report_counts_what_it_drops() -> None:
     frames = _frames(205, seed=2)
-    s = BucketBatchSampler(frames, max_frames=2500, seed=1, rank=0, world_size=3, rank_remainder="drop_report")
+    s = _sampler(frames, max_frames=2500, seed=1, rank=0, world_size=3, rank_remainder="drop_report")
     others = [
-        BucketBatchSampler(frames, max_frames=2500, seed=1, rank=r, world_size=3, rank_remainder="drop_report")
-        for r in (1, 2)
+        _sampler(frames, max_frames=2500, seed=1, rank=r, world_size=3, rank_remainder="drop_report") for r in (1, 2)
     ]
     items = sum(len(b) for x in [s, *others] for b in _epoch(x))
     s.advance()
@@ -81,22 +97,22 @@ def test_drop_report_counts_what_it_drops() -> None:
 @pytest.mark.parametrize("kw", MODES[:2])
 def test_no_batch_over_its_frame_budget(kw: dict) -> None:
     frames = np.concatenate([_frames(), [2900, 3100]])  # 3100 > budget: its own batch
-    s = BucketBatchSampler(frames, seed=0, **kw)
+    s = _sampler(frames, seed=0, **kw)
     for key in s.epoch_keys():
         lengths = frames[list(key.indices)]
-        cost = len(lengths) * item_cost(s.padded(lengths.max()), s.quadratic_frames)
+        cost = len(lengths) * item_cost(s.frame_budget.padded(lengths.max()), s.frame_budget.quadratic_frames)
         if key.bucket == OVERSIZE:
             assert len(lengths) == 1 and cost > s.budget
         else:
             assert cost <= s.budget
-            assert len(lengths) <= s.max_batch_size
+            assert len(lengths) <= s.frame_budget.max_batch_size
     assert s.report.oversize >= 1 and "#301" in s.report.oversize_ids
 
 
 def test_oversize_skip_is_counted_with_ids() -> None:
     frames = np.array([10, 20, 30, 500, 40, 600])
     ids = [f"u{i}" for i in range(6)]
-    s = BucketBatchSampler(frames, max_frames=200, oversize="skip", ids=ids, seed=0)
+    s = _sampler(frames, max_frames=200, oversize="skip", ids=ids, seed=0)
     covered = sorted(i for b in _epoch(s) for i in b)
     assert covered == [0, 1, 2, 4]
     assert s.report.oversize == 2 and s.report.oversize_ids == ["u3", "u5"]
@@ -106,16 +122,16 @@ def test_oversize_skip_is_counted_with_ids() -> None:
 
 def test_budget_defaults_to_batch_size_times_longest() -> None:
     frames = _frames()
-    s = BucketBatchSampler(frames, batch_size=8, seed=0)
+    s = _sampler(frames, batch_size=8, seed=0)
     assert s.budget == 8 * frames.max()
     assert s.report.oversize == 0
 
 
 def test_order_differs_across_epochs_and_repeats_for_the_same_seed() -> None:
     frames = _frames()
-    a = BucketBatchSampler(frames, max_frames=3000, seed=7)
-    b = BucketBatchSampler(frames, max_frames=3000, seed=7)
-    c = BucketBatchSampler(frames, max_frames=3000, seed=8)
+    a = _sampler(frames, max_frames=3000, seed=7)
+    b = _sampler(frames, max_frames=3000, seed=7)
+    c = _sampler(frames, max_frames=3000, seed=8)
     e0 = _epoch(a)
     assert e0 == _epoch(b)
     assert e0 != _epoch(c)
@@ -126,14 +142,14 @@ def test_order_differs_across_epochs_and_repeats_for_the_same_seed() -> None:
 @pytest.mark.parametrize("kw", [MODES[0], MODES[3], dict(max_frames=3000, world_size=2, rank=1)])
 def test_resume_at_any_batch_gives_the_same_remaining_sequence(kw: dict) -> None:
     frames = _frames(120)
-    full = BucketBatchSampler(frames, seed=11, **kw)
+    full = _sampler(frames, seed=11, **kw)
     reference, states = [], []
     for _ in range(2):  # two epochs through the torch batch_sampler interface
         for batch in full:
             states.append(full.state_dict())  # state after consuming this batch
             reference.append(batch)
     for k in sorted({0, 1, len(reference) // 2, len(reference) - 2}):
-        resumed = BucketBatchSampler(frames, seed=11, **kw)
+        resumed = _sampler(frames, seed=11, **kw)
         resumed.load_state_dict(states[k])
         rest = []
         while len(rest) < len(reference) - k - 1:
@@ -143,20 +159,20 @@ def test_resume_at_any_batch_gives_the_same_remaining_sequence(kw: dict) -> None
 
 def test_crop_mode_fixed_size_batches_and_offsets_in_range() -> None:
     frames = np.array([10, 50, 64, 100, 8, 70, 90, 33, 40, 64, 65])
-    s = BucketBatchSampler(frames, crop_frames=32, batch_size=4, crop_short="skip", seed=0)
+    s = _sampler(frames, crop_frames=32, batch_size=4, crop_short="skip", seed=0)
     keys = s.epoch_keys()
     assert [len(k.indices) for k in keys] == [4, 4, 1]
     for k in keys:
         for i, o in zip(k.indices, k.offsets):
             assert 0 <= o <= frames[i] - 32
     assert s.report.crop_short == 2 and s.report.skipped == {"crop_short": 2}
-    padded = BucketBatchSampler(frames, crop_frames=32, batch_size=4, crop_short="pad", seed=0)
+    padded = _sampler(frames, crop_frames=32, batch_size=4, crop_short="pad", seed=0)
     assert sum(len(k.indices) for k in padded.epoch_keys()) == len(frames)
     assert padded.report.crop_short == 2 and padded.report.skipped == {}
 
 
 def test_random_mode_is_fixed_count() -> None:
-    s = BucketBatchSampler(_frames(100), bucketing=False, batch_size=16, seed=0)
+    s = _sampler(_frames(100), bucketing=False, batch_size=16, seed=0)
     sizes = [len(b) for b in _epoch(s)]
     assert sorted(sizes, reverse=True) == [16] * 6 + [4] and sorted(i for b in _epoch(s) for i in b) == list(range(100))
 
@@ -172,9 +188,7 @@ def test_equal_duration_boundaries() -> None:
 
 def test_explicit_buckets_and_batch_sizes() -> None:
     frames = _frames()
-    s = BucketBatchSampler(
-        frames, bucket_boundaries=[200, 400, 650], bucket_batch_sizes=[12, 6, 3], max_frames=100, seed=0
-    )
+    s = _sampler(frames, bucket_boundaries=[200, 400, 650], bucket_batch_sizes=[12, 6, 3], max_frames=100, seed=0)
     assert s.report.oversize == int((frames > 650).sum()) > 0  # max_frames does not apply to tuned sizes
     assert s.budget == max(12 * 200, 6 * 400, 3 * 650)
     for k in s.epoch_keys():
@@ -182,28 +196,28 @@ def test_explicit_buckets_and_batch_sizes() -> None:
             assert len(k.indices) <= [12, 6, 3][k.bucket]
             assert frames[list(k.indices)].max() <= [200, 400, 650][k.bucket]
     with pytest.raises(ConfigError, match="bucket_batch_sizes"):
-        BucketBatchSampler(frames, bucket_boundaries=[200, 400, 650], bucket_batch_sizes=[12, 6])
+        _sampler(frames, bucket_boundaries=[200, 400, 650], bucket_batch_sizes=[12, 6])
     with pytest.raises(ConfigError, match="increasing"):
-        BucketBatchSampler(frames, bucket_boundaries=[400, 200])
+        _sampler(frames, bucket_boundaries=[400, 200])
 
 
 def test_state_mismatch_is_a_clear_error() -> None:
     from speechtrain.errors import DataError
 
-    s = BucketBatchSampler(_frames(50), seed=0)
+    s = _sampler(_frames(50), seed=0)
     state = s.state_dict()
     with pytest.raises(DataError, match="utterances"):
-        BucketBatchSampler(_frames(60), seed=0).load_state_dict(state)
+        _sampler(_frames(60), seed=0).load_state_dict(state)
     with pytest.raises(DataError, match="world_size"):
-        BucketBatchSampler(_frames(50), seed=0, rank=0, world_size=2).load_state_dict(state)
+        _sampler(_frames(50), seed=0, rank=0, world_size=2).load_state_dict(state)
 
 
 def test_resume_with_changed_batching_replans_and_says_so() -> None:
     frames = _frames(200)
-    s = BucketBatchSampler(frames, max_frames=3000, seed=0)
+    s = _sampler(frames, max_frames=3000, seed=0)
     s.position = len(s) // 2
     state = s.state_dict()
-    other = BucketBatchSampler(frames, max_frames=1500, seed=0)
+    other = _sampler(frames, max_frames=1500, seed=0)
     with pytest.warns(UserWarning, match="budget"):
         other.load_state_dict(state)
     assert other.resume_note and "budget" in other.resume_note

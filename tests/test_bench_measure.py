@@ -69,8 +69,8 @@ def test_pad_collate_pads_and_crops_in_step() -> None:
 
 
 def test_run_bench_json_shape_and_consistency(tmp_path) -> None:
-    from speechtrain.bench import run_bench
     from speechtrain.config import load_config
+    from speechtrain.recipes.bench import run_bench
 
     cfg = load_config(None, TINY)
     rep = run_bench(cfg, steps=2, warmup=1, isolate=False, fake_data=12, measure_peak=False)
@@ -129,8 +129,8 @@ def test_bench_cli_rejects_bad_arguments() -> None:
 
 @pytest.mark.gpu
 def test_run_bench_on_cuda_reports_device_memory_busy_share_and_mfu() -> None:
-    from speechtrain.bench import run_bench
     from speechtrain.config import load_config
+    from speechtrain.recipes.bench import run_bench
 
     cfg = load_config(None, [*TINY, "train.device=cuda"])
     rep = run_bench(cfg, steps=4, warmup=2, isolate=True, fake_data=16)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from speechtrain.config import load_config
+from speechtrain.config import DataConfig, load_config
 from speechtrain.data.dataset import SpeechDataset
 from speechtrain.data.demo import make_demo_corpus
 from speechtrain.data.features import log_mel_numpy
@@ -26,8 +26,8 @@ def corpus(tmp_path: Path) -> Path:
     return root
 
 
-def _cfg(root: Path, *extra: str):  # noqa: ANN202
-    return load_config(None, [f"data.manifest={root}", "data.eval_utterances=1", *extra])
+def _cfg(root: Path, *extra: str) -> DataConfig:
+    return load_config(None, [f"data.manifest={root}", "data.eval_utterances=1", *extra]).data
 
 
 def _features(root: Path) -> set[str]:
@@ -103,7 +103,7 @@ def test_cached_features_match_the_audio(corpus: Path) -> None:
         assert item["audio"].dtype == np.float32 and item["audio"].shape == (frames * 256,)
         assert item["tokens"].dtype == np.int64 and len(item["tokens"]) == ds.token_lengths[i] > 0
         assert abs(ds.durations[i] - frames * 256 / 22050) < 1e-9
-    np.testing.assert_allclose(log_mel_numpy(ds[0]["audio"], cfg.data), ds[0]["mel"], atol=1e-4)
+    np.testing.assert_allclose(log_mel_numpy(ds[0]["audio"], cfg), ds[0]["mel"], atol=1e-4)
 
 
 def test_eval_split_is_deterministic_and_disjoint(corpus: Path) -> None:
@@ -121,7 +121,7 @@ def test_eval_manifest_and_unknown_labels(tmp_path: Path) -> None:
         for label in labels:
             (tmp_path / split / label).mkdir(parents=True)
             sf.write(tmp_path / split / label / "x.wav", np.full(11025, 0.1), 22050, subtype="PCM_16")
-    cfg = load_config(None, [f"data.manifest={tmp_path / 'train'}", f"data.eval_manifest={tmp_path / 'val'}"])
+    cfg = load_config(None, [f"data.manifest={tmp_path / 'train'}", f"data.eval_manifest={tmp_path / 'val'}"]).data
     with pytest.raises(DataError, match="missing"):
         SpeechDataset.from_config(cfg, "eval")
     report = prepare_dataset(cfg, workers=1, progress=False)

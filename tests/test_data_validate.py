@@ -11,7 +11,7 @@ import pytest
 import soundfile as sf
 
 from speechtrain.cli.main import main
-from speechtrain.config import load_config
+from speechtrain.config import DataConfig, load_config
 from speechtrain.data.dataset import SpeechDataset
 from speechtrain.data.manifest import read_manifest
 from speechtrain.data.prepare import prepare_dataset
@@ -79,8 +79,10 @@ def broken(tmp_path: Path) -> Path:
     return _broken_ljspeech(tmp_path / "broken")
 
 
-def _cfg(manifest: Path, *extra: str):  # noqa: ANN202
-    return load_config(None, [f"data.manifest={manifest}", "data.max_duration=2.0", "data.eval_utterances=0", *extra])
+def _cfg(manifest: Path, *extra: str) -> DataConfig:
+    return load_config(
+        None, [f"data.manifest={manifest}", "data.max_duration=2.0", "data.eval_utterances=0", *extra]
+    ).data
 
 
 def test_every_broken_item_named_every_good_item_kept(broken: Path) -> None:

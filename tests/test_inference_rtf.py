@@ -98,7 +98,7 @@ def test_tiny_gpt_tts_trains_synthesizes_and_reports_rtf(
     demo_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from speechtrain.cli.main import main
-    from speechtrain.train.run import train_from_config
+    from speechtrain.recipes.train import train_from_config
 
     run_dir = tmp_path / "run"
     cfg = load_config(
@@ -114,7 +114,7 @@ def test_tiny_gpt_tts_trains_synthesizes_and_reports_rtf(
             "train.eval_audio_samples=0",
         ],
     )
-    train_from_config(cfg, log=lambda _: None)
+    train_from_config(cfg)
     logs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_ce = [r["audio_ce"] for r in logs if r.get("split") == "train"]
     assert len(train_ce) == 6

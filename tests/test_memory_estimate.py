@@ -13,13 +13,13 @@ from speechtrain.data.collate import collate
 from speechtrain.memory.estimate import (
     SavedTensorMeter,
     activation_bytes,
-    estimate,
     fit_activations,
     format_estimate,
     measure_activation_bytes,
     optimizer_state_bytes,
     synthetic_items,
 )
+from speechtrain.recipes.estimate import EstimateRecipe
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
 
@@ -103,7 +103,7 @@ def test_fit_linear_and_quadratic() -> None:
 
 def test_estimate_figures_are_positive_and_scale_with_budget() -> None:
     task = TinyConvTask()
-    est = estimate(_cfg(**{"data.max_frames": 2000}), task=task, longest_frames=200)
+    est = EstimateRecipe(_cfg(**{"data.max_frames": 2000})).run(task=task, longest_frames=200)
     n = sum(p.numel() for p in task.net.parameters())
     assert est["parameters"] == n
     assert est["weights_bytes"] == 4 * n and est["gradients_bytes"] == 4 * n
@@ -116,16 +116,16 @@ def test_estimate_figures_are_positive_and_scale_with_budget() -> None:
     assert 0 < est["activations_longest_bytes"] < est["activations_budget_bytes"]
     assert est["total_budget_bytes"] == est["static_bytes"] + est["activations_budget_bytes"]
     assert est["device_memory_bytes"] > 0 and est["fits"] is True
-    bigger = estimate(_cfg(**{"data.max_frames": 8000}), task=task, longest_frames=200)
+    bigger = EstimateRecipe(_cfg(**{"data.max_frames": 8000})).run(task=task, longest_frames=200)
     assert bigger["activations_budget_bytes"] > est["activations_budget_bytes"]
-    sgd = estimate(_cfg(**{"optim.name": "sgd"}), task=task, longest_frames=200)
+    sgd = EstimateRecipe(_cfg(**{"optim.name": "sgd"})).run(task=task, longest_frames=200)
     assert sgd["optimizer_bytes"] == 4 * n
     text = format_estimate(est)
     assert "activations" in text and "GiB" in text
 
 
 def test_estimate_fits_attention_quadratically() -> None:
-    est = estimate(_cfg(), task=TinyAttentionTask(), longest_frames=300, lengths=(32, 96))
+    est = EstimateRecipe(_cfg()).run(task=TinyAttentionTask(), longest_frames=300, lengths=(32, 96))
     fit = est["activations"]
     assert fit["model"] == "quadratic" and fit["per_frame2"] > 0
     # the attention weights (B x heads x T x T) are kept for backward: the square term shows
@@ -152,7 +152,7 @@ def test_estimate_of_a_two_stage_task_counts_each_stage_optimizer() -> None:
             return {"loss": -self.disc(cache["fake"]).mean()}
 
     task = TwoStage()
-    est = estimate(_cfg(), task=task, longest_frames=100)
+    est = EstimateRecipe(_cfg()).run(task=task, longest_frames=100)
     n = sum(p.numel() for m in task.modules().values() for p in m.parameters())
     assert est["optimizer_bytes"] == 8 * n
     assert est["activations"]["measured"][0]["bytes"] > 0
@@ -162,9 +162,10 @@ def test_estimate_builds_the_configured_task_with_its_accelerations(capsys: pyte
     from speechtrain.cli.main import main
 
     base = ["model.name=toy", "model.channels=8", "model.blocks=2", "data.max_frames=1000"]
-    est = estimate(load_config(None, [*base, "train.device=cpu", "data.n_mels=8"]), longest_frames=100)
-    ckpt = estimate(
-        load_config(None, [*base, "train.device=cpu", "data.n_mels=8", "accel.activation_checkpointing=true"]),
+    est = EstimateRecipe(load_config(None, [*base, "train.device=cpu", "data.n_mels=8"])).run(longest_frames=100)
+    ckpt = EstimateRecipe(
+        load_config(None, [*base, "train.device=cpu", "data.n_mels=8", "accel.activation_checkpointing=true"])
+    ).run(
         longest_frames=100,
     )
     assert est["parameters"] > 0 and est["activations"]["accelerations"] is not None

@@ -18,9 +18,8 @@ from speechtrain.memory.tune import (
     choose_grad_accum,
     scaled_start,
     search_batch_size,
-    tune,
-    write_tuned_config,
 )
+from speechtrain.recipes.tune import TuneRecipe, write_tuned_config
 from speechtrain.testing.datasets import fake_dataset
 from speechtrain.testing.toy.task import ToyTask
 
@@ -80,7 +79,17 @@ def test_scaled_start_keeps_the_item_cost() -> None:
 
 def test_grad_accum_reaches_the_target_seconds() -> None:
     def res(items: int, seconds: float, b: int) -> BucketResult:
-        return BucketResult(0, 10, 10, 10, items, seconds, b, 10 * b, None, None, None, None, "memory")
+        return BucketResult(
+            bucket=0,
+            upper_frames=10,
+            max_item_frames=10,
+            padded_frames=10,
+            items=items,
+            audio_seconds=seconds,
+            batch_size=b,
+            batch_frames=10 * b,
+            limited_by="memory",
+        )
 
     buckets = [res(40, 40.0, 10), res(20, 60.0, 5)]  # 4 + 4 batches, 100 s: 12.5 s per batch
     accum, mean, eff = choose_grad_accum(buckets, 60.0)
@@ -123,7 +132,7 @@ def test_tune_finds_the_injected_limit_per_bucket(tmp_path: Path, monkeypatch: p
     cfg = _cfg(tmp_path, "tune.target_batch_seconds=4", "data.pad_multiple=4")
     ds = fake_dataset(24, 10, 60, n_mels=8, fields=("mel",))
     task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
-    report = tune(cfg, task=task, dataset=ds, step_fn=_toy_step(task), log=lambda _m: None, with_estimate=False)
+    report = TuneRecipe(cfg).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
 
     assert report.mode == "bucketed" and len(report.buckets) == 2
     assert report.injected_oom_frames == LIMIT
@@ -171,7 +180,7 @@ def test_tune_crop_mode_sets_the_batch_size(tmp_path: Path, monkeypatch: pytest.
     cfg = _cfg(tmp_path, "data.crop_frames=16", "tune.max_batch_size=64")
     ds = fake_dataset(12, 10, 40, n_mels=8, fields=("mel",))
     task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
-    report = tune(cfg, task=task, dataset=ds, step_fn=_toy_step(task), log=lambda _m: None, with_estimate=False)
+    report = TuneRecipe(cfg).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
     assert report.mode == "crop" and len(report.buckets) == 1
     b = report.buckets[0]
     assert b.padded_frames == 16 and b.batch_size * 16 <= 300 < (b.batch_size + max(1, 0.05 * b.batch_size)) * 16
@@ -190,7 +199,7 @@ def test_tune_command_then_train_never_hits_the_limit(
     import yaml
 
     from speechtrain.cli.main import main
-    from speechtrain.train.run import train_from_config
+    from speechtrain.recipes.train import train_from_config
 
     monkeypatch.setenv(INJECT_ENV, "3000")
     cfg_path = tmp_path / "cfg.yaml"
@@ -214,7 +223,7 @@ def test_tune_command_then_train_never_hits_the_limit(
         assert b["peak_memory_bytes"] > 0 and b["audio_seconds_per_second"] > 0 and b["step_seconds"] > 0
     tuned = load_config(out, ["train.max_steps=2", "train.eval_every=1000", "train.progress=false"])
     assert tuned.data.bucket_batch_sizes == [b["batch_size"] for b in report["buckets"]]
-    _, summary = train_from_config(tuned, log=lambda _m: None)
+    _, summary = train_from_config(tuned)
     assert summary["oom_recoveries"] == 0
 
 
@@ -237,7 +246,7 @@ def test_tune_on_cuda_finds_a_real_memory_limit(tmp_path: Path) -> None:
         "tune.max_batch_size=512",
     )
     ds = fake_dataset(32, 600, 1200, n_mels=80, fields=("mel",))
-    report = tune(cfg, dataset=ds, log=lambda _m: None)
+    report = TuneRecipe(cfg).run(dataset=ds)
     assert report.budget_bytes is not None and report.budget_bytes <= 2 * 1024**3
     for b in report.buckets:
         assert b.limited_by == "memory"

@@ -13,7 +13,7 @@ import torch
 from speechtrain.config import ConfigError, load_config
 from speechtrain.data.batch import Batch
 from speechtrain.errors import DataError
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -155,7 +155,7 @@ def test_recipes_load() -> None:
 @pytest.mark.slow
 def test_tiny_recipe_trains_and_classifies(demo_corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from speechtrain.cli.main import main
-    from speechtrain.train.run import train_from_config
+    from speechtrain.recipes.train import train_from_config
 
     cfg = load_config(
         RECIPES / "classifier_cnn_lstm_tiny.yaml",
@@ -168,7 +168,7 @@ def test_tiny_recipe_trains_and_classifies(demo_corpus: Path, tmp_path: Path, ca
             "train.save_every=10",
         ],
     )
-    run_dir, summary = train_from_config(cfg, log=lambda _: None)
+    run_dir, summary = train_from_config(cfg)
     assert summary["steps"] == 20 and (run_dir / "best.pt").is_file()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in rows if r["split"] == "eval"]

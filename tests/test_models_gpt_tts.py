@@ -12,7 +12,8 @@ from speechtrain.data.collate import collate
 from speechtrain.errors import DataError, UserError
 from speechtrain.models.gpt_tts.codec import MelCodec, kmeans
 from speechtrain.models.gpt_tts.model import GPTTTS
-from speechtrain.models.gpt_tts.task import GPTTTSTask, add_bos_eos, build_task
+from speechtrain.models.gpt_tts.task import GPTTTSTask, add_bos_eos
+from speechtrain.recipes import build_task
 
 N_MELS = 8
 

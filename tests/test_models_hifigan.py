@@ -28,7 +28,7 @@ from speechtrain.models.hifigan.model import (
     MultiScaleDiscriminator,
 )
 from speechtrain.models.hifigan.task import build_generator
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -210,7 +210,8 @@ def test_config_checks() -> None:
 @pytest.mark.slow
 def test_tiny_recipe_trains_and_vocodes(demo_corpus: Path, tmp_path: Path) -> None:
     from speechtrain.cli.main import main
-    from speechtrain.train.run import build_data, load_task, train_from_config
+    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.train import TrainRecipe, train_from_config
 
     overrides = [
         f"data.manifest={demo_corpus}",
@@ -222,7 +223,7 @@ def test_tiny_recipe_trains_and_vocodes(demo_corpus: Path, tmp_path: Path) -> No
         "train.eval_audio_samples=1",
     ]
     cfg = load_config(RECIPES / "vocoder_hifigan_tiny.yaml", overrides)
-    run_dir, summary = train_from_config(cfg, log=lambda _: None)
+    run_dir, summary = train_from_config(cfg)
     assert summary["steps"] == 20 and (run_dir / "best.pt").is_file()
     assert list((run_dir / "samples").rglob("*.wav"))
 
@@ -230,7 +231,7 @@ def test_tiny_recipe_trains_and_vocodes(demo_corpus: Path, tmp_path: Path) -> No
     _, trained = load_task(run_dir, device="cpu")
     torch.manual_seed(cfg.train.seed)
     fresh = build_task(load_config(RECIPES / "vocoder_hifigan_tiny.yaml", overrides))
-    _, _, eval_loader = build_data(cfg, fresh, log=lambda _: None)
+    eval_loader = TrainRecipe(cfg).build_data(fresh).eval_loader
 
     def eval_mel_l1(task) -> float:  # noqa: ANN001
         outs = [(task.batch_weight(b), {k: float(v) for k, v in task.eval_step(b).items()}) for b in eval_loader]
@@ -260,8 +261,8 @@ def test_injected_oom_split_gives_the_same_losses(demo_corpus: Path, tmp_path: P
     """An OOM on a 4-item crop batch is split into halves with fresh caches (both stages regenerate);
     without spectral norm the step's losses match the unsplit run's."""
     from speechtrain.memory.oom import INJECT_ENV
+    from speechtrain.recipes.train import train_from_config
     from speechtrain.train.metrics import read_metrics
-    from speechtrain.train.run import train_from_config
 
     def run(out: Path) -> list[dict]:
         cfg = load_config(
@@ -276,7 +277,7 @@ def test_injected_oom_split_gives_the_same_losses(demo_corpus: Path, tmp_path: P
                 "train.save_every=100",
             ],
         )
-        train_from_config(cfg, log=lambda _: None)
+        train_from_config(cfg)
         return read_metrics(out)
 
     ref = run(tmp_path / "ref")

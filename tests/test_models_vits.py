@@ -12,7 +12,7 @@ import torch
 
 from speechtrain.config import ConfigError, load_config
 from speechtrain.data.batch import Batch
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -270,7 +270,7 @@ def test_setup_refuses_more_speakers_than_the_embedding(tiny_task) -> None:
 
 @pytest.mark.slow
 def test_tiny_vits_trains_on_the_demo_corpus_and_synthesizes(demo_corpus: Path, tmp_path: Path) -> None:
-    from speechtrain.train.run import train_from_config
+    from speechtrain.recipes.train import train_from_config
 
     torch.manual_seed(0)
     run = tmp_path / "run"
@@ -287,7 +287,7 @@ def test_tiny_vits_trains_on_the_demo_corpus_and_synthesizes(demo_corpus: Path, 
             "train.progress=false",
         ],
     )
-    run_dir, _ = train_from_config(cfg, log=lambda _msg: None)
+    run_dir, _ = train_from_config(cfg)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     train_rows = [r for r in rows if "mel_l1" in r and r.get("split", "train") == "train"]
     # each row averages 10 steps of random slices; compare the first and last 20 steps
@@ -357,7 +357,7 @@ def test_cuda_sdpa_matches_math_and_bf16_step_is_finite() -> None:
 
 @pytest.mark.slow
 def test_resume_continues_the_same_run(demo_corpus: Path, tmp_path: Path) -> None:
-    from speechtrain.train.run import train_from_config
+    from speechtrain.recipes.train import train_from_config
 
     def overrides(run: str, steps: int) -> list[str]:
         return [
@@ -376,8 +376,7 @@ def test_resume_continues_the_same_run(demo_corpus: Path, tmp_path: Path) -> Non
         lines = (tmp_path / run / "metrics.jsonl").read_text().splitlines()
         return [tuple(r[k] for k in keys) for r in map(json.loads, lines) if r["split"] == "train"]
 
-    quiet = lambda _msg: None  # noqa: E731
-    train_from_config(load_config(TINY, overrides("straight", 5)), log=quiet)
-    train_from_config(load_config(TINY, overrides("resumed", 3)), log=quiet)
-    train_from_config(load_config(TINY, overrides("resumed", 5)), resume=tmp_path / "resumed", log=quiet)
+    train_from_config(load_config(TINY, overrides("straight", 5)))
+    train_from_config(load_config(TINY, overrides("resumed", 3)))
+    train_from_config(load_config(TINY, overrides("resumed", 5)), resume=tmp_path / "resumed")
     assert rows("resumed") == rows("straight")  # same losses and gradient norms, bit for bit

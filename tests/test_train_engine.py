@@ -15,7 +15,8 @@ from speechtrain.config import load_config
 from speechtrain.data.batch import Batch
 from speechtrain.errors import CheckpointError
 from speechtrain.memory.oom import INJECT_ENV
-from speechtrain.registry import build_task
+from speechtrain.recipes import build_task
+from speechtrain.recipes.train import TrainRecipe
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.metrics import read_metrics
 from speechtrain.train.trainer import Trainer
@@ -38,6 +39,11 @@ class ListLoader:
 
     def __init__(self, batches: list[Batch]) -> None:
         self.batches, self.pos = batches, 0
+        self.notes: list[str] = []
+
+    @property
+    def mean_batch_size(self) -> float:
+        return sum(b.size for b in self.batches) / len(self.batches)
 
     @property
     def epoch(self) -> int:
@@ -69,10 +75,15 @@ def cfg_for(*overrides: str):
     return load_config(None, base + list(overrides))
 
 
+def make_trainer(cfg, task, loader=None, eval_loader=None, run_dir=None, oom_guard: bool = True) -> Trainer:
+    """The Trainer the training recipe builds (process-wide settings applied) for ``task``."""
+    return TrainRecipe(cfg).build_trainer(task, loader, eval_loader, run_dir, oom_guard=oom_guard)
+
+
 def trainer_for(cfg, loader=None, run_dir=None) -> Trainer:
     torch.manual_seed(0)
     task = build_task(cfg)
-    return Trainer(cfg, task, loader, None, run_dir, log=lambda s: None)
+    return make_trainer(cfg, task, loader, None, run_dir)
 
 
 def params(tr: Trainer) -> dict[str, torch.Tensor]:
@@ -156,7 +167,7 @@ def test_oom_guard_gives_up_at_one_item(monkeypatch: pytest.MonkeyPatch) -> None
 def test_oom_without_guard_propagates(monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = cfg_for()
     torch.manual_seed(0)
-    tr = Trainer(cfg, build_task(cfg), oom_guard=False, log=lambda s: None)
+    tr = make_trainer(cfg, build_task(cfg), oom_guard=False)
     monkeypatch.setenv(INJECT_ENV, "5")
     with pytest.raises(torch.OutOfMemoryError):
         tr.train_step([make_batch(0, [16, 12])])
@@ -183,7 +194,7 @@ def test_numerics_guard_skips_nonfinite_steps_in_fp32() -> None:
     cfg = cfg_for("train.nan_fallback_after=2")
     torch.manual_seed(0)
     task = NaNAfter(build_task(cfg), start=2, stop=4)
-    tr = Trainer(cfg, task, log=lambda s: None)
+    tr = make_trainer(cfg, task)
     before = None
     for i in range(5):
         if i == 1:
@@ -201,7 +212,7 @@ def test_numerics_guard_falls_back_from_fp16(tmp_path: Path) -> None:
     torch.manual_seed(0)
     task = NaNAfter(build_task(cfg), start=3, stop=6)
     loader = ListLoader([make_batch(i, [10, 8]) for i in range(4)])
-    tr = Trainer(cfg, task, loader, None, tmp_path, log=lambda s: None)
+    tr = make_trainer(cfg, task, loader, None, tmp_path)
     assert tr.precision.name == "fp16"
     summary = tr.fit()
     assert summary["steps"] == 8
@@ -288,7 +299,7 @@ def test_sigterm_saves_and_exits_cleanly(tmp_path: Path) -> None:
                 os.kill(os.getpid(), signal.SIGTERM)
             return self.task.training_step(batch, stage, cache)
 
-    tr = Trainer(cfg, KillAtThree(inner, 0, 0), ListLoader([make_batch(0, [9, 8])]), None, tmp_path, log=lambda s: None)
+    tr = make_trainer(cfg, KillAtThree(inner, 0, 0), ListLoader([make_batch(0, [9, 8])]), None, tmp_path)
     summary = tr.fit()
     assert summary["stopped"] == "signal SIGTERM" and summary["steps"] == 3
     assert ckpt.list_checkpoints(tmp_path / "checkpoints")[-1][0] == 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -17,6 +17,9 @@ from speechtrain.accel.precision import PrecisionPlan, resolve_precision
 from speechtrain.accel.probe import HardwareInfo, cached_probe, decide
 from speechtrain.accel.record import AccelRecord, merge_records
 from speechtrain.accel.sdpa import apply_sdpa
+
+if TYPE_CHECKING:
+    from speechtrain.config import AccelConfig
 
 
 @dataclass
@@ -80,12 +83,11 @@ def _per_module(name: str, modules: dict[str, nn.Module], fn: Callable[[nn.Modul
     return merge_records(name, {mod_name: fn(m) for mod_name, m in modules.items()})
 
 
-def apply_accelerations(cfg: Any, modules: dict[str, nn.Module], device: str | torch.device) -> AccelPlan:
-    """Resolve and apply every acceleration of ``cfg.accel`` (a Config or an AccelConfig) to
+def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device) -> AccelPlan:
+    """Resolve and apply every acceleration of the ``accel`` section ``acc`` to
     ``modules`` (already on ``device``), in place. ``auto`` switches follow
     :func:`speechtrain.accel.probe.decide` for this device. Compile comes last so that it sees
     the other changes. Returns the plan with one record per acceleration."""
-    acc = getattr(cfg, "accel", cfg)
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
         dev = torch.device("cuda", torch.cuda.current_device())

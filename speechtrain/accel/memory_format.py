@@ -22,7 +22,7 @@ def apply_channels_last(model: nn.Module) -> AccelRecord:
         return AccelRecord(
             "channels_last", False, True, f"not applied: no Conv2d in the model ({why}); channels-last is for 2-D convs"
         )
-    model.to(memory_format=torch.channels_last)
+    model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to accepts it at run time
     four_d = [p for p in model.parameters() if p.dim() == 4]
     converted = sum(p.is_contiguous(memory_format=torch.channels_last) for p in four_d)
     return AccelRecord(

@@ -27,12 +27,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.config import OptimConfig
 
 _HEAD = re.compile(r"(^|\.)(\w*head|classifier)$")
 _NS_COEFFS = (3.4445, -4.7750, 2.0315)  # quintic Newton-Schulz coefficients published with Muon
@@ -261,7 +264,9 @@ def muon_partition(
     entries = _named_trainable(modules)
     # by tensor, so that an output layer tied to an embedding is caught whichever module comes first
     embedding_ids = {id(m.weight) for root in modules for m in root.modules() if isinstance(m, nn.Embedding)}
-    muon, adamw, why = [], [], {}
+    muon: list[Any] = []
+    adamw: list[Any] = []
+    why: dict[str, Any] = {}
     for path, p_name, _mod, p in entries:
         name = f"{path}.{p_name}"
         owner = re.sub(r"\.parametrizations\.\w+$", "", path)
@@ -305,7 +310,7 @@ def _make(cls: type[torch.optim.Optimizer], params: list[Any], kwargs: dict[str,
 
 
 def build_optimizer(
-    modules: list[nn.Module], optim_cfg: Any, device: str | torch.device, lr_multiplier: float = 1.0
+    modules: list[nn.Module], optim_cfg: OptimConfig, device: str | torch.device, lr_multiplier: float = 1.0
 ) -> tuple[torch.optim.Optimizer, AccelRecord]:
     """The optimizer over the trainable parameters of ``modules`` (each parameter once) and a
     record of what was built (name, update kernel, parameter counts).
@@ -328,7 +333,7 @@ def build_optimizer(
     if name in ("adamw", "adam", "sgd"):
         kernel_kwargs, kernel = _kernel_kwargs(optim_cfg.implementation, params, dev)
         if name == "sgd":
-            kwargs = {"lr": lr, "momentum": optim_cfg.betas[0], "weight_decay": optim_cfg.weight_decay}
+            kwargs: dict[str, Any] = {"lr": lr, "momentum": optim_cfg.betas[0], "weight_decay": optim_cfg.weight_decay}
             cls: type[torch.optim.Optimizer] = torch.optim.SGD
         else:
             kwargs = {"lr": lr, "betas": tuple(optim_cfg.betas), "eps": optim_cfg.eps}
@@ -351,12 +356,12 @@ def build_optimizer(
         from speechtrain.config import ConfigError
 
         raise ConfigError(f"optim.name: unknown optimizer '{name}' (adamw, adam, muon, sgd)")
-    variant = getattr(optim_cfg, "muon_variant", "torch")
+    variant = optim_cfg.muon_variant
     muon_params, adamw_params, why = muon_partition(modules, variant)
     muon_lr = optim_cfg.muon_lr * lr_multiplier
-    muon_wd = getattr(optim_cfg, "muon_weight_decay", None)
+    muon_wd = optim_cfg.muon_weight_decay
     muon_wd = optim_cfg.weight_decay if muon_wd is None else muon_wd
-    common = {"lr": muon_lr, "momentum": optim_cfg.muon_momentum, "weight_decay": muon_wd}
+    common: dict[str, Any] = {"lr": muon_lr, "momentum": optim_cfg.muon_momentum, "weight_decay": muon_wd}
     parts: list[tuple[str, torch.optim.Optimizer]] = []
     matrices = [p for p in muon_params if p.dim() == 2]
     convs = [p for p in muon_params if p.dim() > 2]

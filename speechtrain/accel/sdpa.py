@@ -85,7 +85,7 @@ def apply_sdpa(model: nn.Module, enabled: bool, device: str | torch.device) -> A
             "sdpa", False, True, "not applied: no attention module with a `use_sdpa` attribute in the model", info
         )
     for _, m in mods:
-        m.use_sdpa = bool(enabled)
+        setattr(m, "use_sdpa", bool(enabled))  # noqa: B010 - an attribute of the model's own attention class
     if not enabled:
         return AccelRecord("sdpa", False, True, f"disabled: {len(mods)} attention modules use explicit softmax", info)
     # a module may take SDPA only under conditions (e.g. no attention dropout): ask it in training mode

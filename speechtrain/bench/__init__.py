@@ -36,6 +36,7 @@ def run_bench(
     threads: int | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
+    execute: Any = None,
 ) -> dict[str, Any]:
     """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
 
@@ -48,7 +49,9 @@ def run_bench(
     cfg)``) for the tuned-batch rung and the ``all`` row. ``repeat``: passes over the ladder (every
     other one reversed), each row's median kept: steadier figures on a shared machine.
     ``threads``: torch threads in each measuring process (1 keeps OpenMP from spinning against other
-    processes on a shared CPU). ``on_row(i, n, label)`` is called before each row.
+    processes on a shared CPU). ``on_row(i, n, label)`` is called before each row. ``execute``
+    measures a row in this process (``isolate=False``); :func:`speechtrain.recipes.bench.run_bench`
+    passes it.
     """
     from speechtrain.bench.ablate import Variant, plan_ladder, run_ladder, tuned_batch_size
     from speechtrain.bench.measure import device_info, probe
@@ -87,6 +90,7 @@ def run_bench(
         on_row=(lambda i, v: on_row(i, total, v.label)) if on_row else None,
         repeat=repeat,
         threads=threads,
+        execute=execute,
     )
     notes = [f"{steps} timed steps after {warmup} warm-up steps per configuration (fewer if time-limited)"]
     if threads:

@@ -23,7 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from speechtrain.bench.measure import RunFailed, RunResult, RunSpec, run_spec
+from speechtrain.bench.measure import Execute, RunFailed, RunResult, RunSpec, run_spec
+from speechtrain.registry import registered_families
 
 #: rung keys in ladder order (``--skip`` takes these)
 RUNGS = (
@@ -282,6 +283,7 @@ def run_ladder(
     on_row: Callable[[int, Variant], None] | None = None,
     repeat: int = 1,
     threads: int | None = None,
+    execute: Execute | None = None,
 ) -> list[LadderRow]:
     """Measure every row that is not skipped; a row that fails is kept with its error.
 
@@ -289,6 +291,7 @@ def run_ladder(
     out what is left of its budget). The task's data-dependent setup runs once; later rows load it.
     ``repeat``: run the ladder that many times, every other pass in reverse order (so a load that
     drifts during the ladder hits every row alike), and keep each row's median run by audio-s/s.
+    ``execute``: measures a row in this process (needed with ``isolate=False``).
     """
     import tempfile
     from pathlib import Path
@@ -302,7 +305,7 @@ def run_ladder(
             for i in order if r % 2 == 0 else order[::-1]:
                 limit = time_limit(i) if callable(time_limit) else time_limit
                 args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state, threads)
-                done[i] = _run_row(cfg, variants[i], i, *args, on_row)
+                done[i] = _run_row(cfg, variants[i], i, *args, on_row, execute)
             passes.append(done)
     return [_median_row([p[i] for p in passes]) for i in range(len(variants))]
 
@@ -332,6 +335,7 @@ def _run_row(
     setup_state: str,
     threads: int | None,
     on_row: Callable[[int, Variant], None] | None,
+    execute: Execute | None = None,
 ) -> LadderRow:
     if on_row is not None:
         on_row(i, variant)
@@ -348,8 +352,9 @@ def _run_row(
         time_limit=time_limit,
         setup_state=setup_state,
         threads=threads,
+        families=registered_families(),
     )
     try:
-        return LadderRow(variant, run_spec(spec, isolate=isolate))
+        return LadderRow(variant, run_spec(spec, isolate=isolate, execute=execute))
     except RunFailed as exc:
         return LadderRow(variant, None, error=f"failed: {exc}")

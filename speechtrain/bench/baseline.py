@@ -44,16 +44,17 @@ class PadCollate:
 
     def _crop(self, item: dict[str, Any]) -> dict[str, Any]:
         # the same random window of mel frames and of samples (audio is T_frames * hop long)
+        crop = self.crop_frames
         frames = item["mel"].shape[-1] if "mel" in item else len(item["audio"]) // self.hop_length
-        if frames <= self.crop_frames:
+        if crop is None or frames <= crop:
             return item
-        start = random.randint(0, frames - self.crop_frames)
+        start = random.randint(0, frames - crop)
         out = dict(item)
         if "mel" in item:
-            out["mel"] = item["mel"][:, start : start + self.crop_frames]
+            out["mel"] = item["mel"][:, start : start + crop]
         if "audio" in item:
             hop = self.hop_length
-            out["audio"] = item["audio"][start * hop : (start + self.crop_frames) * hop]
+            out["audio"] = item["audio"][start * hop : (start + crop) * hop]
         return out
 
     def __call__(self, items: Sequence[dict[str, Any]]) -> Batch:
@@ -108,7 +109,7 @@ class PlainLoop:
             module.to(device).train()
         from speechtrain.data.loader import DeviceFeatures
 
-        features = DeviceFeatures(cfg, task.needs())
+        features = DeviceFeatures(cfg.data, task.needs())
         self.features = features.to(device).train() if features.active else None
         self.stages: list[tuple[Any, list[nn.Parameter], torch.optim.Optimizer]] = []
         for spec in task.optimizer_specs():

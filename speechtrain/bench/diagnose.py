@@ -88,9 +88,9 @@ def diagnose(runs: Sequence[dict[str, Any]], device_info: dict[str, Any]) -> dic
     small_memory = on_gpu and peak is not None and total and peak < SMALL_MEMORY * float(total)
     if small_batch or small_memory:
         what = []
-        if small_batch:
+        if small_batch and target is not None and tuned is not None:
             what.append(f"mean batch {mean_batch:.1f} items vs {float(target):.1f} possible (tuned {float(tuned):.1f})")
-        if small_memory:
+        if small_memory and peak is not None and total:
             what.append(f"peak memory {peak / 2**30:.2f} GiB of {float(total) / 2**30:.1f} GiB")
         return {
             "kind": "memory-bound",

@@ -12,7 +12,8 @@ on the CPU the peak resident set size (VmHWM) of a fresh process that runs only 
 counted on the CPU. ``isolate=False`` runs in this process and resets VmHWM first; memory an earlier
 configuration left cached is then included.
 
-Run as ``python -m speechtrain.bench.measure SPEC.json OUT.json`` (what ``isolate=True`` does).
+The configuration is built by :mod:`speechtrain.recipes.bench` (in a fresh process:
+``python -m speechtrain.recipes.bench SPEC.json OUT.json``, what ``isolate=True`` does).
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from speechtrain.errors import UserError
-
 
 @dataclass
 class RunSpec:
@@ -47,6 +46,7 @@ class RunSpec:
     time_limit: float | None = None  # stop timing after this many seconds (at least 2 timed steps)
     setup_state: str | None = None  # file with the task's modules after Task.setup, shared by the rows
     threads: int | None = None  # torch intra-op threads in the measuring process (None: torch's default)
+    families: dict[str, Any] | None = None  # registry.registered_families(): registered again in a child process
 
 
 @dataclass
@@ -270,181 +270,31 @@ def _load_average() -> float | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# building one configuration
-
-
-def load_train_dataset(cfg: Any, needs: Any, fake_data: int | None = None) -> Any:
-    """The training SpeechDataset (prepared when needed), or a synthetic LJSpeech-like one."""
-    from speechtrain.data.loader import dataset_fields
-
-    fields = dataset_fields(cfg, needs)
-    if fake_data:
-        from speechtrain.testing.datasets import FakeSpeechDataset, ljspeech_like_frames
-
-        d = cfg.data
-        frames = ljspeech_like_frames(
-            fake_data, seed=cfg.train.seed, sample_rate=d.sample_rate, hop_length=d.hop_length
-        )
-        return FakeSpeechDataset(
-            frames,
-            n_mels=d.n_mels,
-            hop_length=d.hop_length,
-            sample_rate=d.sample_rate,
-            seed=cfg.train.seed,
-            fields=fields,
-        )
-    if not cfg.data.manifest:
-        raise UserError("data.manifest is not set: give a corpus (data.manifest=PATH) or --fake-data N")
-    from speechtrain.data.dataset import SpeechDataset
-    from speechtrain.data.prepare import ensure_prepared
-
-    ensure_prepared(cfg)
-    return SpeechDataset.from_config(cfg, "train", fields)
-
-
-def _record_dict(rec: Any) -> dict[str, Any] | None:
-    d = rec.to_dict() if hasattr(rec, "to_dict") else _plain(rec)
-    if not isinstance(d, dict) or "name" not in d:
-        return None
-    return {k: d.get(k) for k in ("applied", "exact", "detail", "info")}
-
-
-def _records(trainer: Any) -> dict[str, Any]:
-    """What the Trainer says took effect: its acceleration records and one optimizer record per
-    stage (``optimizer:<stage>``)."""
-    out: dict[str, Any] = {}
-    for rec in getattr(getattr(trainer, "accel", None), "records", None) or []:
-        d = _record_dict(rec)
-        if d is not None:
-            out[str(rec.name)] = d
-    for stage, rec in (getattr(trainer, "optimizer_records", None) or {}).items():
-        d = _record_dict(rec)
-        if d is not None:
-            out[f"optimizer:{stage}"] = d
-    return out
-
-
-def execute(spec: RunSpec, progress: Callable[[int], None] | None = None) -> RunResult:
-    """Build and measure one configuration in this process."""
-    with tempfile.TemporaryDirectory(prefix="speechtrain-bench-") as tmp:
-        return _execute(spec, Path(tmp), progress)
-
-
-def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -> RunResult:
-    import torch
-
-    from speechtrain.bench.baseline import PlainLoop, endless, plain_loader
-    from speechtrain.bench.flops import count_flops
-    from speechtrain.config import build_config
-    from speechtrain.device import resolve_device
-    from speechtrain.memory.stats import peak_bytes, reset_peak
-    from speechtrain.registry import build_task
-
-    cfg = build_config(spec.raw)
-    if spec.threads:
-        torch.set_num_threads(spec.threads)
-    torch.manual_seed(cfg.train.seed)
-    task = build_task(cfg)
-    needs = task.needs()
-    dataset = load_train_dataset(cfg, needs, spec.fake_data)
-    _setup(task, dataset, spec.setup_state)
-    flops_per_frame = None
-    applied: dict[str, Any] = {}
-    precision = "fp32"
-    if spec.kind == "baseline":
-        device = resolve_device(cfg.train.device)
-        reset_peak(device)
-        loop = PlainLoop(cfg, task, device)
-        batches = endless(plain_loader(cfg, dataset, needs))
-        if spec.count_flops:
-            first = loop.prepare(next(batches))
-            flops = count_flops(lambda: loop.losses(first))
-            loop.zero_grad()
-            flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
-        step = loop.step
-    elif spec.kind == "engine":
-        from speechtrain.data.loader import build_train_loader
-        from speechtrain.train.trainer import Trainer
-
-        loader = build_train_loader(cfg, dataset, needs)
-        trainer = Trainer(cfg, task, train_loader=loader, run_dir=tmp / "run", log=lambda _msg: None)
-        device = trainer.device
-        reset_peak(device)
-        applied = _records(trainer)
-        precision = getattr(getattr(trainer, "precision", None), "name", "fp32")
-        batches = iter(loader)
-
-        def step(batch: Any) -> None:
-            trainer.train_step([batch])
-
-    else:
-        raise ValueError(f"unknown run kind {spec.kind!r} (baseline or engine)")
-    counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress)
-    if spec.kind == "engine":
-        applied.update(_data_record(cfg, loader))
-    buckets = cfg.data.num_buckets if (spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames) else 1
-    return RunResult(
-        items_per_batch_limit=len(dataset) / buckets,
-        name=spec.name,
-        peak_memory_bytes=peak_bytes(device),
-        flops_per_padded_frame=flops_per_frame,
-        precision=precision,
-        applied=applied,
-        **counts,
-    )
-
-
-def _setup(task: Any, dataset: Any, state_path: str | None) -> None:
-    """``task.setup(dataset)`` once per ladder: the first row saves the fitted modules (codebooks,
-    normalisers) and the later rows load them, so every row trains exactly the same model."""
-    import torch
-
-    path = Path(state_path) if state_path else None
-    if path is not None and path.is_file():
-        state = torch.load(path, map_location="cpu", weights_only=True)
-        for name, module in task.modules().items():
-            module.load_state_dict(state[name])
-        return
-    task.setup(dataset)
-    if path is not None:
-        torch.save({name: m.state_dict() for name, m in task.modules().items()}, path)
-
-
-def _data_record(cfg: Any, loader: Any) -> dict[str, Any]:
-    d = cfg.data
-    stats = loader.stats() if hasattr(loader, "stats") else {}
-    bucketing = {
-        "applied": bool(d.bucketing),
-        "exact": True,
-        "detail": (f"{d.num_buckets} duration buckets" if d.bucketing else "fixed-count random batches")
-        + (f"; tuned per-bucket sizes {d.bucket_batch_sizes}" if d.bucket_batch_sizes else ""),
-    }
-    if isinstance(stats, dict) and stats.get("padding_fraction") is not None:
-        bucketing["detail"] += f"; padding {float(stats['padding_fraction']):.1%} over this run's batches"
-    workers = {
-        "applied": d.num_workers > 0,
-        "exact": True,
-        "detail": f"num_workers={d.num_workers}, pin_memory={d.pin_memory}, prefetch_factor={d.prefetch_factor}, "
-        f"persistent_workers={d.persistent_workers}",
-    }
-    return {"bucketing": bucketing, "loader": workers}
-
-
-# ---------------------------------------------------------------------------------------------
 # isolation
 
 
-def run_spec(spec: RunSpec, isolate: bool = True, timeout: float | None = None) -> RunResult:
-    """Measure ``spec`` in a fresh process (``isolate``) or in this one.
+#: builds and measures one configuration in this process (:func:`speechtrain.recipes.bench.execute`)
+Execute = Callable[[RunSpec], RunResult]
+#: the module run as ``python -m MODULE SPEC.json OUT.json`` to measure a configuration in a fresh process
+CHILD_MODULE = "speechtrain.recipes.bench"
+
+
+def run_spec(
+    spec: RunSpec, isolate: bool = True, timeout: float | None = None, execute: Execute | None = None
+) -> RunResult:
+    """Measure ``spec`` in a fresh process (``isolate``: ``python -m speechtrain.recipes.bench``) or in
+    this one with ``execute``.
 
     A configuration that fails raises :class:`RunFailed` with the child's last error lines.
     """
     if not isolate:
+        if execute is None:
+            raise ValueError("run_spec(isolate=False) needs execute (speechtrain.recipes.bench.execute)")
         return execute(spec)
     with tempfile.TemporaryDirectory(prefix="speechtrain-bench-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(asdict(spec), default=str))
-        cmd = [sys.executable, "-m", "speechtrain.bench.measure", str(spec_path), str(out_path)]
+        cmd = [sys.executable, "-m", CHILD_MODULE, str(spec_path), str(out_path)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -457,18 +307,3 @@ def run_spec(spec: RunSpec, isolate: bool = True, timeout: float | None = None) 
 
 class RunFailed(RuntimeError):
     """A configuration that could not be measured (its error is listed in the report)."""
-
-
-def _main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m speechtrain.bench.measure SPEC.json OUT.json", file=sys.stderr)
-        return 2
-    spec = RunSpec(**json.loads(Path(argv[0]).read_text()))
-    result = execute(spec)
-    raw = asdict(result)
-    Path(argv[1]).write_text(json.dumps(raw, default=str))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -141,8 +141,8 @@ def markdown_table(report: dict[str, Any]) -> str:
         cells.append(_cell(r.get("applied_summary", "")))
         lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
-        cells = " - |" * (12 if cpu else 10)
-        lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{cells} {_cell(s['reason'])} |"))
+        dashes = " - |" * (12 if cpu else 10)
+        lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{dashes} {_cell(s['reason'])} |"))
     return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
 
 

@@ -88,7 +88,7 @@ def measure_rtf(
         for i in range(warmup):
             call(inputs[i % len(inputs)])
         synchronize(device)
-        items = []
+        items: list[dict[str, Any]] = []
         for x in inputs:
             synchronize(device)
             start = time.perf_counter()

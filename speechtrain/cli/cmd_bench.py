@@ -52,17 +52,17 @@ def _validate(args: argparse.Namespace) -> None:
 def tune_overrides(cfg: Any) -> dict[str, Any]:
     """Run the batch-size tuner on ``cfg``; its per-bucket sizes as overrides for the ladder."""
     from speechtrain.bench.ablate import tuned_overrides
-    from speechtrain.memory.tune import tune
+    from speechtrain.recipes.tune import TuneRecipe
 
-    report = tune(cfg)
+    report = TuneRecipe(cfg).run()
     print(report.table())
     return tuned_overrides(report.config, cfg)
 
 
 def run(args: argparse.Namespace) -> int:
-    from speechtrain.bench import run_bench
     from speechtrain.bench.report import diagnosis_text, markdown_table, write_json, write_markdown, write_plot
     from speechtrain.cli.common import config_from_args
+    from speechtrain.recipes.bench import run_bench
 
     _validate(args)
     cfg = config_from_args(args)

@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from speechtrain.errors import DataError, UserError
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:

@@ -35,21 +35,6 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
-def find_recipe(name: str) -> Path:
-    """A recipe by path, or by name in the repository's recipes/ folder."""
-    from speechtrain.errors import UserError
-
-    path = Path(name)
-    if path.is_file():
-        return path
-    stem = name if name.endswith((".yaml", ".yml")) else name + ".yaml"
-    roots = [Path.cwd() / "recipes", Path(__file__).resolve().parents[2] / "recipes"]
-    for root in roots:
-        if (root / stem).is_file():
-            return root / stem
-    raise UserError(f"recipe '{name}' not found (looked in {', '.join(str(r) for r in roots)}); give a YAML path")
-
-
 class Stages:
     """Prints numbered stage headers with the elapsed time."""
 
@@ -103,6 +88,8 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
         raise UserError(f"--minutes must be > 0, got {args.minutes}")
     if args.utterances < 8:
         raise UserError(f"--utterances must be >= 8 (the demo holds some out for evaluation), got {args.utterances}")
+    from speechtrain.recipes.common import find_recipe
+
     find_recipe(args.recipe)  # a bad name fails before any work
     stages = Stages()
     budget = _budget(args)
@@ -113,13 +100,12 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     _corpus(data, args.utterances)
 
     cfg = _demo_config(args, data, out)
-    from speechtrain.registry import build_task
+    from speechtrain.recipes import build_task
+    from speechtrain.recipes.data import DataRecipe
 
     stages.header("prepare")
-    from speechtrain.data.prepare import ensure_prepared
-
     needs = build_task(cfg).needs()
-    report = ensure_prepared(cfg, require_text=needs.text)
+    report = DataRecipe(cfg).ensure_prepared(require_text=needs.text)
     print("feature cache is up to date" if report is None else getattr(report, "summary", lambda: str(report))())
 
     stages.header("probe")
@@ -161,6 +147,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
 
 def _demo_config(args: argparse.Namespace, data: Path, out: Path) -> Any:
     from speechtrain.config import load_config, read_yaml
+    from speechtrain.recipes.common import find_recipe
 
     path = find_recipe(args.recipe)
     manifest = (read_yaml(path).get("data") or {}).get("manifest")
@@ -180,12 +167,8 @@ def _tune(cfg: Any) -> dict[str, Any] | None:
     """The tuner's per-bucket sizes as overrides (None when the tuner is unavailable or fails)."""
     from speechtrain.bench.ablate import tuned_overrides
     from speechtrain.errors import UserError
+    from speechtrain.recipes.tune import TuneRecipe
 
-    try:
-        from speechtrain.memory.tune import tune
-    except ImportError:
-        print("the tuner is not available; the tuned-batch rung will be skipped")
-        return None
     # bounded for the demo: one timed step per trial, batches up to the recipe's item cap, coarse bisection
     cap = min(cfg.tune.max_batch_size, cfg.data.max_batch_size, 4 * cfg.data.batch_size)
     limits = {"steps_per_trial": 1, "max_batch_size": cap}
@@ -193,7 +176,7 @@ def _tune(cfg: Any) -> dict[str, Any] | None:
     small = cfg.model_copy(update={"tune": cfg.tune.model_copy(update=limits)})
     print(f"tuner limits for the demo: {limits}")
     try:
-        report = tune(small, log=lambda msg: print(msg, flush=True))
+        report = TuneRecipe(small).run()
     except UserError as exc:
         print(f"tuning failed: {exc}; the tuned-batch rung will be skipped")
         return None
@@ -204,7 +187,7 @@ def _tune(cfg: Any) -> dict[str, Any] | None:
 def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) -> Path:
     from speechtrain.bench.ablate import set_dotted
     from speechtrain.config import build_config
-    from speechtrain.train.run import train_from_config
+    from speechtrain.recipes.train import train_from_config
 
     raw = cfg.to_dict()
     for key, value in (tuned or {}).items():
@@ -258,8 +241,8 @@ class Pacer:
 def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, info: Any, seconds: float) -> dict:
     from tqdm import tqdm
 
-    from speechtrain.bench import run_bench
     from speechtrain.bench.ablate import plan_ladder
+    from speechtrain.recipes.bench import run_bench
 
     skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
     rows = plan_ladder(cfg, info.device_type, info, skip, tuned)

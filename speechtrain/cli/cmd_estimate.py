@@ -21,9 +21,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
-    from speechtrain.memory.estimate import estimate, format_estimate
+    from speechtrain.memory.estimate import format_estimate
+    from speechtrain.recipes.estimate import EstimateRecipe
 
-    est = estimate(cfg)
+    est = EstimateRecipe(cfg).run()
     print(format_estimate(est))
     write_json(args.json, est)
     return 0 if est["fits"] is not False else 1

@@ -66,12 +66,12 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.data.plan import format_plan, plan_report
 
     if args.synthetic:
-        from speechtrain.testing.datasets import ljspeech_like_frames
+        from speechtrain.data.synthetic import ljspeech_like_frames
 
         frames = ljspeech_like_frames(
             args.utterances, seed=cfg.train.seed, sample_rate=cfg.data.sample_rate, hop_length=cfg.data.hop_length
         )
-        report = plan_report(frames, cfg)
+        report = plan_report(frames, cfg.data, seed=cfg.train.seed)
         report["source"] = f"synthetic {args.synthetic} ({args.utterances} utterances)"
     else:
         if cfg.data.manifest is None:
@@ -79,9 +79,16 @@ def run(args: argparse.Namespace) -> int:
         from speechtrain.data.dataset import SpeechDataset
         from speechtrain.data.prepare import ensure_prepared
 
-        ensure_prepared(cfg)
-        ds = SpeechDataset.from_config(cfg, split="train", fields=())
-        report = plan_report(ds.frames, cfg, ids=list(ds.ids), hop_length=ds.hop_length, sample_rate=ds.sample_rate)
+        ensure_prepared(cfg.data)
+        ds = SpeechDataset.from_config(cfg.data, split="train", fields=())
+        report = plan_report(
+            ds.frames,
+            cfg.data,
+            seed=cfg.train.seed,
+            ids=list(ds.ids),
+            hop_length=ds.hop_length,
+            sample_rate=ds.sample_rate,
+        )
         report["source"] = str(cfg.data.manifest)
     print(f"plan of {report['source']}")
     print(format_plan(report))

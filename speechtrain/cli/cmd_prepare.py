@@ -39,7 +39,8 @@ def _allow_overrides_anywhere(p: argparse.ArgumentParser, takes_value: tuple[str
 
     def parse_known_args(args: Any = None, namespace: Any = None) -> Any:
         tokens = list(sys.argv[1:] if args is None else args)
-        rest, lifted = [], []
+        rest: list[str] = []
+        lifted: list[str] = []
         for i, tok in enumerate(tokens):
             after_option = i > 0 and tokens[i - 1] in takes_value
             (lifted if _OVERRIDE.match(tok) and not after_option else rest).append(tok)
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if data is not None:
         cfg.data.manifest = str(data)  # set directly: a path is not parsed as YAML
     report = prepare_dataset(
-        cfg,
+        cfg.data,
         workers=args.workers,
         strict=args.strict,
         progress=not args.no_progress,

@@ -44,10 +44,10 @@ def eval_mels(cfg: Any, n: int) -> list[Any]:
     from speechtrain.data.prepare import ensure_prepared
     from speechtrain.errors import UserError
 
-    ensure_prepared(cfg)
+    ensure_prepared(cfg.data)
     for split in ("eval", "train"):
         try:
-            ds = SpeechDataset.from_config(cfg, split, fields=("mel",))
+            ds = SpeechDataset.from_config(cfg.data, split, fields=("mel",))
         except UserError:
             continue
         if len(ds):
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.bench.rtf import DEFAULT_SENTENCES, measure_rtf
     from speechtrain.cli.common import write_json
     from speechtrain.errors import UserError
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     if args.warmup < 0:
         raise UserError("--warmup must be >= 0")

@@ -52,20 +52,6 @@ def synthesis_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
-def load_synthesizer(run_dir: str, device: str | None) -> tuple[Any, Any]:
-    """Config and task of a run that can synthesize (UserError otherwise)."""
-    from speechtrain.errors import UserError
-    from speechtrain.train.run import load_task
-
-    cfg, task = load_task(run_dir, device=device)
-    if not hasattr(task, "synthesize"):
-        raise UserError(
-            f"{run_dir} is a '{cfg.model.name}' run, which cannot synthesize from text "
-            f"(TTS families: vits, gpt_tts; a vocoder run is used with --vocoder)"
-        )
-    return cfg, task
-
-
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -82,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         if args.threads < 1:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
+    from speechtrain.recipes.inference import load_synthesizer
+
     cfg, task = load_synthesizer(args.run_dir, args.device)
     if args.seed is not None:
         torch.manual_seed(args.seed)

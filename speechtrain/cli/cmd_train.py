@@ -22,16 +22,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from speechtrain.errors import UserError
-    from speechtrain.train.run import load_run_config, train_from_config
+    from speechtrain.recipes.train import TrainRecipe
 
     if args.resume:
         if args.config:
             raise UserError("--resume uses the run's own config.yaml; pass changes as key=value, not --config")
-        cfg = load_run_config(args.resume, args.overrides)
+        recipe = TrainRecipe.from_run(args.resume, args.overrides)
     else:  # --config CFG, or the defaults with key=value overrides
         from speechtrain.cli.common import config_from_args
 
-        cfg = config_from_args(args)
-    run_dir, summary = train_from_config(cfg, resume=args.resume)
+        recipe = TrainRecipe(config_from_args(args))
+    run_dir, summary = recipe.run()
     print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
     return 0

@@ -25,10 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     from speechtrain.memory.estimate import format_estimate
-    from speechtrain.memory.tune import tune, write_tuned_config
+    from speechtrain.recipes.tune import TuneRecipe, write_tuned_config
 
     print(f"tuning batch sizes per bucket ({cfg.tune.objective}) ...")
-    report = tune(cfg, log=(lambda _m: None) if args.quiet else print)
+    report = TuneRecipe(cfg, quiet=args.quiet).run()
     print(report.table())
     if report.estimate is not None:
         print("estimate (before any run):")

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     import soundfile as sf
 
     from speechtrain.errors import DataError, UserError
-    from speechtrain.train.run import load_task
+    from speechtrain.recipes.inference import load_task
 
     cfg, task = load_task(args.run_dir, device=args.device, which=args.checkpoint)
     if not hasattr(task, "vocode"):

@@ -26,20 +26,21 @@ class AudioProblem(Exception):
 
 @dataclass
 class AudioInfo:
-    """What the header says."""
+    """What the header says. ``samples`` counts samples per channel (soundfile calls them frames;
+    here frames are mel frames)."""
 
     sample_rate: int
     channels: int
-    frames: int
+    samples: int
 
     @property
     def duration(self) -> float:
-        return self.frames / self.sample_rate if self.sample_rate else 0.0
+        return self.samples / self.sample_rate if self.sample_rate else 0.0
 
 
-def wav_declared_frames(path: str | os.PathLike[str], channels: int) -> int | None:
-    """Frames the WAV ``data`` chunk header declares (None: not a plain RIFF/WAVE file, or a streamed
-    file with an unknown size). Reads the chunk headers only."""
+def wav_declared_samples(path: str | os.PathLike[str], channels: int) -> int | None:
+    """Samples per channel that the WAV ``data`` chunk header declares (None: not a plain RIFF/WAVE
+    file, or a streamed file with an unknown size). Reads the chunk headers only."""
     with open(path, "rb") as f:
         head = f.read(12)
         if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
@@ -77,11 +78,11 @@ def probe_audio(path: str | os.PathLike[str]) -> AudioInfo:
         info = sf.info(str(path))
     except Exception as exc:  # soundfile raises several types (LibsndfileError, RuntimeError, TypeError)
         raise AudioProblem("unreadable_audio", _short(exc)) from None
-    out = AudioInfo(int(info.samplerate), int(info.channels), int(info.frames))
-    declared = wav_declared_frames(path, out.channels) if info.format == "WAV" else None
-    if declared is not None and declared > out.frames:
-        raise AudioProblem("truncated_audio", f"header says {declared} frames, file holds {out.frames}")
-    if out.frames <= 0:
+    out = AudioInfo(int(info.samplerate), int(info.channels), int(info.frames))  # soundfile frames = samples
+    declared = wav_declared_samples(path, out.channels) if info.format == "WAV" else None
+    if declared is not None and declared > out.samples:
+        raise AudioProblem("truncated_audio", f"header says {declared} samples, file holds {out.samples}")
+    if out.samples <= 0:
         raise AudioProblem("empty_audio", "no samples")
     if out.sample_rate <= 0 or out.channels <= 0:
         raise AudioProblem("unreadable_audio", f"bad header (rate {out.sample_rate}, channels {out.channels})")
@@ -99,8 +100,8 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int) -> tuple[np.ndarr
         data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (T_samples, channels)
     except Exception as exc:
         raise AudioProblem("truncated_audio", f"decoding failed: {_short(exc)}") from None
-    if data.shape[0] < info.frames:
-        raise AudioProblem("truncated_audio", f"header says {info.frames} frames, decoded {data.shape[0]}")
+    if data.shape[0] < info.samples:
+        raise AudioProblem("truncated_audio", f"header says {info.samples} samples, decoded {data.shape[0]}")
     mono = data.mean(axis=1) if data.shape[1] > 1 else data[:, 0]
     if sr != sample_rate:
         mono = soxr.resample(mono, sr, sample_rate, quality="HQ")

@@ -33,7 +33,7 @@ def crop_item(item: dict[str, Any], offset: int, crop_frames: int, hop_length: i
     return out
 
 
-def _pad_stack(arrays: Sequence[np.ndarray], length: int, value: float, dtype: np.dtype) -> np.ndarray:
+def _pad_stack(arrays: Sequence[np.ndarray], length: int, value: float, dtype: type[np.generic]) -> np.ndarray:
     """Stack arrays padded along their last axis to ``length``."""
     first = arrays[0]
     out = np.full((len(arrays), *first.shape[:-1], length), value, dtype=dtype)

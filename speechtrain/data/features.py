@@ -10,10 +10,37 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+
+
+@dataclass(frozen=True)
+class MelSettings:
+    """The STFT and mel settings that define a log-mel (a change of any of them changes the features)."""
+
+    sample_rate: int = 22050
+    n_fft: int = 1024
+    win_length: int = 1024
+    hop_length: int = 256
+    n_mels: int = 80
+    fmin: float = 0.0
+    fmax: float | None = 8000.0
+
+    @classmethod
+    def from_data(cls, data: DataConfig) -> MelSettings:
+        """The settings of a :class:`speechtrain.config.DataConfig`."""
+        return cls(data.sample_rate, data.n_fft, data.win_length, data.hop_length, data.n_mels, data.fmin, data.fmax)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (hashed into the feature-cache keys: keep the names)."""
+        return asdict(self)
 
 
 def _hz_to_mel(f: np.ndarray) -> np.ndarray:
@@ -34,11 +61,15 @@ def _mel_to_hz(m: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=16)
+def _mel_scalar(hz: float) -> float:
+    return float(_hz_to_mel(np.asarray(hz, dtype=np.float64)))
+
+
 def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float | None) -> np.ndarray:
     """Slaney-normalised triangular mel filters, shape (n_mels, n_fft // 2 + 1), float32."""
     fmax = fmax or sample_rate / 2
     fft_freqs = np.linspace(0, sample_rate / 2, n_fft // 2 + 1)
-    mel_pts = _mel_to_hz(np.linspace(_hz_to_mel(fmin), _hz_to_mel(fmax), n_mels + 2))
+    mel_pts = _mel_to_hz(np.linspace(_mel_scalar(fmin), _mel_scalar(fmax), n_mels + 2))
     fdiff = np.diff(mel_pts)
     ramps = mel_pts[:, None] - fft_freqs[None, :]
     lower = -ramps[:-2] / fdiff[:-1, None]
@@ -55,6 +86,8 @@ def num_frames(n_samples: int, hop_length: int) -> int:
 
 class Spectrogram(nn.Module):
     """Magnitude spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_fft // 2 + 1, T_frames)."""
+
+    window: torch.Tensor
 
     def __init__(self, n_fft: int = 1024, win_length: int = 1024, hop_length: int = 256) -> None:
         super().__init__()
@@ -83,6 +116,8 @@ class Spectrogram(nn.Module):
 class LogMel(nn.Module):
     """Log-mel spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_mels, T_frames), natural log."""
 
+    fb: torch.Tensor
+
     def __init__(
         self,
         sample_rate: int = 22050,
@@ -105,27 +140,27 @@ class LogMel(nn.Module):
         return torch.log(torch.clamp(mel, min=1e-5))
 
     @classmethod
-    def from_config(cls, data_cfg: object) -> LogMel:
-        """Build from a :class:`speechtrain.config.DataConfig`."""
-        d = data_cfg
-        return cls(d.sample_rate, d.n_fft, d.win_length, d.hop_length, d.n_mels, d.fmin, d.fmax)  # type: ignore[attr-defined]
+    def from_settings(cls, settings: MelSettings) -> LogMel:
+        """Build from :class:`MelSettings`."""
+        s = settings
+        return cls(s.sample_rate, s.n_fft, s.win_length, s.hop_length, s.n_mels, s.fmin, s.fmax)
+
+    @classmethod
+    def from_config(cls, data: DataConfig) -> LogMel:
+        """Build from the mel settings of a :class:`speechtrain.config.DataConfig`."""
+        return cls.from_settings(MelSettings.from_data(data))
 
 
-def log_mel_numpy(audio: np.ndarray, data_cfg: object) -> np.ndarray:
-    """Log-mel of one 1-D float signal on the CPU, (n_mels, T_frames) float32 (used by the cache)."""
-    module = _cached_logmel(
-        data_cfg.sample_rate,  # type: ignore[attr-defined]
-        data_cfg.n_fft,  # type: ignore[attr-defined]
-        data_cfg.win_length,  # type: ignore[attr-defined]
-        data_cfg.hop_length,  # type: ignore[attr-defined]
-        data_cfg.n_mels,  # type: ignore[attr-defined]
-        data_cfg.fmin,  # type: ignore[attr-defined]
-        data_cfg.fmax,  # type: ignore[attr-defined]
-    )
+def log_mel_numpy(audio: np.ndarray, settings: MelSettings | DataConfig) -> np.ndarray:
+    """Log-mel of one 1-D float signal on the CPU, (n_mels, T_frames) float32 (used by the cache).
+
+    ``settings``: :class:`MelSettings`, or a DataConfig whose mel settings are used."""
+    mel_settings = settings if isinstance(settings, MelSettings) else MelSettings.from_data(settings)
+    module = _cached_logmel(mel_settings)
     with torch.no_grad():
         return module(torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32))[None])[0].numpy()
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_logmel(*args: object) -> LogMel:
-    return LogMel(*args)  # type: ignore[arg-type]
+def _cached_logmel(settings: MelSettings) -> LogMel:
+    return LogMel.from_settings(settings)

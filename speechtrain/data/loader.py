@@ -8,6 +8,10 @@ seed and epoch), so resuming recomputes the plan and starts at batch ``k`` witho
 
 Workers read and collate whole batches (``DataLoader(batch_size=None)`` over planned batches), so
 one worker call produces one Batch and the main process does no per-item work.
+
+Builders take the :class:`speechtrain.config.DataConfig` section and explicit values (the sampler
+seed, rank and world size), never the whole Config. The Trainer depends on :class:`TrainBatches`
+only; :class:`TrainLoader` is the implementation built here.
 """
 
 from __future__ import annotations
@@ -15,15 +19,22 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 from torch import nn
 
+from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
 from speechtrain.data.collate import MEL_PAD, collate, crop_item
+from speechtrain.data.features import LogMel
 from speechtrain.data.sampler import BatchKey, BucketBatchSampler
 from speechtrain.errors import DataError
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
 
 
 @runtime_checkable
@@ -53,53 +64,88 @@ class TrainBatches(Protocol):
     def load_state_dict(self, state: dict[str, Any]) -> None: ...
 
 
-_FIELD_OF = {"mel": "mel", "audio": "audio", "tokens": "tokens", "speaker": "speaker", "label": "label"}
+class FieldNeeds(Protocol):
+    """What a task needs from the data (``speechtrain.train.task.Needs`` is one)."""
+
+    @property
+    def mel(self) -> bool: ...
+
+    @property
+    def audio(self) -> bool: ...
+
+    @property
+    def text(self) -> bool: ...
+
+    @property
+    def speakers(self) -> bool: ...
+
+    @property
+    def labels(self) -> bool: ...
 
 
-def _data_cfg(cfg: Any) -> Any:
-    return cfg.data if hasattr(cfg, "data") else cfg
+class UtteranceSource(Protocol):
+    """What the loaders read from: a :class:`~speechtrain.data.dataset.SpeechDataset` or a look-alike
+    (``speechtrain.testing.datasets.FakeSpeechDataset``)."""
+
+    frames: np.ndarray  # mel frames per item
+    ids: list[str]
+    hop_length: int
+    sample_rate: int
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int) -> dict[str, Any]: ...
 
 
-def _seed(cfg: Any) -> int:
-    return int(cfg.train.seed) if hasattr(cfg, "train") else 0
-
-
-def item_keys(cfg: Any, needs: Any) -> tuple[str, ...]:
+def item_keys(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
     """Item keys the loader ships for a task's ``Needs`` (with ``features_on_device`` the mel is
     computed on the device from ``audio``, so only audio travels)."""
-    d = _data_cfg(cfg)
     keys = []
-    if needs.mel and not d.features_on_device:
+    if needs.mel and not data.features_on_device:
         keys.append("mel")
-    if needs.audio or (needs.mel and d.features_on_device):
+    if needs.audio or (needs.mel and data.features_on_device):
         keys.append("audio")
-    if getattr(needs, "text", False):
+    if needs.text:
         keys.append("tokens")
-    if getattr(needs, "speakers", False):
+    if needs.speakers:
         keys.append("speaker")
-    if getattr(needs, "labels", False):
+    if needs.labels:
         keys.append("label")
     return tuple(keys)
 
 
-def dataset_fields(cfg: Any, needs: Any) -> tuple[str, ...]:
+def dataset_fields(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
     """The ``fields`` argument of ``SpeechDataset.from_config`` for a task (mel/audio/tokens only)."""
-    return tuple(k for k in item_keys(cfg, needs) if k in ("mel", "audio", "tokens"))
+    return tuple(k for k in item_keys(data, needs) if k in ("mel", "audio", "tokens"))
 
 
-def resolve_pin_memory(value: Any) -> bool:
+def resolve_pin_memory(value: bool | str) -> bool:
     """``auto`` -> pin when CUDA is available."""
     if value == "auto":
         return torch.cuda.is_available()
     return bool(value)
 
 
-class BatchReader(torch.utils.data.Dataset):
+@dataclass(frozen=True)
+class LoaderOptions:
+    """How the DataLoader under a loader runs (the ``data.num_workers`` ... settings)."""
+
+    num_workers: int = 0
+    pin_memory: bool | str = "auto"
+    prefetch_factor: int | None = None
+    persistent_workers: bool = False
+
+    @classmethod
+    def from_data(cls, data: DataConfig) -> LoaderOptions:
+        return cls(data.num_workers, data.pin_memory, data.prefetch_factor, data.persistent_workers)
+
+
+class BatchReader(torch.utils.data.Dataset[Batch]):
     """Reads and collates one planned batch (runs inside DataLoader workers)."""
 
     def __init__(
         self,
-        dataset: Any,
+        dataset: UtteranceSource,
         keys: tuple[str, ...],
         pad_multiple: int = 1,
         crop_frames: int | None = None,
@@ -117,7 +163,7 @@ class BatchReader(torch.utils.data.Dataset):
         if missing:
             raise DataError(
                 f"item {item.get('id', index)} has no {missing}: the dataset was built without them; build it "
-                "with SpeechDataset.from_config(cfg, split, fields=speechtrain.data.loader.dataset_fields(cfg, needs))"
+                "with SpeechDataset.from_config(data, split, fields=speechtrain.data.loader.dataset_fields(data, needs))"
             )
         out = {k: item[k] for k in self.keys}
         out["id"] = item.get("id", str(index))
@@ -133,7 +179,7 @@ class BatchReader(torch.utils.data.Dataset):
         return len(self.dataset)
 
 
-class _KeySource(torch.utils.data.Sampler):
+class _KeySource(torch.utils.data.Sampler[BatchKey]):
     """The batches a DataLoader iterator reads: set by the main process before each iter()."""
 
     def __init__(self) -> None:
@@ -150,26 +196,28 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def _dataloader(reader: BatchReader, source: _KeySource, d: Any, notes: list[str]) -> torch.utils.data.DataLoader:
+def _dataloader(
+    reader: BatchReader, source: _KeySource, options: LoaderOptions, notes: list[str]
+) -> torch.utils.data.DataLoader[Batch]:
     kwargs: dict[str, Any] = {}
-    if d.num_workers > 0:
-        if d.prefetch_factor is not None:
-            kwargs["prefetch_factor"] = d.prefetch_factor
-        kwargs["persistent_workers"] = d.persistent_workers
+    if options.num_workers > 0:
+        if options.prefetch_factor is not None:
+            kwargs["prefetch_factor"] = options.prefetch_factor
+        kwargs["persistent_workers"] = options.persistent_workers
     else:
-        if d.prefetch_factor is not None:
+        if options.prefetch_factor is not None:
             notes.append("data.prefetch_factor not used: it needs data.num_workers > 0")
-        if d.persistent_workers:
+        if options.persistent_workers:
             notes.append("data.persistent_workers not used: it needs data.num_workers > 0")
-    pin = resolve_pin_memory(d.pin_memory)
-    if d.pin_memory is True and not torch.cuda.is_available():
+    pin = resolve_pin_memory(options.pin_memory)
+    if options.pin_memory is True and not torch.cuda.is_available():
         notes.append("data.pin_memory not used: no CUDA device")
         pin = False
     return torch.utils.data.DataLoader(
         reader,
         batch_size=None,
         sampler=source,
-        num_workers=d.num_workers,
+        num_workers=options.num_workers,
         collate_fn=_identity,
         pin_memory=pin,
         # its own generator: creating an iterator draws a worker base seed, which must not move the
@@ -214,12 +262,18 @@ class _Totals:
 class TrainLoader:
     """Endless iterable of training batches across epochs, resumable at the exact next batch."""
 
-    def __init__(self, dataset: Any, sampler: BucketBatchSampler, reader: BatchReader, data_cfg: Any) -> None:
+    def __init__(
+        self,
+        dataset: UtteranceSource,
+        sampler: BucketBatchSampler,
+        reader: BatchReader,
+        options: LoaderOptions = LoaderOptions(),
+    ) -> None:
         self.dataset, self.sampler, self.reader = dataset, sampler, reader
         self.notes: list[str] = list(sampler.report.lines())
         self._source = _KeySource()
-        self._loader = _dataloader(reader, self._source, data_cfg, self.notes)
-        self.num_workers = data_cfg.num_workers
+        self._loader = _dataloader(reader, self._source, options, self.notes)
+        self.num_workers = options.num_workers
         self.pin_memory = self._loader.pin_memory
         self._total, self._epoch_totals = _Totals(), _Totals()
         self._history: list[dict[str, Any]] = []
@@ -228,6 +282,11 @@ class TrainLoader:
     @property
     def epoch(self) -> int:
         return self.sampler.epoch
+
+    @property
+    def num_buckets(self) -> int:
+        """Duration buckets of the plan (1 outside bucketing): each may bring its own batch shapes."""
+        return max(1, len(self.sampler.planner.boundaries))
 
     def set_epoch(self, epoch: int) -> None:
         """Jump forward to the start of ``epoch`` (carrying rank remainders on the way)."""
@@ -314,37 +373,42 @@ class TrainLoader:
 
 
 def build_train_loader(
-    cfg: Any, dataset: Any, needs: Any, rank: int | None = None, world_size: int | None = None
+    data: DataConfig,
+    dataset: UtteranceSource,
+    needs: FieldNeeds,
+    *,
+    seed: int,
+    rank: int | None = None,
+    world_size: int | None = None,
 ) -> TrainLoader:
     """The training loader for ``dataset`` (a SpeechDataset or look-alike) and a task's ``needs``.
 
-    ``cfg`` is a Config (``data`` and ``train.seed`` are used) or a DataConfig (seed 0).
-    ``rank``/``world_size`` default to torch.distributed when initialised, else 0/1.
+    ``seed`` is the sampler's seed (``train.seed``); ``rank``/``world_size`` default to
+    torch.distributed when initialised, else 0/1.
     """
-    d = _data_cfg(cfg)
     if len(dataset) == 0:
         raise DataError("the training set is empty: check data.manifest and the prepare report")
-    if d.crop_frames and not (needs.mel or needs.audio):
+    if data.crop_frames and not (needs.mel or needs.audio):
         raise DataError("data.crop_frames crops mel and audio, but the task needs neither")
     sampler = BucketBatchSampler.from_config(
-        d, dataset.frames, seed=_seed(cfg), ids=getattr(dataset, "ids", None), rank=rank, world_size=world_size
+        data, dataset.frames, seed=seed, ids=getattr(dataset, "ids", None), rank=rank, world_size=world_size
     )
     if sampler.usable.size == 0:
         raise DataError("every utterance was skipped by the sampler: " + "; ".join(sampler.report.lines()))
-    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, d.crop_frames)
+    reader = BatchReader(dataset, item_keys(data, needs), data.pad_multiple, data.crop_frames)
     reader.read(int(sampler.usable[0]))  # fail here, not in a worker, when a field is missing
-    return TrainLoader(dataset, sampler, reader, d)
+    return TrainLoader(dataset, sampler, reader, LoaderOptions.from_data(data))
 
 
 class EvalLoader:
     """One ordered pass over the evaluation set in batches of ``eval_batch_size`` (re-iterable)."""
 
-    def __init__(self, reader: BatchReader, keys: list[BatchKey], data_cfg: Any) -> None:
+    def __init__(self, reader: BatchReader, keys: list[BatchKey], options: LoaderOptions = LoaderOptions()) -> None:
         self.reader, self.keys = reader, keys
         self.notes: list[str] = []
         self._source = _KeySource()
         self._source.keys = keys
-        self._loader = _dataloader(reader, self._source, data_cfg, self.notes)
+        self._loader = _dataloader(reader, self._source, options, self.notes)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -353,15 +417,14 @@ class EvalLoader:
         return iter(self._loader)
 
 
-def build_eval_loader(cfg: Any, dataset: Any, needs: Any) -> EvalLoader:
+def build_eval_loader(data: DataConfig, dataset: UtteranceSource, needs: FieldNeeds) -> EvalLoader:
     """Whole utterances (no crop) in dataset order, ``data.eval_batch_size`` per batch."""
-    d = _data_cfg(cfg)
-    bs = d.eval_batch_size
+    bs = data.eval_batch_size
     keys = [BatchKey(tuple(range(s, min(s + bs, len(dataset)))), None, None) for s in range(0, len(dataset), bs)]
-    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, None)
+    reader = BatchReader(dataset, item_keys(data, needs), data.pad_multiple, None)
     if keys:
         reader.read(0)
-    return EvalLoader(reader, keys, d)
+    return EvalLoader(reader, keys, LoaderOptions.from_data(data))
 
 
 class DeviceFeatures(nn.Module):
@@ -373,17 +436,14 @@ class DeviceFeatures(nn.Module):
       length (masked values set to the item's mean log-mel).
     """
 
-    def __init__(self, cfg: Any, needs: Any | None = None) -> None:
+    def __init__(self, data: DataConfig, needs: FieldNeeds | None = None) -> None:
         super().__init__()
-        from speechtrain.data.features import LogMel
-
-        d = _data_cfg(cfg)
-        self.hop_length = d.hop_length
-        self.compute_mel = bool(d.features_on_device) and (needs is None or needs.mel)
-        self.logmel = LogMel.from_config(d) if self.compute_mel else None
-        self.noise_snr_db = d.noise_snr_db
-        self.time_masks, self.time_mask_width = d.time_masks, d.time_mask_width
-        self.freq_masks, self.freq_mask_width = d.freq_masks, d.freq_mask_width
+        self.hop_length = data.hop_length
+        self.compute_mel = bool(data.features_on_device) and (needs is None or needs.mel)
+        self.logmel = LogMel.from_config(data) if self.compute_mel else None
+        self.noise_snr_db = data.noise_snr_db
+        self.time_masks, self.time_mask_width = data.time_masks, data.time_mask_width
+        self.freq_masks, self.freq_mask_width = data.freq_masks, data.freq_mask_width
 
     @property
     def active(self) -> bool:
@@ -398,16 +458,14 @@ class DeviceFeatures(nn.Module):
         host = {k: list(v) for k, v in batch.host_lengths.items()}
         if train and self.noise_snr_db is not None:
             if "audio" not in tensors:
-                from speechtrain.config import ConfigError
-
                 raise ConfigError(
                     "data.noise_snr_db adds noise to audio, but the batch has none: set data.features_on_device=true "
                     "(noise then reaches the mel) or use a task that reads audio"
                 )
             tensors["audio"] = self._add_noise(tensors["audio"], tensors["audio_lengths"])
-        if self.compute_mel:
+        if self.logmel is not None:
             if "audio" not in tensors:
-                raise DataError("data.features_on_device needs audio in the batch (build the loader with the same cfg)")
+                raise DataError("data.features_on_device needs audio in the batch (build the loader with the same data settings)")
             audio = tensors["audio"]  # (B, 1, T_samples)
             lengths = torch.div(tensors["audio_lengths"], self.hop_length, rounding_mode="floor")
             mel = self.logmel(audio)  # (B, n_mels, T_frames)
@@ -422,6 +480,7 @@ class DeviceFeatures(nn.Module):
 
     def _add_noise(self, audio: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         # audio: (B, 1, T_samples); per-item signal power over the valid samples only
+        assert self.noise_snr_db is not None
         valid = (torch.arange(audio.shape[-1], device=audio.device)[None, :] < lengths[:, None]).unsqueeze(1)
         power = (audio.float().pow(2) * valid).sum(dim=-1, keepdim=True) / lengths.clamp(min=1)[:, None, None]
         std = torch.sqrt(power / (10.0 ** (self.noise_snr_db / 10.0)))

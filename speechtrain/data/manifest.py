@@ -9,10 +9,13 @@
 ``read_manifest(path, fmt="auto") -> (entries, problems)``: malformed lines become
 :class:`Problem` records with the file and line number, never exceptions; only a manifest that
 cannot be read at all (missing, empty, unknown format) raises :class:`DataError`.
+``manifest_signature(path, fmt)`` changes whenever the listing does (the feature cache's staleness
+check uses it).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
@@ -103,6 +106,40 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     raise DataError(f"{p}: cannot tell the manifest format (not id|text lines, not JSON lines); set data.format")
 
 
+def resolve_format(path: str | os.PathLike[str], fmt: str) -> str:
+    """``fmt``, or the detected format when ``fmt`` is ``auto``."""
+    return detect_format(path) if fmt == "auto" else fmt
+
+
+def data_folder(path: str | os.PathLike[str]) -> Path:
+    """The folder the data lives in: the folder itself, or the folder of a manifest file."""
+    p = Path(path).absolute()
+    return p if p.is_dir() else p.parent
+
+
+def file_signature(path: str) -> list[int] | None:
+    """``[size, mtime_ns]`` of a file, None when it does not exist."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [int(st.st_size), int(st.st_mtime_ns)]
+
+
+ManifestSignature = list[int] | str | None  # file signature, or a hash of a folder's listing
+
+
+def manifest_signature(path: str | os.PathLike[str], fmt: str) -> ManifestSignature:
+    """Changes when the listing changes: size+mtime of the manifest file, or a hash of the folder's
+    file list (``folder`` format)."""
+    src = manifest_file(path, fmt)
+    if fmt != "folder":
+        return file_signature(str(src))
+    entries, problems = _read_folder(src)
+    listing = [e.audio_path for e in entries] + [p.where for p in problems]
+    return hashlib.sha1("\n".join(listing).encode()).hexdigest()
+
+
 def manifest_file(path: str | os.PathLike[str], fmt: str) -> Path:
     """The file (or folder, for ``folder``) that lists the items."""
     p = Path(path)
@@ -143,7 +180,7 @@ def _lines(src: Path) -> list[tuple[int, str | None]]:
         blob = src.read_bytes()
     except OSError as exc:
         raise DataError(f"cannot read manifest {src}: {exc.strerror or exc}") from None
-    out = []
+    out: list[tuple[int, str | None]] = []
     for n, raw in enumerate(blob.split(b"\n"), start=1):
         raw = raw.rstrip(b"\r")
         if not raw.strip():

@@ -6,26 +6,38 @@ mean batch size (the naive baseline). Used by ``speechtrain plan`` and by the do
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechtrain.data.sampler import OVERSIZE, BucketBatchSampler, EpochPlan, item_cost
+from speechtrain.data.planners import (
+    OVERSIZE,
+    BucketedPlanner,
+    CropPlanner,
+    FixedCountPlanner,
+    FrameBudget,
+    Planner,
+)
+from speechtrain.data.sampler import BucketBatchSampler, EpochPlan
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
 
 
-def _plan_stats(sampler: BucketBatchSampler, plan: EpochPlan, budget: float | None) -> dict[str, Any]:
+def _plan_stats(planner: Planner, plan: EpochPlan, limit: float | None) -> dict[str, Any]:
     batches = plan.all_batches() + list(plan.remainder)
-    frames = sampler.frames
+    frames = planner.frames
+    budget = planner.budget
     sizes = np.array([len(k.indices) for k in batches], dtype=np.int64)
     real = padded = 0
     costs = []
     per_bucket: dict[int, dict[str, float]] = {}
     for k in batches:
         lengths = frames[list(k.indices)]
-        pad_len = int(sampler.padded(int(lengths.max())))
+        pad_len = int(budget.padded(int(lengths.max())))
         real += int(lengths.sum())
         padded += pad_len * len(lengths)
-        costs.append(len(lengths) * float(item_cost(pad_len, sampler.quadratic_frames)))
+        costs.append(len(lengths) * float(budget.cost(pad_len)))
         if k.bucket is not None:
             entry = per_bucket.setdefault(k.bucket, {"batches": 0, "utterances": 0, "real": 0, "padded": 0})
             entry["batches"] += 1
@@ -43,14 +55,14 @@ def _plan_stats(sampler: BucketBatchSampler, plan: EpochPlan, budget: float | No
         "max_batch_size": int(sizes.max()) if sizes.size else 0,
         "max_batch_cost": max(costs, default=0.0),
     }
-    if budget is not None and np.isfinite(budget):
-        out["budget"] = budget
-        out["batches_over_budget"] = int(sum(c > budget for c in costs))
-    if sampler.mode == "bucketed":
+    if limit is not None and np.isfinite(limit):
+        out["budget"] = limit
+        out["batches_over_budget"] = int(sum(c > limit for c in costs))
+    if isinstance(planner, BucketedPlanner):
         buckets = []
         for b in sorted(per_bucket):
             e = per_bucket[b]
-            upper = "oversize" if b == OVERSIZE else int(sampler.boundaries[b])
+            upper = "oversize" if b == OVERSIZE else int(planner.boundaries[b])
             buckets.append(
                 {
                     "bucket": b,
@@ -61,37 +73,37 @@ def _plan_stats(sampler: BucketBatchSampler, plan: EpochPlan, budget: float | No
                     "padding_fraction": 0.0 if e["padded"] == 0 else 1.0 - e["real"] / e["padded"],
                 }
             )
-        out["boundaries"] = sampler.boundaries.tolist()
+        out["boundaries"] = planner.boundaries.tolist()
         out["buckets"] = buckets
     return out
 
 
+def _epoch0(planner: Planner, seed: int) -> EpochPlan:
+    return BucketBatchSampler(planner, seed=seed, rank=0, world_size=1).plan(0)
+
+
 def plan_report(
     frames: Sequence[int] | np.ndarray,
-    cfg: Any,
+    data: DataConfig,
+    *,
+    seed: int = 0,
     ids: Sequence[str] | None = None,
-    seed: int | None = None,
     hop_length: int | None = None,
     sample_rate: int | None = None,
 ) -> dict[str, Any]:
     """Plan one epoch (epoch 0, one rank) of bucketed batches and of random batches of the same
-    mean batch size. ``cfg`` is a Config or DataConfig. Returns a JSON-safe dict with keys
-    ``bucketed``, ``random`` (each: ``padding_fraction``, ``batches``, ``utterances``, ...),
-    ``utterances``, ``audio_hours`` and, in crop mode, ``crop``."""
-    d = cfg.data if hasattr(cfg, "data") else cfg
-    if seed is None:
-        seed = int(cfg.train.seed) if hasattr(cfg, "train") else 0
-    hop = hop_length or d.hop_length
-    sr = sample_rate or d.sample_rate
+    mean batch size, with ``data``'s batching settings and the sampler seed ``seed`` (``train.seed``).
+    Returns a JSON-safe dict with keys ``bucketed``, ``random`` (each: ``padding_fraction``,
+    ``batches``, ``utterances``, ...), ``utterances``, ``audio_hours`` and, in crop mode, ``crop``."""
+    hop = hop_length or data.hop_length
+    sr = sample_rate or data.sample_rate
     frames = np.asarray(frames, dtype=np.int64)
-    common = dict(seed=seed, ids=ids, rank=0, world_size=1)
-    bucketed_cfg = d.model_copy(update={"bucketing": True, "crop_frames": None})
-    bucketed = BucketBatchSampler.from_config(bucketed_cfg, frames, **common)
-    b_stats = _plan_stats(bucketed, bucketed.plan(0), bucketed.budget)
+    bucketed = BucketedPlanner.from_data(data, frames, ids)
+    b_stats = _plan_stats(bucketed, _epoch0(bucketed, seed), bucketed.limit)
     mean_bs = max(1, round(b_stats["mean_batch_size"]))
-    random_cfg = d.model_copy(update={"bucketing": False, "crop_frames": None, "batch_size": mean_bs})
-    rnd = BucketBatchSampler.from_config(random_cfg, frames, **common)
-    r_stats = _plan_stats(rnd, rnd.plan(0), bucketed.budget)
+    random_budget = FrameBudget(batch_size=mean_bs, pad_multiple=data.pad_multiple, quadratic_frames=data.quadratic_frames)
+    rnd = FixedCountPlanner(frames, random_budget, shuffle=data.shuffle, ids=ids)
+    r_stats = _plan_stats(rnd, _epoch0(rnd, seed), bucketed.limit)
     r_stats["batch_size"] = mean_bs
     report: dict[str, Any] = {
         "utterances": int(frames.size),
@@ -100,26 +112,28 @@ def plan_report(
         "min_frames": int(frames.min()) if frames.size else 0,
         "max_frames": int(frames.max()) if frames.size else 0,
         "config": {
-            "max_frames": d.max_frames,
-            "quadratic_frames": d.quadratic_frames,
-            "num_buckets": d.num_buckets,
-            "max_batch_size": d.max_batch_size,
-            "batch_size": d.batch_size,
-            "sort_pool": d.sort_pool,
-            "pad_multiple": d.pad_multiple,
-            "bucket_batch_sizes": d.bucket_batch_sizes,
-            "bucket_boundaries": d.bucket_boundaries,
+            "max_frames": data.max_frames,
+            "quadratic_frames": data.quadratic_frames,
+            "num_buckets": data.num_buckets,
+            "buckets": int(len(bucketed.boundaries)),
+            "bucket_padding_target": data.bucket_padding_target,
+            "max_batch_size": data.max_batch_size,
+            "batch_size": data.batch_size,
+            "sort_pool": data.sort_pool,
+            "pad_multiple": data.pad_multiple,
+            "bucket_batch_sizes": data.bucket_batch_sizes,
+            "bucket_boundaries": data.bucket_boundaries,
         },
         "bucketed": {**b_stats, **bucketed.report.to_dict()},
         "random": r_stats,
     }
-    if d.crop_frames:
-        crop = BucketBatchSampler.from_config(d, frames, **common)
-        c_stats = _plan_stats(crop, crop.plan(0), None)
+    if data.crop_frames:
+        crop = CropPlanner.from_data(data, frames, ids)
+        c_stats = _plan_stats(crop, _epoch0(crop, seed), None)
         # padding in crop mode: short items padded up to crop_frames
-        real = int(np.minimum(frames[crop.usable], d.crop_frames).sum())
-        c_stats["padding_fraction"] = 1.0 - real / max(1, crop.usable.size * d.crop_frames)
-        report["crop"] = {**c_stats, **crop.report.to_dict(), "crop_frames": d.crop_frames}
+        real = int(np.minimum(frames[crop.usable], data.crop_frames).sum())
+        c_stats["padding_fraction"] = 1.0 - real / max(1, crop.usable.size * data.crop_frames)
+        report["crop"] = {**c_stats, **crop.report.to_dict(), "crop_frames": data.crop_frames}
     return report
 
 
@@ -130,6 +144,13 @@ def format_plan(report: dict[str, Any]) -> str:
         f"{report['utterances']} utterances, {report['audio_hours']:.2f} h, "
         f"{report['min_frames']}-{report['max_frames']} frames ({report['frames_per_second']:.1f} frames/s)",
         f"frame budget per batch: {b['budget']:.0f}" if "budget" in b else "frame budget: none",
+    ]
+    if b.get("auto_buckets"):
+        n, pad = b["auto_buckets"][-1]
+        tried = ", ".join(f"{k}: {p:.1%}" for k, p in b["auto_buckets"])
+        target = report["config"].get("bucket_padding_target")
+        lines.append(f"num_buckets=auto: {n} bucket(s), planned padding {pad:.1%} (target {target:.0%}; tried {tried})")
+    lines += [
         "",
         f"{'bucket':>7} {'<= frames':>10} {'utts':>7} {'batches':>8} {'items/batch':>12} {'padding':>8}",
     ]

@@ -1,5 +1,8 @@
 """``prepare``: validate the data, then compute features once into the cache (parallel, resumable).
 
+Everything here takes the :class:`speechtrain.config.DataConfig` section (never the whole Config);
+the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
+
 1. Read the manifest(s) (``data.manifest``, and ``data.eval_manifest`` when set).
 2. Validation pass (headers only; reused across runs for unchanged files); ``strict`` raises
    :class:`DataError` here, before any feature work, when anything was skipped.
@@ -18,15 +21,24 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechtrain.data import cache as C
-from speechtrain.data.manifest import Problem, read_manifest
+from speechtrain.data.features import MelSettings
+from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
+from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role
 from speechtrain.data.text import Tokenizer
-from speechtrain.data.validate import Checked, totals, validate_entries
+from speechtrain.data.validate import Checked, Probe, totals, validate_entries
 from speechtrain.errors import DataError
+from speechtrain.logs import get_logger
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from speechtrain.config import DataConfig
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -121,43 +133,85 @@ class PrepareReport:
         return "\n".join(lines)
 
 
-def _effective_require_text(data_cfg: Any, require_text: bool | None) -> bool | None:
-    return require_text if require_text is not None else data_cfg.require_text
+def _require_text(data: DataConfig, require_text: bool | None) -> bool | None:
+    return require_text if require_text is not None else data.require_text
 
 
-def _data_cfg(cfg: Any) -> Any:
-    return getattr(cfg, "data", cfg)
+def is_prepared(data: DataConfig, require_text: bool | None = None) -> str | None:
+    """None when every manifest's cache is fresh, else why not (``missing``, ``stale (...)``).
 
-
-def is_prepared(cfg: Any, require_text: bool | None = None) -> str | None:
-    """None when every manifest's cache is fresh, else why not (``missing``, ``stale (...)``)."""
-    d = _data_cfg(cfg)
-    rt = _effective_require_text(d, require_text)
-    for _, manifest in C.manifests(d):
-        fmt = C.resolve_format(manifest, d.format)
-        reason = C.stale_reason(C.read_index(C.index_path(d, manifest)), d, manifest, fmt, rt)
-        if reason is not None:
-            return f"{manifest}: {reason}"
-    return None
+    ``require_text``: the task's need (None: ``data.require_text``)."""
+    return FeatureStore.from_data(data).status(_require_text(data, require_text))
 
 
 def ensure_prepared(
-    cfg: Any, require_text: bool | None = None, workers: int | None = None, progress: bool = True
+    data: DataConfig, require_text: bool | None = None, workers: int | None = None, progress: bool = True
 ) -> PrepareReport | None:
     """Prepare only when the cache is missing or stale; returns the report, or None when it was fresh."""
-    if is_prepared(cfg, require_text) is None:
+    reason = is_prepared(data, require_text)
+    if reason is None:
         return None
-    return prepare_dataset(cfg, workers=workers, progress=progress, require_text=require_text)
+    log.info("feature cache %s: preparing", reason)
+    return prepare_dataset(data, workers=workers, progress=progress, require_text=require_text)
+
+
+@dataclass
+class _ManifestPlan:
+    """One manifest after the validation pass, before feature work."""
+
+    ref: ManifestRef
+    listed: int  # lines or files listed, usable or not
+    kept: list[Checked]
+    problems: list[Problem]
+    probes: dict[str, Probe]
+    previous: CacheIndex | None  # the index last written for it (any settings variant)
+
+
+@dataclass(frozen=True)
+class FeatureResult:
+    """What computing one item's features gave: its length, or the problem that stopped it."""
+
+    frames: int  # mel frames
+    samples: int  # stored audio samples
+    problem: tuple[str, str] | None = None  # (reason, detail)
+
+
+@dataclass(frozen=True)
+class FeatureTask:
+    """One item to compute in a worker (picklable)."""
+
+    mel_key: str
+    audio_key: str
+    audio_file: str
+    root: str
+    mel: MelSettings
+
+
+class _Lengths:
+    """Frames and samples of every kept item: computed now, known from an earlier index, or read
+    from the header of a feature file another manifest's run wrote."""
+
+    def __init__(self, computed: dict[str, FeatureResult], previous: list[CacheIndex], store: FeatureStore) -> None:
+        self.computed, self.store = computed, store
+        self.known = {it.key: FeatureResult(it.frames, it.samples) for index in previous for it in index.items}
+
+    def of(self, mel_key: str) -> FeatureResult:
+        if mel_key in self.computed:
+            return self.computed[mel_key]
+        if mel_key in self.known:
+            return self.known[mel_key]
+        frames = int(np.load(self.store.mel_path(mel_key), mmap_mode="r").shape[1])
+        return FeatureResult(frames, frames * self.store.mel.hop_length)
 
 
 def prepare_dataset(
-    cfg: Any,
+    data: DataConfig,
     workers: int | None = None,
     strict: bool = False,
     progress: bool = True,
     require_text: bool | None = None,
 ) -> PrepareReport:
-    """Validation pass + feature cache for ``cfg.data`` (a Config or a DataConfig); see the module doc.
+    """Validation pass + feature cache for a data section; see the module doc.
 
     ``workers``: feature processes (None: up to 8, at most the CPU count; 1: in this process).
     ``strict``: any skipped item raises DataError (before feature work for validation problems).
@@ -171,70 +225,61 @@ def prepare_dataset(
     if workers is not None and workers < 1:
         raise DataError(f"workers must be >= 1, got {workers}")
     start = time.perf_counter()
-    d = _data_cfg(cfg)
-    rt = _effective_require_text(d, require_text)
-    roles = C.manifests(d)
-    root = C.cache_root(d)
-    fsettings = C.feature_settings(d)
-    tokenizer = Tokenizer(lowercase=d.lowercase)
+    rt = _require_text(data, require_text)
+    store = FeatureStore.from_data(data)
+    tokenizer = Tokenizer(lowercase=data.lowercase)
 
     plans = []
-    for role, manifest in roles:
-        fmt = C.resolve_format(manifest, d.format)
-        old = C.latest_index(d, manifest) or {}
-        entries, problems = read_manifest(manifest, fmt)
-        kept, vproblems, probes = validate_entries(entries, d, rt, old.get("probes"))
-        plans.append([role, manifest, fmt, len(entries) + len(problems), kept, problems + vproblems, probes, old])
+    for ref in store.manifests():
+        previous = store.latest_index(ref)
+        entries, problems = read_manifest(ref.path, ref.format)
+        kept, vproblems, probes = validate_entries(
+            entries,
+            min_duration=data.min_duration,
+            max_duration=data.max_duration,
+            require_text=rt,
+            probes=previous.probes if previous is not None else None,
+        )
+        plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
 
-    all_problems = [p for plan in plans for p in plan[5]]
+    all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
 
     report = PrepareReport(
-        manifest=str(d.manifest), format=plans[0][2], cache_dir=str(root), eval_manifest=d.eval_manifest
+        manifest=str(data.manifest), format=plans[0].ref.format, cache_dir=str(store.root), eval_manifest=data.eval_manifest
     )
-    with C.cache_lock(root):
-        todo: dict[str, tuple[str, str]] = {}  # mel key -> (audio key, file)
-        known: dict[str, list[int]] = {}
+    with store.lock():
+        todo: dict[str, FeatureTask] = {}
         kept_keys = set()
         for plan in plans:
-            for item in plan[7].get("items", []):
-                known[item["key"]] = [item["frames"], item["samples"]]
-            for c in plan[4]:
-                key, akey = C.feature_keys(c.entry.audio_path, c.sig, fsettings)
+            for c in plan.kept:
+                key, akey = store.feature_keys(c.entry.audio_path, c.sig)
                 kept_keys.add(key)
-                if not (C.mel_path(root, key).is_file() and C.audio_path(root, akey).is_file()):
-                    todo[key] = (akey, c.entry.audio_path)
+                if not store.has_features(key, akey):
+                    todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel)
         report.reused = len(kept_keys - set(todo))
-        results, report.workers = _compute_all(todo, root, fsettings, workers, progress)
-        report.computed = sum(1 for r in results.values() if r[2] is None)
+        computed, report.workers = _compute_all(todo, workers, progress)
+        report.computed = sum(1 for r in computed.values() if r.problem is None)
+        lengths = _Lengths(computed, [p.previous for p in plans if p.previous is not None], store)
 
-        train_names: dict[str, list[str]] = {}
-        seconds: list[float] = []
+        indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
-            role, manifest, fmt, listed, kept, problems, probes, _ = plan
-            index = _build_index(
-                role, manifest, fmt, kept, problems, probes, d, fsettings, root, results, known, tokenizer, train_names
-            )
-            C.write_json_atomic(C.index_path(d, manifest), index)
-            C.prune_variants(d, manifest)
-            report.listed += listed
-            report.problems.extend(C.problems_from_index(index))
-            items = index["items"]
-            report.kept += len(items)
-            if role == "train":
-                train_names = {"speakers": index["speakers"], "labels": index["labels"]}
-                held = C.held_out_ids([it["id"] for it in items], 0 if d.eval_manifest else d.eval_utterances)
-                report.eval += len(held)
-                report.train += len(items) - len(held)
-            else:
-                report.eval += len(items)
-            report.resampled += sum(1 for it in items if it["orig_sr"] != d.sample_rate)
-            report.downmixed += sum(1 for it in items if it["channels"] > 1)
-            report.empty_text_kept += sum(1 for it in items if not it["text"])
-            seconds.extend(it["samples"] / d.sample_rate for it in items)
-        report.removed_stale = C.collect_garbage(root)
+            index = _index_of(plan, store, lengths, tokenizer, indexes.get(Role.TRAIN))
+            store.write_index(plan.ref, index)
+            indexes[plan.ref.role] = index
+            report.listed += plan.listed
+            report.problems.extend(index.problems)
+            report.kept += len(index.items)
+            report.resampled += sum(1 for it in index.items if it.orig_sr != data.sample_rate)
+            report.downmixed += sum(1 for it in index.items if it.channels > 1)
+            report.empty_text_kept += sum(1 for it in index.items if not it.text)
+        train, eval_index = indexes[Role.TRAIN], indexes.get(Role.EVAL)
+        report.train = len(store.split_items(Role.TRAIN, train, eval_index).items)
+        report.eval = len(store.split_items(Role.EVAL, train, eval_index).items)
+        report.removed_stale = store.collect_garbage()
 
+    seconds = [it.samples / data.sample_rate for index in indexes.values() for it in index.items]
     secs = np.asarray(seconds, dtype=np.float64)
     if secs.size:
         report.hours = float(secs.sum() / 3600)
@@ -260,87 +305,69 @@ def _strict_message(problems: list[Problem], show: int = 10) -> str:
     return "\n".join(lines)
 
 
-def _build_index(
-    role: str,
-    manifest: str,
-    fmt: str,
-    kept: list[Checked],
-    problems: list[Problem],
-    probes: dict[str, Any],
-    d: Any,
-    fsettings: dict[str, Any],
-    root: Path,
-    results: dict[str, tuple[int, int, tuple[str, str] | None]],
-    known: dict[str, list[int]],
-    tokenizer: Tokenizer,
-    train_names: dict[str, list[str]],
-) -> dict[str, Any]:
+def _index_of(
+    plan: _ManifestPlan, store: FeatureStore, lengths: _Lengths, tokenizer: Tokenizer, train: CacheIndex | None
+) -> CacheIndex:
+    """The index of one manifest; an eval manifest's items are mapped to the training data's names."""
     items = []
-    problems = list(problems)
-    for c in kept:
-        key, akey = C.feature_keys(c.entry.audio_path, c.sig, fsettings)
-        if key in results:
-            frames, samples, err = results[key]
-            if err is not None:
-                problems.append(Problem(err[0], f"{err[1]} ({c.entry.audio_path})", c.entry.id, c.entry.where))
-                if err[0] != "feature_error":  # a property of the file: not retried until it changes
-                    probes[c.entry.audio_path] = {"sig": c.sig, "problem": list(err)}
-                continue
-        elif key in known:
-            frames, samples = known[key]
-        else:  # cached by another manifest's run: read the shape from the file header
-            frames = int(np.load(C.mel_path(root, key), mmap_mode="r").shape[1])
-            samples = frames * d.hop_length
+    problems = list(plan.problems)
+    probes = dict(plan.probes)
+    for c in plan.kept:
+        key, akey = store.feature_keys(c.entry.audio_path, c.sig)
+        found = lengths.of(key)
+        if found.problem is not None:
+            reason, detail = found.problem
+            problems.append(Problem(reason, f"{detail} ({c.entry.audio_path})", c.entry.id, c.entry.where))
+            if reason != "feature_error":  # a property of the file: not retried until it changes
+                probes[c.entry.audio_path] = Probe(c.sig, problem=found.problem)
+            continue
         e = c.entry
         items.append(
-            {
-                "id": e.id,
-                "path": e.audio_path,
-                "key": key,
-                "audio_key": akey,
-                "frames": frames,
-                "samples": samples,
-                "text": e.text,
-                "tokens": tokenizer.encode(e.text) if e.text else [],
-                "speaker": e.speaker,
-                "label": e.label,
-                "orig_sr": c.info.sample_rate,
-                "channels": c.info.channels,
-            }
+            CachedItem(
+                id=e.id,
+                path=e.audio_path,
+                key=key,
+                audio_key=akey,
+                frames=found.frames,
+                samples=found.samples,
+                text=e.text,
+                tokens=tokenizer.encode(e.text) if e.text else [],
+                speaker=e.speaker,
+                label=e.label,
+                orig_sr=c.info.sample_rate,
+                channels=c.info.channels,
+            )
         )
-    speakers = sorted({it["speaker"] for it in items if it["speaker"] is not None})
-    labels = sorted({it["label"] for it in items if it["label"] is not None})
-    if role == "eval" and train_names:
-        items, speakers, labels = _map_to_train(items, problems, train_names)
-    return {
-        "settings": C.index_settings(d),
-        "role": role,
-        "manifest": str(Path(manifest).absolute()),
-        "format": fmt,
-        "manifest_sig": C.manifest_signature(manifest, fmt),
-        "speakers": speakers,
-        "labels": labels,
-        "items": items,
-        "problems": [p.to_dict() for p in problems],
-        "probes": probes,
-    }
+    speakers = sorted({it.speaker for it in items if it.speaker is not None})
+    labels = sorted({it.label for it in items if it.label is not None})
+    if plan.ref.role == Role.EVAL and train is not None:
+        items = _map_to_train(items, problems, train)
+        speakers, labels = list(train.speakers), list(train.labels)
+    return CacheIndex(
+        settings=store.settings,
+        role=plan.ref.role,
+        manifest=str(Path(plan.ref.path).absolute()),
+        format=plan.ref.format,
+        manifest_sig=manifest_signature(plan.ref.path, plan.ref.format),
+        items=items,
+        speakers=speakers,
+        labels=labels,
+        problems=problems,
+        probes=probes,
+    )
 
 
-def _map_to_train(
-    items: list[dict[str, Any]], problems: list[Problem], names: dict[str, list[str]]
-) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+def _map_to_train(items: list[CachedItem], problems: list[Problem], train: CacheIndex) -> list[CachedItem]:
     """Eval items must use the training data's speaker/label ids; unknown names are skipped."""
     out = []
     for it in items:
-        for field_name, pool in (("speaker", names["speakers"]), ("label", names["labels"])):
-            if it[field_name] is not None and it[field_name] not in pool:
-                problems.append(
-                    Problem("unknown_label", f"{field_name} '{it[field_name]}' is not in the training data", it["id"])
-                )
+        for field_name, name, pool in (("speaker", it.speaker, train.speakers), ("label", it.label, train.labels)):
+            if name is not None and name not in pool:
+                problems.append(Problem("unknown_label", f"{field_name} '{name}' is not in the training data", it.id))
                 break
         else:
             out.append(it)
-    return out, names["speakers"], names["labels"]
+    return out
 
 
 # ---------------------------------------------------------------- feature workers
@@ -352,7 +379,7 @@ def _init_worker() -> None:
     torch.set_num_threads(1)  # one process per core; torch threads would oversubscribe
 
 
-def compute_features(audio_file: str, settings: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.ndarray]:
     """``(mel float32 (n_mels, T_frames), audio int16 (T_frames * hop_length,))`` of one file.
 
     The log-mel is computed from the stored int16 audio, so on-device features of the cached audio
@@ -360,23 +387,21 @@ def compute_features(audio_file: str, settings: dict[str, Any]) -> tuple[np.ndar
     """
     from speechtrain.data.audio import AudioProblem, load_audio
 
-    wave, _ = load_audio(audio_file, settings["sample_rate"])
-    hop = settings["hop_length"]
+    wave, _ = load_audio(audio_file, mel.sample_rate)
+    hop = mel.hop_length
     frames = wave.shape[0] // hop
     if frames < 1:
         raise AudioProblem("too_short", f"{wave.shape[0]} samples, less than one hop ({hop})")
     pcm = np.round(np.clip(wave[: frames * hop], -1.0, 1.0) * 32767.0).astype(np.int16)
-    return mel_of_pcm(pcm, settings), pcm
+    return mel_of_pcm(pcm, mel), pcm
 
 
-def mel_of_pcm(pcm: np.ndarray, settings: dict[str, Any]) -> np.ndarray:
+def mel_of_pcm(pcm: np.ndarray, mel: MelSettings) -> np.ndarray:
     """float32 (n_mels, T_frames) log-mel of int16 audio (T_frames * hop_length,)."""
-    from types import SimpleNamespace
-
     from speechtrain.data.features import log_mel_numpy
 
-    mel = log_mel_numpy(pcm.astype(np.float32) / 32767.0, SimpleNamespace(**settings))  # (n_mels, T_frames)
-    return np.ascontiguousarray(mel, dtype=np.float32)
+    out = log_mel_numpy(pcm.astype(np.float32) / 32767.0, mel)  # (n_mels, T_frames)
+    return np.ascontiguousarray(out, dtype=np.float32)
 
 
 def _save_npy(path: Path, array: np.ndarray) -> None:
@@ -386,26 +411,27 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
-def _compute_one(task: tuple[str, str, str, str, dict[str, Any]]) -> tuple[str, int, int, tuple[str, str] | None]:
+def _compute_one(task: FeatureTask) -> tuple[str, FeatureResult]:
     """Worker entry: compute and store one item (the mel from already stored audio when there is
     some, e.g. after an n_mels change); any failure comes back as a problem, never raises."""
-    key, akey, audio_file, root, settings = task
     from speechtrain.data.audio import AudioProblem
+    from speechtrain.data.store import audio_path, mel_path
 
+    root = Path(task.root)
     try:
-        audio_out = C.audio_path(Path(root), akey)
+        audio_out = audio_path(root, task.audio_key)
         if audio_out.is_file():
             pcm = np.load(audio_out)
-            mel = mel_of_pcm(pcm, settings)
+            mel = mel_of_pcm(pcm, task.mel)
         else:
-            mel, pcm = compute_features(audio_file, settings)
+            mel, pcm = compute_features(task.audio_file, task.mel)
             _save_npy(audio_out, pcm)
-        _save_npy(C.mel_path(Path(root), key), mel)  # written last: its presence marks the item complete
-        return key, int(mel.shape[1]), int(pcm.shape[0]), None
+        _save_npy(mel_path(root, task.mel_key), mel)  # written last: its presence marks the item complete
+        return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]))
     except AudioProblem as exc:
-        return key, 0, 0, (exc.reason, exc.detail)
+        return task.mel_key, FeatureResult(0, 0, (exc.reason, exc.detail))
     except Exception as exc:
-        return key, 0, 0, ("feature_error", f"{type(exc).__name__}: {exc}"[:300])
+        return task.mel_key, FeatureResult(0, 0, ("feature_error", f"{type(exc).__name__}: {exc}"[:300]))
 
 
 def default_workers(n_tasks: int) -> int:
@@ -427,7 +453,7 @@ def _pool_context() -> Any:
     return mp.get_context("spawn")
 
 
-def _run_pool(tasks: list[Any], workers: int, results: dict[str, Any], bar: Any) -> None:
+def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, FeatureResult], bar: Any) -> None:
     """Compute ``tasks`` in worker processes; a worker that dies (killed, out of memory) turns its
     unfinished items into ``feature_error`` problems instead of hanging or crashing the run."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -435,14 +461,16 @@ def _run_pool(tasks: list[Any], workers: int, results: dict[str, Any], bar: Any)
 
     pool = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker)
     try:
-        futures = {pool.submit(_compute_one, task): task[0] for task in tasks}
+        futures: dict[Future[tuple[str, FeatureResult]], str] = {
+            pool.submit(_compute_one, task): task.mel_key for task in tasks
+        }
         for fut in as_completed(futures):
             try:
-                key, frames, samples, err = fut.result()
+                key, result = fut.result()
             except BrokenProcessPool:
                 died = ("feature_error", "worker process died (see its error above); run again")
-                key, frames, samples, err = futures[fut], 0, 0, died
-            results[key] = (frames, samples, err)
+                key, result = futures[fut], FeatureResult(0, 0, died)
+            results[key] = result
             bar.update()
     except BaseException:  # Ctrl-C: stop now; finished items are on disk and reused next time
         pool.shutdown(wait=False, cancel_futures=True)
@@ -451,16 +479,18 @@ def _run_pool(tasks: list[Any], workers: int, results: dict[str, Any], bar: Any)
 
 
 def _compute_all(
-    todo: dict[str, tuple[str, str]], root: Path, settings: dict[str, Any], workers: int | None, progress: bool
-) -> tuple[dict[str, tuple[int, int, tuple[str, str] | None]], int]:
+    todo: dict[str, FeatureTask], workers: int | None, progress: bool
+) -> tuple[dict[str, FeatureResult], int]:
+    """Features of every task (by mel key) and the number of processes used (0: nothing to do)."""
     from tqdm import tqdm
 
-    n = len(todo)
-    workers = default_workers(n) if workers is None else min(workers, max(1, n))
-    tasks = [(key, akey, path, str(root), settings) for key, (akey, path) in todo.items()]
-    results: dict[str, tuple[int, int, tuple[str, str] | None]] = {}
+    tasks = list(todo.values())
+    results: dict[str, FeatureResult] = {}
     if not tasks:
         return results, 0
+    n = len(tasks)
+    workers = default_workers(n) if workers is None else min(workers, max(1, n))
+    log.info("computing features of %d utterance(s) in %d process(es)", n, workers)
     bar = tqdm(total=n, desc="features", unit="utt", disable=not progress, dynamic_ncols=True)
     try:
         if workers == 1:
@@ -470,8 +500,8 @@ def _compute_all(
             torch.set_num_threads(1)  # as in the workers: per-item STFTs gain nothing from more threads
             try:
                 for task in tasks:
-                    key, frames, samples, err = _compute_one(task)
-                    results[key] = (frames, samples, err)
+                    key, result = _compute_one(task)
+                    results[key] = result
                     bar.update()
             finally:
                 torch.set_num_threads(threads)

@@ -83,7 +83,8 @@ class Tokenizer:
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore settings; a different vocabulary is an error, not a silent mismatch."""
-        if list(state.get("symbols", SYMBOLS)) != list(SYMBOLS):  # type: ignore[arg-type]
+        symbols = state.get("symbols", SYMBOLS)
+        if not isinstance(symbols, (list, tuple, str)) or list(symbols) != list(SYMBOLS):
             raise ValueError("tokenizer vocabulary differs from this speechtrain version (retrain or pin it)")
         self.lowercase = bool(state.get("lowercase", True))
 

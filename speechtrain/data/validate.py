@@ -6,19 +6,45 @@ unreadable (not audio), truncated (fewer samples than the header says), empty, s
 Nothing here raises on bad data: every problem becomes a :class:`Problem` with the item id, and
 an unexpected exception while checking one file is recorded against that file.
 
-Header reads are reused across runs through ``probes`` (path -> file signature + header or
-problem), so a second ``prepare`` with unchanged files opens no audio.
+Header reads are reused across runs through ``probes`` (path -> :class:`Probe`: file signature +
+header or problem), so a second ``prepare`` with unchanged files opens no audio.
 """
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from speechtrain.data.audio import AudioInfo, AudioProblem, probe_audio
-from speechtrain.data.manifest import Entry, Problem
+from speechtrain.data.manifest import Entry, Problem, file_signature
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What a header read found for one file (``info``, or a ``problem`` as ``(reason, detail)``),
+    with the file's signature at the time, so that an unchanged file is not opened again."""
+
+    sig: list[int] | None
+    info: AudioInfo | None = None
+    problem: tuple[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The cache-index layout: ``{"sig", "info": [sr, channels, samples]}`` or ``{"sig", "problem"}``."""
+        if self.info is not None:
+            return {"sig": self.sig, "info": [self.info.sample_rate, self.info.channels, self.info.samples]}
+        return {"sig": self.sig, "problem": list(self.problem or ("unreadable_audio", ""))}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Probe:
+        """Inverse of :meth:`to_json`; raises ValueError (or KeyError/TypeError) on another layout."""
+        sig = raw["sig"]
+        sig = None if sig is None else [int(x) for x in sig]
+        if "info" in raw:
+            sr, channels, samples = raw["info"]
+            return cls(sig, info=AudioInfo(int(sr), int(channels), int(samples)))
+        reason, detail = raw["problem"]
+        return cls(sig, problem=(str(reason), str(detail)))
 
 
 @dataclass
@@ -27,46 +53,36 @@ class Checked:
 
     entry: Entry
     info: AudioInfo
-    sig: list[int]
+    sig: list[int] | None
 
 
-def file_signature(path: str) -> list[int] | None:
-    """``[size, mtime_ns]`` of a file, None when it does not exist."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [int(st.st_size), int(st.st_mtime_ns)]
-
-
-def probe_with_cache(path: str, probes: dict[str, Any]) -> dict[str, Any]:
-    """Header probe record ``{"sig", "info": [sr, ch, frames]}`` or ``{"sig", "problem": [reason, detail]}``,
-    reused from ``probes`` when the file signature is unchanged."""
+def probe_with_cache(path: str, probes: dict[str, Probe]) -> Probe:
+    """The header probe of ``path``, reused from ``probes`` when the file signature is unchanged."""
     sig = file_signature(path)
     old = probes.get(path)
-    if old is not None and old.get("sig") == sig:
+    if old is not None and old.sig == sig:
         return old
     try:
-        info = probe_audio(path)
-        rec: dict[str, Any] = {"sig": sig, "info": [info.sample_rate, info.channels, info.frames]}
+        return Probe(sig, info=probe_audio(path))
     except AudioProblem as exc:
-        rec = {"sig": sig, "problem": [exc.reason, exc.detail]}
+        return Probe(sig, problem=(exc.reason, exc.detail))
     except Exception as exc:  # one odd file must not stop the pass
-        rec = {"sig": sig, "problem": ["unreadable_audio", f"unexpected {type(exc).__name__}: {exc}"[:200]]}
-    return rec
+        return Probe(sig, problem=("unreadable_audio", f"unexpected {type(exc).__name__}: {exc}"[:200]))
 
 
 def validate_entries(
     entries: list[Entry],
-    data_cfg: Any,
+    *,
+    min_duration: float,
+    max_duration: float,
     require_text: bool | None,
-    probes: dict[str, Any] | None = None,
+    probes: dict[str, Probe] | None = None,
     threads: int = 8,
-) -> tuple[list[Checked], list[Problem], dict[str, Any]]:
+) -> tuple[list[Checked], list[Problem], dict[str, Probe]]:
     """Split entries into kept ones and problems; returns ``(kept, problems, new_probes)``.
 
-    ``require_text``: True skips empty-text items (``empty_text``); False/None keeps them.
-    ``data_cfg`` supplies ``min_duration`` and ``max_duration`` (seconds).
+    ``min_duration``/``max_duration`` in seconds; ``require_text``: True skips empty-text items
+    (``empty_text``), False/None keeps them.
     """
     probes = probes or {}
     paths = [e.audio_path for e in entries]
@@ -75,31 +91,32 @@ def validate_entries(
             records = list(pool.map(lambda p: probe_with_cache(p, probes), paths))
     else:
         records = [probe_with_cache(p, probes) for p in paths]
-    new_probes: dict[str, Any] = {}
-    kept, problems = [], []
-    for entry, rec in zip(entries, records):
-        new_probes[entry.audio_path] = rec
-        problem = _check(entry, rec, data_cfg, require_text)
+    new_probes: dict[str, Probe] = {}
+    kept: list[Checked] = []
+    problems: list[Problem] = []
+    for entry, probe in zip(entries, records):
+        new_probes[entry.audio_path] = probe
+        problem = _check(entry, probe, min_duration, max_duration, require_text)
         if problem is not None:
             problems.append(problem)
-        else:
-            sr, ch, frames = rec["info"]
-            kept.append(Checked(entry, AudioInfo(sr, ch, frames), rec["sig"]))
+        elif probe.info is not None:
+            kept.append(Checked(entry, probe.info, probe.sig))
     return kept, problems, new_probes
 
 
-def _check(entry: Entry, rec: dict[str, Any], data_cfg: Any, require_text: bool | None) -> Problem | None:
+def _check(
+    entry: Entry, probe: Probe, min_duration: float, max_duration: float, require_text: bool | None
+) -> Problem | None:
     where = entry.where
-    if "problem" in rec:
-        reason, detail = rec["problem"]
+    if probe.info is None:
+        reason, detail = probe.problem or ("unreadable_audio", "no header")
         detail = detail if entry.audio_path in detail else f"{detail} ({entry.audio_path})"
         return Problem(reason, detail, id=entry.id, where=where)
-    sr, _, frames = rec["info"]
-    seconds = frames / sr
-    if seconds < data_cfg.min_duration:
-        return Problem("too_short", f"{seconds:.3f} s < data.min_duration={data_cfg.min_duration}", entry.id, where)
-    if seconds > data_cfg.max_duration:
-        return Problem("too_long", f"{seconds:.2f} s > data.max_duration={data_cfg.max_duration}", entry.id, where)
+    seconds = probe.info.duration
+    if seconds < min_duration:
+        return Problem("too_short", f"{seconds:.3f} s < data.min_duration={min_duration}", entry.id, where)
+    if seconds > max_duration:
+        return Problem("too_long", f"{seconds:.2f} s > data.max_duration={max_duration}", entry.id, where)
     if require_text and not entry.text.strip():
         return Problem("empty_text", "empty transcript (data.require_text is on)", entry.id, where)
     return None

@@ -2,35 +2,46 @@
 
 Static memory is counted from the parameters: fp32 master weights and fp32 gradients (mixed
 precision keeps both in fp32 and only computes in bf16/fp16) plus the optimizer's state (AdamW /
-Adam: two fp32 moments; SGD: one momentum buffer; Muon: one momentum buffer for the 2-D hidden
-weights it updates and two AdamW moments for the rest).
+Adam: two fp32 moments; SGD: one momentum buffer; Muon: one momentum buffer for the matrices that
+the Muon rule of :mod:`speechtrain.accel.optim` gives it, two AdamW moments for the rest).
 
 Activations are *measured*: one small forward + backward of the task at two short lengths, with
 ``torch.autograd.graph.saved_tensors_hooks`` counting the bytes of the tensors autograd keeps for
 backward (live at the same time, each storage once, parameters excluded). That works on any
-device and in the configured precision. The two points are fitted per item as ``a0 + a1*T`` (or
+device and in the run's precision (:class:`speechtrain.accel.precision.PrecisionPlan`, the one
+autocast decision the Trainer uses too). The two points are fitted per item as ``a0 + a1*T`` (or
 ``a1*T + a2*T^2`` for attention models, where the score matrix grows with the square of the length)
 and scaled to the configured frame budget (``data.max_frames``) and to the longest utterance.
 
 What it leaves out: temporary buffers inside backward (gradients of activations, kernel
 workspaces) and allocator fragmentation, so a measured peak is usually somewhat above it; the
 tuner (`speechtrain tune`) prints both side by side.
+
+The recipe (:class:`speechtrain.recipes.estimate.EstimateRecipe`) builds and sets up the task, applies
+the accelerations and finds the longest utterance; :func:`estimate` measures what it is given.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from speechtrain.device import resolve_device
+from speechtrain.accel.optim import muon_partition
+from speechtrain.accel.precision import PrecisionPlan
+from speechtrain.config import DataConfig
+from speechtrain.data.batch import round_up
+from speechtrain.data.collate import collate
+from speechtrain.data.sampler import item_cost
+from speechtrain.data.text import VOCAB_SIZE
 from speechtrain.memory.stats import format_bytes
 
 FP32 = 4
@@ -39,14 +50,6 @@ CHARS_PER_SECOND = 15.0
 
 
 # ---------------------------------------------------------------------------------------------- static
-
-
-def muon_split(params: list[nn.Parameter]) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
-    """(Muon params, AdamW params): Muon takes the 2-D hidden weight matrices (conv kernels
-    flattened count as 2-D); embeddings, biases, norms and 1-D params go to AdamW."""
-    muon = [p for p in params if p.ndim >= 2]
-    ids = {id(p) for p in muon}
-    return muon, [p for p in params if id(p) not in ids]
 
 
 def _unique_params(modules: dict[str, nn.Module], names: list[str] | None = None) -> list[nn.Parameter]:
@@ -66,19 +69,31 @@ def optimizer_state_bytes(
     params: list[nn.Parameter], optimizer: str, muon_params: list[nn.Parameter] | None = None
 ) -> int:
     """Bytes of optimizer state for ``params`` (fp32 states): AdamW/Adam two moments, SGD one
-    momentum buffer, Muon one momentum buffer for ``muon_params`` (default: :func:`muon_split`)
-    and two AdamW moments for the rest."""
+    momentum buffer, Muon one momentum buffer for ``muon_params`` and two AdamW moments for the rest.
+
+    ``muon_params`` come from :func:`speechtrain.accel.optim.muon_partition` over the stage's modules
+    (the rule that also builds the optimizer); without them the same rule is applied to ``params``
+    alone (no module names: the shape part of the rule)."""
     n = sum(p.numel() for p in params)
     if optimizer in ("adamw", "adam"):
         return 2 * FP32 * n
     if optimizer == "sgd":
         return FP32 * n
     if optimizer == "muon":
-        muon = muon_split(params)[0] if muon_params is None else muon_params
+        muon = muon_partition([_Holder(params)])[0] if muon_params is None else muon_params
         ids = {id(p) for p in params}
         n_muon = sum(p.numel() for p in muon if id(p) in ids)
         return FP32 * n_muon + 2 * FP32 * (n - n_muon)
     raise ValueError(f"unknown optimizer {optimizer!r}")
+
+
+class _Holder(nn.Module):
+    """Parameters without their modules, for the Muon rule."""
+
+    def __init__(self, params: list[nn.Parameter]) -> None:
+        super().__init__()
+        for i, p in enumerate(params):
+            self.register_parameter(f"p{i}", p)
 
 
 def device_memory(device: torch.device) -> dict[str, Any]:
@@ -146,14 +161,13 @@ class SavedTensorMeter:
 def synthetic_items(
     n: int,
     frames: int,
-    data_cfg: Any,
+    data_cfg: DataConfig,
     needs: Any,
     tokens_per_frame: float,
     max_tokens: int | None = None,
     seed: int = 0,
 ) -> list[dict[str, Any]]:
     """``n`` dataset-like items of ``frames`` mel frames (random log-mel, noise audio, random text)."""
-    from speechtrain.data.text import VOCAB_SIZE
 
     rng = np.random.default_rng(seed)
     n_tokens = max(2, int(round(frames * tokens_per_frame)))
@@ -172,20 +186,12 @@ def synthetic_items(
     return items
 
 
-def _autocast(device: torch.device, precision: str) -> tuple[Any, str]:
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    if dtype is None:
-        return nullcontext(), "fp32"
-    try:
-        ctx = torch.autocast(device_type=device.type, dtype=dtype)
-    except (RuntimeError, ValueError):
-        return nullcontext(), f"fp32 ({precision} autocast unavailable on {device.type})"
-    return ctx, precision
-
-
-def measure_activation_bytes(task: Any, batch: Any, device: torch.device, precision: str = "fp32") -> int:
+def measure_activation_bytes(
+    task: Any, batch: Any, device: torch.device, precision: PrecisionPlan | None = None
+) -> int:
     """Peak bytes saved for backward during one training step of every optimizer stage of ``task``
-    on ``batch`` (forward + backward; no optimizer step, gradients cleared afterwards)."""
+    on ``batch`` (forward + backward under ``precision``'s autocast, fp32 without one; no optimizer
+    step, gradients cleared afterwards)."""
     modules = task.modules()
     params = _unique_params(modules)
     exclude = set()
@@ -193,12 +199,11 @@ def measure_activation_bytes(task: Any, batch: Any, device: torch.device, precis
         exclude.add(p.untyped_storage().data_ptr())
     meter = SavedTensorMeter(exclude)
     batch = batch.to(device)
-    ctx, _ = _autocast(device, precision)
     cache: dict[str, Any] = {}
     try:
         with meter.hooks():
             for spec in task.optimizer_specs():
-                with ctx:
+                with precision.autocast() if precision is not None else contextlib.nullcontext():
                     out = task.training_step(batch, spec.name, cache)
                 out["loss"].float().backward()
                 del out
@@ -249,83 +254,30 @@ def predict_bytes(est: dict[str, Any], batch_size: int, frames: int) -> int:
 # ---------------------------------------------------------------------------------------------- estimate
 
 
-def _dataset_stats(cfg: Any) -> dict[str, Any] | None:
-    """Longest item and text rate of the prepared training set, or None when not prepared."""
-    try:
-        from speechtrain.data.dataset import SpeechDataset
-
-        ds = SpeechDataset.from_config(cfg, split="train", fields=("mel",))
-    except Exception:  # noqa: BLE001 - not prepared (or no manifest): fall back to max_duration
-        return None
-    frames = np.asarray(ds.frames)
-    if frames.size == 0:
-        return None
-    return {"longest_frames": int(frames.max()), "items": int(frames.size)}
-
-
-def _setup_on_synthetic_data(task: Any, cfg: Any) -> None:
-    """Run ``task.setup`` (codebooks, normalisation) on a synthetic training set, so that a task
-    built only for the estimate can take a training step."""
-    from speechtrain.errors import UserError
-    from speechtrain.testing.datasets import FakeSpeechDataset
-
-    d = cfg.data
-    fake = FakeSpeechDataset(
-        [128] * 128, n_mels=d.n_mels, hop_length=d.hop_length, sample_rate=d.sample_rate, fields=("mel", "tokens")
-    )
-    try:
-        task.setup(fake)
-    except (ValueError, RuntimeError, UserError) as exc:
-        raise UserError(
-            f"estimate: the task's setup() failed on synthetic data ({exc}); pass a task that is already set up"
-        ) from exc
-
-
 def estimate(
-    cfg: Any,
-    task: Any = None,
-    device: torch.device | str | None = None,
-    longest_frames: int | None = None,
+    task: Any,
+    *,
+    data: DataConfig,
+    optimizer: str,
+    device: torch.device,
+    precision: PrecisionPlan,
+    longest_frames: int,
+    longest_source: str = "training set",
+    max_text_tokens: int | None = None,
+    accelerations: list[str] | None = None,
     lengths: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
-    """Memory a training run of ``cfg`` needs, before running it (bytes; see the module doc).
+    """Memory a training run needs, before running it (bytes; see the module doc).
 
-    ``task`` defaults to a fresh task of ``cfg.model``, set up on synthetic data, with the
-    accelerations of ``cfg.accel`` applied (compile excepted), so that activation checkpointing,
-    SDPA and the precision show in the figures; a given ``task`` is measured as it is (its
-    modules are moved to the device). ``device`` defaults to ``train.device``;
-    ``longest_frames`` to the prepared training set's longest utterance (else
-    ``data.max_duration``); ``lengths`` are the two measured lengths in frames (default 64, 128;
-    crop mode: half the crop and the crop).
+    ``task``: set up, its modules on ``device`` with the run's accelerations applied (``accelerations``:
+    the names of those that took effect, or None for a task measured as it is). ``data``: the batch
+    settings (crop, frame budget, padding, features). ``optimizer``: ``optim.name``. ``longest_frames``
+    (and where it comes from): the longest utterance, scaled to. ``max_text_tokens``: a cap on
+    the synthetic texts. ``lengths``: the two measured lengths in frames (default 64, 128; crop
+    mode: half the crop and the crop).
     """
-    from speechtrain.data.batch import round_up
-    from speechtrain.data.collate import collate
-
-    d = cfg.data
-    device = resolve_device(cfg.train.device) if device is None else torch.device(device)
-    own_task = task is None
-    if own_task:
-        from speechtrain.registry import build_task
-
-        task = build_task(cfg)
-        _setup_on_synthetic_data(task, cfg)
+    d = data
     modules = task.modules()
-    for m in modules.values():
-        m.to(device)
-    accel_records: list[str] = []
-    if own_task:  # measure as the run will: checkpointing, SDPA, channels-last, precision (compile off)
-        from speechtrain.accel import apply_accelerations
-
-        quick = cfg.model_copy(deep=True)
-        quick.accel.compile = False
-        plan = apply_accelerations(quick, modules, device)
-        precision = plan.precision.name
-        accel_records = [r.name for r in plan.records if r.applied]
-    else:
-        from speechtrain.accel.precision import resolve_precision
-
-        precision = resolve_precision(cfg.accel.precision, device).name
-    _, measured_precision = _autocast(device, precision)
 
     # static memory: by optimizer stage, each stage's own optimizer over its modules
     params = _unique_params(modules)
@@ -336,12 +288,8 @@ def estimate(
         stage_modules = [modules[name] for name in spec.modules]
         stage = [p for p in _unique_params(modules, spec.modules) if p.requires_grad and id(p) not in seen]
         seen.update(id(p) for p in stage)
-        muon = None
-        if cfg.optim.name == "muon":
-            from speechtrain.accel.optim import muon_partition
-
-            muon = muon_partition(stage_modules)[0]
-        opt_bytes += optimizer_state_bytes(stage, cfg.optim.name, muon)
+        muon = muon_partition(stage_modules)[0] if optimizer == "muon" else None
+        opt_bytes += optimizer_state_bytes(stage, optimizer, muon)
     weights = sum(p.numel() * p.element_size() for p in params)
     grads = FP32 * sum(p.numel() for p in trainable)
     static = weights + grads + opt_bytes
@@ -350,13 +298,12 @@ def estimate(
     crop = d.crop_frames
     if lengths is None:
         lengths = (max(1, crop // 2), crop) if crop else (64, 128)
-    lengths = tuple(round_up(int(t), d.pad_multiple) for t in lengths)
+    lengths = (round_up(int(lengths[0]), d.pad_multiple), round_up(int(lengths[1]), d.pad_multiple))
     if lengths[0] == lengths[1]:
         lengths = (lengths[0], lengths[0] * 2)
     needs = task.needs()
     tokens_per_frame = CHARS_PER_SECOND * d.hop_length / d.sample_rate
-    max_tokens = getattr(cfg.model, "max_text_tokens", None)
-    max_tokens = max_tokens - 2 if max_tokens else None  # room for bos/eos
+    max_tokens = max_text_tokens - 2 if max_text_tokens else None  # room for bos/eos
     b0 = 2
     points = []
     was_training = {k: m.training for k, m in modules.items()}
@@ -373,18 +320,10 @@ def estimate(
     quadratic = bool(d.quadratic_frames) or _has_attention(modules)
     fit = fit_activations(points, quadratic)
     fit["measured"] = [{"batch_size": b, "frames": t, "bytes": y} for b, t, y in points]
-    fit["precision"] = measured_precision
-    fit["accelerations"] = accel_records if own_task else None
+    fit["precision"] = precision.name
+    fit["accelerations"] = accelerations
 
     # scale to the longest utterance and the frame budget
-    source = "training set"
-    if longest_frames is None:
-        stats = _dataset_stats(cfg)
-        if stats is not None:
-            longest_frames, source = stats["longest_frames"], "prepared training set"
-        else:
-            longest_frames = int(d.max_duration * d.sample_rate / d.hop_length)
-            source = "data.max_duration"
     longest = round_up(int(crop or longest_frames), d.pad_multiple)
     budget_source = "data.batch_size x longest item"
     if crop:
@@ -393,8 +332,6 @@ def estimate(
     elif d.max_frames is not None:
         budget_source = "data.max_frames"
         # the sampler's budget is in item costs (L, or L + L^2/quadratic_frames for attention)
-        from speechtrain.data.sampler import item_cost
-
         budget_batch = max(1, int(d.max_frames // float(item_cost(longest, d.quadratic_frames))))
         budget_frames = d.max_frames
     else:
@@ -407,8 +344,8 @@ def estimate(
         "device": str(device),
         "device_name": mem["name"],
         "device_memory_bytes": mem["total_bytes"],
-        "precision": precision,
-        "optimizer": cfg.optim.name,
+        "precision": precision.name,
+        "optimizer": optimizer,
         "parameters": int(sum(p.numel() for p in params)),
         "trainable_parameters": int(sum(p.numel() for p in trainable)),
         "weights_bytes": int(weights),
@@ -417,7 +354,7 @@ def estimate(
         "static_bytes": int(static),
         "activations": fit,
         "longest_frames": int(longest),
-        "longest_source": "data.crop_frames" if crop else source,
+        "longest_source": "data.crop_frames" if crop else longest_source,
         "budget_batch_size": int(budget_batch),
         "budget_frames": int(budget_frames),
         "budget_source": budget_source,

@@ -1,8 +1,8 @@
-"""The per-bucket batch-size tuner behind ``speechtrain tune``.
+"""The per-bucket batch-size search behind ``speechtrain tune``.
 
 For each duration bucket of the training set, longest first, the tuner runs real training steps
-(forward, backward, optimizer step, with the accelerations the config switches on) on batches at
-the bucket's longest length, made of the bucket's longest real utterances repeated up to the batch
+(``step_fn``: forward, backward, optimizer step, with the run's accelerations) on batches at the
+bucket's longest length, made of the bucket's longest real utterances repeated up to the batch
 size, and finds the largest batch that fits in the memory budget
 (``tune.memory_fraction`` x device memory - ``tune.margin_gib``):
 
@@ -18,10 +18,11 @@ growing also stops when a larger batch no longer raises audio-seconds per second
 ``tune.min_gain``: on a CPU this is what binds. ``SPEECHTRAIN_INJECT_OOM_FRAMES=N`` rehearses the
 whole search on a CPU (every batch over N padded frames raises an OOM).
 
-The result is the input config with ``data.bucket_boundaries`` and ``data.bucket_batch_sizes``
-filled in (``data.batch_size`` in crop mode or without bucketing) and, when
+The result (:class:`TuneReport`) carries :class:`TunedSettings`: ``data.bucket_boundaries`` and
+``data.bucket_batch_sizes`` (``data.batch_size`` in crop mode or without bucketing) and, when
 ``tune.target_batch_seconds`` is set, ``train.grad_accum`` chosen so that an optimizer step sees
-that many seconds of audio.
+that many seconds of audio. The recipe (:class:`speechtrain.recipes.tune.TuneRecipe`) builds the
+task, its step and the batches, and writes the tuned config.
 """
 
 from __future__ import annotations
@@ -31,15 +32,53 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import torch
 
+from speechtrain.config import ConfigError, DataConfig, TuneConfig
+from speechtrain.data.batch import Batch, round_up
+from speechtrain.data.sampler import item_cost
+from speechtrain.errors import DataError
+from speechtrain.logs import get_logger
+from speechtrain.memory.estimate import device_memory, predict_bytes
+from speechtrain.memory.oom import injected_oom_frames, is_oom_error, maybe_inject_oom
 from speechtrain.memory.stats import GIB, format_bytes, memory_stats, reset_peak, set_memory_fraction
 
+log = get_logger(__name__)
+
 StepFn = Callable[[Any], Any]
+#: ``read(indices, crop_at_start, bucket)``: a padded Batch of those training-set items
+ReadBatch = Callable[[tuple[int, ...], bool, int], Batch]
+
+
+class TrialStatus(StrEnum):
+    """How one measured batch size ended."""
+
+    FITS = "fits"
+    OOM = "oom"
+    OVER_BUDGET = "over_budget"
+    DOES_NOT_FIT = "does_not_fit"  # not even one utterance fits (no trial succeeded)
+
+
+class LimitedBy(StrEnum):
+    """What stopped a bucket's batch from growing."""
+
+    MEMORY = "memory"
+    THROUGHPUT = "throughput"
+    MAX_BATCH_SIZE = "max_batch_size"
+    DOES_NOT_FIT = "does_not_fit"
+    EMPTY = "empty"  # no utterance in the bucket: sized from its neighbour
+
+
+class PlanMode(StrEnum):
+    """How the training set is batched: duration buckets, random crops, or fixed-count batches."""
+
+    BUCKETED = "bucketed"
+    CROP = "crop"
+    FIXED = "fixed"
 
 
 @dataclass
@@ -48,15 +87,18 @@ class Trial:
 
     batch_size: int
     ok: bool
-    reason: str  # fits | oom | over budget
+    reason: TrialStatus
     padded_frames: int = 0
     peak_bytes: int | None = None
     peak_reserved_bytes: int | None = None
     step_seconds: float | None = None
     audio_seconds_per_second: float | None = None
 
+    def __post_init__(self) -> None:
+        self.reason = TrialStatus(self.reason)
 
-@dataclass
+
+@dataclass(kw_only=True)
 class BucketResult:
     """The tuned batch of one bucket (``bucket`` indexes the buckets shortest first)."""
 
@@ -68,22 +110,42 @@ class BucketResult:
     audio_seconds: float
     batch_size: int
     batch_frames: int
-    peak_memory_bytes: int | None
-    peak_reserved_bytes: int | None
-    step_seconds: float | None
-    audio_seconds_per_second: float | None
-    limited_by: str  # memory | throughput | max_batch_size | does_not_fit
+    limited_by: LimitedBy
+    peak_memory_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    step_seconds: float | None = None
+    audio_seconds_per_second: float | None = None
     estimate_bytes: int | None = None
     trials: list[Trial] = field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.limited_by = LimitedBy(self.limited_by)
 
-@dataclass
+
+@dataclass(kw_only=True)
+class TunedSettings:
+    """The config values the tuner chose (None: leave the key as it is)."""
+
+    grad_accum: int
+    bucket_boundaries: list[int] | None = None
+    bucket_batch_sizes: list[int] | None = None
+    max_frames: int | None = None
+    batch_size: int | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The settings as ``{dotted key: value}`` (only the keys the tuner sets)."""
+        out: dict[str, Any] = {f"data.{k}": v for k, v in asdict(self).items() if k != "grad_accum" and v is not None}
+        out["train.grad_accum"] = self.grad_accum
+        return out
+
+
+@dataclass(kw_only=True)
 class TuneReport:
-    """What ``tune`` found; ``config`` is the tuned config (write it with :func:`write_tuned_config`)."""
+    """What the tuner found (``tuned``: the values to write into the config)."""
 
     buckets: list[BucketResult]
     seconds: float
-    mode: str  # bucketed | crop | fixed
+    mode: PlanMode
     objective: str
     device: str
     budget_bytes: int | None
@@ -94,14 +156,12 @@ class TuneReport:
     effective_batch_seconds: float
     target_batch_seconds: float | None
     estimate: dict[str, Any] | None
+    tuned: TunedSettings
     peak_kind: str = ""
-    config: Any = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k != "config"}
-        out["buckets"] = [asdict(b) for b in self.buckets]
-        return out
+        return asdict(self)
 
     def table(self) -> str:
         """The per-bucket table printed by ``speechtrain tune``."""
@@ -146,11 +206,10 @@ def search_batch_size(
     objective: str = "memory",
     min_gain: float = 0.05,
     patience: int = 2,
-) -> tuple[Trial | None, list[Trial], str]:
+) -> tuple[Trial | None, list[Trial], LimitedBy]:
     """Largest batch size for which ``trial(b).ok`` (grow by doubling, then bisect).
 
-    Returns ``(best trial or None when even 1 fails, all trials, what limited it)``; ``limited``
-    is ``memory``, ``throughput``, ``max_batch_size`` or ``does_not_fit``. With
+    Returns ``(best trial or None when even 1 fails, all trials, what limited it)``. With
     ``objective="throughput"`` growth also stops when ``patience`` doublings in a row do not raise
     ``audio_seconds_per_second`` by ``min_gain`` over the best so far (which is kept).
     """
@@ -164,6 +223,7 @@ def search_batch_size(
     b = int(min(max(1, start), cap))
     r = run(b)
     fail: int | None = None
+    limited: LimitedBy | None = None
     if not r.ok:
         fail = b
         while not r.ok and b > 1:  # the start was too large: halve until one fits
@@ -172,28 +232,28 @@ def search_batch_size(
             if not r.ok:
                 fail = b
         if not r.ok:
-            return None, trials, "does_not_fit"
-        best, limited = r, "memory"
+            return None, trials, LimitedBy.DOES_NOT_FIT
+        best, limited = r, LimitedBy.MEMORY
     else:
-        best, limited, misses = r, "", 0
-        while not limited:
+        best, misses = r, 0
+        while limited is None:
             if b >= cap:
-                limited = "throughput" if misses else "max_batch_size"
+                limited = LimitedBy.THROUGHPUT if misses else LimitedBy.MAX_BATCH_SIZE
                 break
             nb = min(cap, 2 * b)
             r = run(nb)
             if not r.ok:
-                fail, limited = nb, "throughput" if misses else "memory"
+                fail, limited = nb, LimitedBy.THROUGHPUT if misses else LimitedBy.MEMORY
             elif objective == "throughput" and _no_gain(r, best, min_gain):
                 # one more doubling before giving up: a single timing can be noisy on a busy machine
                 misses += 1
                 b = nb
                 if misses >= patience:
-                    limited = "throughput"
+                    limited = LimitedBy.THROUGHPUT
             else:
                 best, b, misses = r, nb, 0
-    if limited == "memory" and fail is not None:
-        lo, hi = best.batch_size, fail  # type: ignore[arg-type]
+    if limited == LimitedBy.MEMORY and fail is not None:
+        lo, hi = best.batch_size, fail
         while hi - lo > 1 and hi - lo > tolerance * lo:
             mid = (lo + hi) // 2
             r = run(mid)
@@ -213,19 +273,15 @@ def _no_gain(new: Trial, old: Trial, min_gain: float) -> bool:
 # ---------------------------------------------------------------------------------------------- budget
 
 
-def memory_budget(cfg: Any, device: torch.device) -> tuple[int | None, str, int | None]:
+def memory_budget(settings: TuneConfig, device: torch.device) -> tuple[int | None, str, int | None]:
     """(budget bytes, where it comes from, device total bytes): fraction x total - margin."""
-    from speechtrain.memory.estimate import device_memory
-
     mem = device_memory(device)
     total = mem["total_bytes"]
     if total is None:
         return None, "unknown device memory: only OOMs bind", None
-    t = cfg.tune
+    t = settings
     budget = int(total * t.memory_fraction - t.margin_gib * GIB)
     if budget <= 0:
-        from speechtrain.config import ConfigError
-
         raise ConfigError(
             f"tune.memory_fraction={t.memory_fraction} x {format_bytes(total)} - tune.margin_gib={t.margin_gib} "
             "leaves no memory; raise tune.memory_fraction or lower tune.margin_gib"
@@ -256,8 +312,6 @@ def run_trial(
     clear_grads: Callable[[], None] = lambda: None,
 ) -> Trial:
     """One warm-up and ``steps`` timed training steps on ``batch``; fails on OOM or over budget."""
-    from speechtrain.memory.oom import is_oom_error, maybe_inject_oom
-
     b = batch.size
     reset_peak(device)
     oom = False
@@ -280,35 +334,27 @@ def run_trial(
         clear_grads()
         if device.type == "cuda":
             gc.collect()  # reference cycles may still hold device tensors of the failed step
-        return Trial(b, False, "oom", batch.padded_frames)
+        return Trial(b, False, TrialStatus.OOM, batch.padded_frames)
     peak, reserved = _peaks(device)
     step_s = elapsed / steps
     aps = batch.audio_seconds / step_s if step_s > 0 else None
     over = budget is not None and reserved is not None and reserved > budget
-    return Trial(b, not over, "over budget" if over else "fits", batch.padded_frames, peak, reserved, step_s, aps)
+    status = TrialStatus.OVER_BUDGET if over else TrialStatus.FITS
+    return Trial(b, not over, status, batch.padded_frames, peak, reserved, step_s, aps)
 
 
 # ---------------------------------------------------------------------------------------------- tune
 
 
-def bucket_plan(cfg: Any, frames: np.ndarray) -> tuple[str, list[int]]:
-    """(mode, bucket upper bounds in frames, shortest first) of a training set for the tuner."""
-    from speechtrain.data.sampler import equal_duration_boundaries
-
-    d = cfg.data
-    if d.crop_frames:
-        return "crop", [int(d.crop_frames)]
-    if not d.bucketing:
-        return "fixed", [int(frames.max())]
-    if d.bucket_boundaries:
-        return "bucketed", [int(x) for x in d.bucket_boundaries]
-    return "bucketed", [int(x) for x in equal_duration_boundaries(frames, d.num_buckets)]
+def plan_mode(data: DataConfig) -> PlanMode:
+    """How the training set of ``data`` is batched."""
+    if data.crop_frames:
+        return PlanMode.CROP
+    return PlanMode.BUCKETED if data.bucketing else PlanMode.FIXED
 
 
 def scaled_start(batch_size: int, frames: int, new_frames: int, quadratic_frames: float | None = None) -> int:
     """The previous bucket's batch size scaled to a bucket of ``new_frames`` (equal item cost)."""
-    from speechtrain.data.sampler import item_cost
-
     cost = float(item_cost(frames, quadratic_frames)) * batch_size
     return max(1, int(cost // float(item_cost(new_frames, quadratic_frames))))
 
@@ -329,69 +375,40 @@ def choose_grad_accum(
 
 
 def tune(
-    cfg: Any,
-    task: Any = None,
-    dataset: Any = None,
-    step_fn: StepFn | None = None,
-    log: Callable[[str], None] = print,
-    with_estimate: bool = True,
+    step_fn: StepFn,
+    *,
+    frames: np.ndarray,
+    bounds: list[int],
+    read: ReadBatch,
+    device: torch.device,
+    settings: TuneConfig,
+    data: DataConfig,
+    grad_accum: int = 1,
+    params: list[torch.nn.Parameter] | None = None,
+    estimate: dict[str, Any] | None = None,
+    memory_fraction: float | None = None,
 ) -> TuneReport:
-    """Tune per-bucket batch sizes for ``cfg`` (see the module docstring).
+    """Tune per-bucket batch sizes (see the module docstring).
 
-    ``task`` defaults to the config's model (set up on ``dataset``; a task you pass must be set up
-    already); ``dataset`` to the prepared training set (prepared here when missing or stale);
-    ``step_fn(batch)`` to one step of a :class:`speechtrain.train.trainer.Trainer` built without
-    its OOM guard (pass your own to tune a training loop of your own).
+    ``step_fn(batch)``: one training step (no OOM guard); ``frames``: mel frames of every training
+    utterance; ``bounds``: bucket upper bounds, shortest first (bucketed mode; else ignored);
+    ``read``: makes a Batch of chosen items; ``settings``: the ``tune`` section; ``data``: crop,
+    padding, bucketing and audio settings; ``grad_accum``: the run's, kept without a target;
+    ``params``: the trained parameters (their gradients are dropped after an OOM); ``estimate``:
+    :func:`speechtrain.memory.estimate.estimate` of the run, printed beside the measured peaks;
+    ``memory_fraction``: the run's ``train.memory_fraction``, restored after a CUDA tune capped it.
     """
-    from speechtrain.config import build_config
-    from speechtrain.data.batch import round_up
-    from speechtrain.data.loader import BatchReader, item_keys
-    from speechtrain.data.sampler import BatchKey, item_cost
-    from speechtrain.device import resolve_device
-    from speechtrain.memory.estimate import predict_bytes
-    from speechtrain.memory.oom import injected_oom_frames
-
     t0 = time.perf_counter()
-    d, t = cfg.data, cfg.tune
-    user_task = task is not None
-    if task is None:
-        from speechtrain.registry import build_task
-
-        task = build_task(cfg)
-    needs = task.needs()
-    if dataset is None:
-        from speechtrain.data.dataset import SpeechDataset
-        from speechtrain.data.loader import dataset_fields
-        from speechtrain.data.prepare import ensure_prepared
-
-        ensure_prepared(cfg, require_text=needs.text)
-        dataset = SpeechDataset.from_config(cfg, "train", fields=dataset_fields(cfg, needs))
-    if not user_task:
-        task.setup(dataset)  # data-dependent parts (codebooks), as a fresh training run does
-    frames = np.asarray(dataset.frames, dtype=np.int64)
+    d, t = data, settings
+    frames = np.asarray(frames, dtype=np.int64)
     if frames.size == 0:
-        from speechtrain.errors import DataError
-
         raise DataError(f"the training set of {d.manifest} is empty: nothing to tune on")
-
-    est = None
-    if with_estimate:
-        from speechtrain.memory.estimate import estimate
-
-        # a task of our own is measured fresh, with the accelerations the run applies
-        est = estimate(cfg, task=task if user_task else None, longest_frames=int(frames.max()))
-    if step_fn is None:
-        from speechtrain.train.trainer import Trainer
-
-        trainer = Trainer(cfg, task, oom_guard=False, log=lambda _msg: None)
-        device = trainer.device
-
-        def step_fn(batch: Any) -> Any:
-            return trainer.train_step([batch])
-    else:
-        device = resolve_device(cfg.train.device)
-
-    budget, budget_source, total = memory_budget(cfg, device)
+    mode = plan_mode(d)
+    if mode == PlanMode.CROP:
+        bounds = [int(d.crop_frames)]  # type: ignore[arg-type]
+    elif mode == PlanMode.FIXED:
+        bounds = [int(frames.max())]
+    budget, budget_source, total = memory_budget(t, device)
     injected = injected_oom_frames()
     if injected is not None:
         budget_source += f"; injected OOM above {injected} padded frames (SPEECHTRAIN_INJECT_OOM_FRAMES)"
@@ -399,18 +416,14 @@ def tune(
     if device.type == "cuda" and budget is not None and total:
         cap_record = set_memory_fraction(min(1.0, budget / total), device)  # real OOMs at the budget
 
-    params = [p for m in task.modules().values() for p in m.parameters()]
-
     def clear_grads() -> None:
-        for p in params:
+        for p in params or []:
             p.grad = None
 
-    mode, bounds = bucket_plan(cfg, frames)
-    reader = BatchReader(dataset, item_keys(cfg, needs), d.pad_multiple, d.crop_frames)
     lower = -1
     members_of = []
     for ub in bounds:
-        idx = np.flatnonzero((frames > lower) & (frames <= ub)) if mode == "bucketed" else np.arange(frames.size)
+        idx = np.flatnonzero((frames > lower) & (frames <= ub)) if mode == PlanMode.BUCKETED else np.arange(frames.size)
         members_of.append(idx[np.argsort(-frames[idx], kind="stable")])
         lower = ub
     results: list[BucketResult] = []
@@ -422,21 +435,27 @@ def tune(
             if members.size == 0:
                 notes.append(f"bucket {k} (<= {bounds[k]} frames) is empty: sized from its neighbour")
                 results.append(
-                    BucketResult(k, bounds[k], 0, 0, 0, 0.0, 0, 0, None, None, None, None, "empty", None, [])
+                    BucketResult(
+                        bucket=k,
+                        upper_frames=bounds[k],
+                        max_item_frames=0,
+                        padded_frames=0,
+                        items=0,
+                        audio_seconds=0.0,
+                        batch_size=0,
+                        batch_frames=0,
+                        limited_by=LimitedBy.EMPTY,
+                    )
                 )
                 continue
             longest = int(d.crop_frames or frames[members[0]])
             padded = round_up(longest, d.pad_multiple)
             distinct = members[: min(members.size, 16)]  # the bucket's longest real items, repeated
 
-            def make_batch(b: int, k: int = k, distinct: np.ndarray = distinct) -> Any:
-                idx = tuple(int(distinct[i % distinct.size]) for i in range(b))
-                offsets = (0,) * b if mode == "crop" else None
-                return reader[BatchKey(idx, offsets, k)]
-
-            def trial(b: int, make_batch: Callable[[int], Any] = make_batch, k: int = k, padded: int = padded) -> Trial:
-                r = run_trial(step_fn, make_batch(b), device, t.steps_per_trial, budget, clear_grads)
-                log(
+            def trial(b: int, k: int = k, distinct: np.ndarray = distinct, padded: int = padded) -> Trial:
+                batch = read(tuple(int(distinct[i % distinct.size]) for i in range(b)), mode == PlanMode.CROP, k)
+                r = run_trial(step_fn, batch, device, t.steps_per_trial, budget, clear_grads)
+                log.info(
                     f"  bucket {k}: {b} x {padded} frames: {r.reason}"
                     + (f", peak {format_bytes(r.peak_bytes)}" if r.peak_bytes is not None else "")
                     + (f", {r.audio_seconds_per_second:.1f} audio s/s" if r.audio_seconds_per_second else "")
@@ -452,10 +471,11 @@ def tune(
                     f"bucket {k}: one utterance of {padded} frames does not fit in the budget; lower "
                     "data.max_duration or data.crop_frames, or switch on accel.activation_checkpointing"
                 )
-                best = Trial(1, False, "does not fit", padded)
+                best = Trial(1, False, TrialStatus.DOES_NOT_FIT, padded)
             seconds = float(np.sum(frames[members])) * d.hop_length / d.sample_rate
-            if mode == "crop":
-                seconds = float(np.minimum(frames[members], d.crop_frames).sum()) * d.hop_length / d.sample_rate
+            if mode == PlanMode.CROP:
+                cropped = np.minimum(frames[members], int(d.crop_frames or 0))
+                seconds = float(cropped.sum()) * d.hop_length / d.sample_rate
             results.append(
                 BucketResult(
                     bucket=k,
@@ -471,31 +491,18 @@ def tune(
                     step_seconds=best.step_seconds,
                     audio_seconds_per_second=best.audio_seconds_per_second,
                     limited_by=limited,
-                    estimate_bytes=None if est is None else predict_bytes(est, best.batch_size, padded),
+                    estimate_bytes=None if estimate is None else predict_bytes(estimate, best.batch_size, padded),
                     trials=trials,
                 )
             )
             prev = (best.batch_size, padded)
     finally:
         if cap_record is not None and cap_record.applied:
-            set_memory_fraction(cfg.train.memory_fraction or 1.0, device)
+            set_memory_fraction(memory_fraction or 1.0, device)
     results.sort(key=lambda r: r.bucket)
     _fill_empty(results)
 
-    accum, mean_s, eff_s = choose_grad_accum(results, t.target_batch_seconds, cfg.train.grad_accum)
-    raw = cfg.to_dict()
-    if mode == "bucketed":
-        raw["data"]["bucket_boundaries"] = [r.upper_frames for r in results]
-        raw["data"]["bucket_batch_sizes"] = [r.batch_size for r in results]
-        # every item must stay inside a bucket (an item over data.max_frames would get a batch of its own)
-        costs = [
-            r.batch_size * item_cost(round_up(r.upper_frames, d.pad_multiple), d.quadratic_frames) for r in results
-        ]
-        raw["data"]["max_frames"] = int(math.ceil(max(costs)))
-    else:
-        raw["data"]["batch_size"] = results[0].batch_size
-    raw["train"]["grad_accum"] = accum
-    tuned = build_config(raw)
+    accum, mean_s, eff_s = choose_grad_accum(results, t.target_batch_seconds, grad_accum)
     return TuneReport(
         buckets=results,
         seconds=time.perf_counter() - t0,
@@ -509,36 +516,35 @@ def tune(
         mean_batch_seconds=mean_s,
         effective_batch_seconds=eff_s,
         target_batch_seconds=t.target_batch_seconds,
-        estimate=est,
+        estimate=estimate,
+        tuned=_tuned_settings(results, mode, d, accum),
         peak_kind=(
             "CUDA max allocated (reserved checked against the budget)"
             if device.type == "cuda"
             else "process peak RSS (includes Python and torch themselves)"
         ),
-        config=tuned,
         notes=notes,
+    )
+
+
+def _tuned_settings(results: list[BucketResult], mode: PlanMode, d: DataConfig, accum: int) -> TunedSettings:
+    if mode != PlanMode.BUCKETED:
+        return TunedSettings(grad_accum=accum, batch_size=results[0].batch_size)
+    # every item must stay inside a bucket (an item over data.max_frames would get a batch of its own)
+    costs = [r.batch_size * item_cost(round_up(r.upper_frames, d.pad_multiple), d.quadratic_frames) for r in results]
+    return TunedSettings(
+        grad_accum=accum,
+        bucket_boundaries=[r.upper_frames for r in results],
+        bucket_batch_sizes=[r.batch_size for r in results],
+        max_frames=int(math.ceil(max(costs))),
     )
 
 
 def _fill_empty(results: list[BucketResult]) -> None:
     """Empty buckets take the batch size of the nearest longer bucket that has items (safe)."""
     for i, r in enumerate(results):
-        if r.limited_by != "empty":
+        if r.limited_by != LimitedBy.EMPTY:
             continue
-        longer = [x for x in results[i + 1 :] if x.limited_by != "empty"]
-        shorter = [x for x in results[:i] if x.limited_by != "empty"]
+        longer = [x for x in results[i + 1 :] if x.limited_by != LimitedBy.EMPTY]
+        shorter = [x for x in results[:i] if x.limited_by != LimitedBy.EMPTY]
         r.batch_size = longer[0].batch_size if longer else (shorter[-1].batch_size if shorter else 1)
-
-
-def write_tuned_config(report: TuneReport, path: str | Path) -> Path:
-    """Write the tuned config as YAML, with a header saying how it was tuned."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    header = [
-        "# written by `speechtrain tune`: data.bucket_boundaries / data.bucket_batch_sizes (per bucket, shortest",
-        f"# first) and train.grad_accum, measured on {report.device} in {report.seconds:.1f} s, objective "
-        f"{report.objective},",
-        f"# budget {format_bytes(report.budget_bytes)}: {report.budget_source}",
-    ]
-    path.write_text("\n".join(header) + "\n" + report.config.to_yaml())
-    return path

@@ -2,20 +2,23 @@
 
 Griffin-Lim needs no training, so every TTS family can be listened to from its first checkpoint; a
 HiFi-GAN run (``speechtrain train`` with ``model.name=hifigan``) sounds far better and is used through
-its task's ``vocode(mel)``.
+its task's ``vocode(mel)`` (the inference recipe loads the run).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from speechtrain.data.features import mel_filterbank
 from speechtrain.errors import UserError
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
 
 
 @functools.lru_cache(maxsize=8)
@@ -24,7 +27,7 @@ def _inverse_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, 
     return torch.linalg.pinv(fb).float()  # (F, n_mels)
 
 
-def mel_to_linear(mel: torch.Tensor, data_cfg: Any) -> torch.Tensor:
+def mel_to_linear(mel: torch.Tensor, data_cfg: DataConfig) -> torch.Tensor:
     """Linear magnitude (..., n_fft // 2 + 1, T_frames) from a natural-log mel (..., n_mels, T_frames)."""
     d = data_cfg
     inv = _inverse_filterbank(d.sample_rate, d.n_fft, d.n_mels, d.fmin, d.fmax).to(mel.device)
@@ -64,34 +67,17 @@ def griffin_lim(
     return istft(magnitude * angles)  # (T_samples,)
 
 
-def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: Any, iterations: int = 32) -> np.ndarray:
+def griffin_lim_from_mel(mel: torch.Tensor, data_cfg: DataConfig, iterations: int = 32) -> np.ndarray:
     """Audio (T_frames * hop_length,) float32 in [-1, 1] from one log-mel (n_mels, T_frames) by Griffin-Lim."""
     d = data_cfg
     with torch.no_grad():
         audio = griffin_lim(mel_to_linear(mel, d), d.n_fft, d.hop_length, d.win_length, iterations)
-    audio = audio.cpu().numpy().astype(np.float32)  # host copy: the result leaves the device
-    peak = float(np.abs(audio).max()) if audio.size else 0.0
-    return audio / peak * 0.95 if peak > 0.95 else audio
+    host = audio.cpu().numpy().astype(np.float32)  # host copy: the result leaves the device
+    peak = float(np.abs(host).max()) if host.size else 0.0
+    return host / peak * 0.95 if peak > 0.95 else host
 
 
-_VOCODERS: dict[str, tuple[Any, Any]] = {}
-
-
-def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | None = None) -> tuple[Any, Any]:
-    """``(data config, task)`` of a vocoder run, cached per run directory and device; the task has ``vocode(mel)``."""
-    key = f"{os.path.abspath(run_dir)}@{device}"
-    if key not in _VOCODERS:
-        from speechtrain.train.run import load_task
-
-        cfg, task = load_task(run_dir, device=device)
-        if not hasattr(task, "vocode"):
-            name = cfg.model.name
-            raise UserError(f"{run_dir}: a '{name}' run cannot vocode; pass a vocoder run (model.name=hifigan)")
-        _VOCODERS[key] = (cfg.data, task)
-    return _VOCODERS[key]
-
-
-def _check_same_features(vocoder_data: Any, data_cfg: Any) -> None:
+def _check_same_features(vocoder_data: DataConfig | None, data_cfg: DataConfig) -> None:
     if vocoder_data is None:
         return
     keys = ("sample_rate", "hop_length", "n_mels", "n_fft", "fmin", "fmax")
@@ -105,24 +91,28 @@ def _check_same_features(vocoder_data: Any, data_cfg: Any) -> None:
 
 def mel_to_audio(
     mel: torch.Tensor | np.ndarray,
-    data_cfg: Any,
+    data_cfg: DataConfig,
     vocoder_run: Any = None,
     griffin_lim_iters: int = 32,
 ) -> np.ndarray:
     """Audio (1-D float32 numpy at data_cfg.sample_rate) of one log-mel (n_mels, T_frames).
 
-    ``vocoder_run``: a vocoder run directory (loaded once and cached) or an object with ``vocode(mel)``;
-    None uses Griffin-Lim.
+    ``vocoder_run``: an object with ``vocode(mel)`` (a loaded vocoder run: its ``cfg.data``, when it
+    has one, must match ``data_cfg``'s mel features; :class:`speechtrain.recipes.inference.InferenceRecipe`
+    loads a run directory into one); None uses Griffin-Lim.
     """
     mel_t = torch.as_tensor(mel, dtype=torch.float32)
     if mel_t.dim() == 3:
         mel_t = mel_t[0]
     if vocoder_run is None:
         return griffin_lim_from_mel(mel_t, data_cfg, griffin_lim_iters)
-    if hasattr(vocoder_run, "vocode"):  # a task object; its data settings are checked when it carries a full config
-        vocoder, vocoder_data = vocoder_run, getattr(getattr(vocoder_run, "cfg", None), "data", None)
-    else:
-        vocoder_data, vocoder = load_vocoder(vocoder_run, device=mel_t.device)
+    if isinstance(vocoder_run, (str, os.PathLike)):
+        raise UserError(
+            f"vocoder_run={vocoder_run!s}: a run directory is loaded by the inference recipe "
+            "(speechtrain.recipes.inference.InferenceRecipe, or `speechtrain synthesize --vocoder RUN_DIR`)"
+        )
+    # a loaded run carries its config: its mel features are checked against ours
+    vocoder, vocoder_data = vocoder_run, getattr(getattr(vocoder_run, "cfg", None), "data", None)
     _check_same_features(vocoder_data, data_cfg)
     audio = vocoder.vocode(mel_t)
     if isinstance(audio, torch.Tensor):

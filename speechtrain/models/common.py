@@ -70,7 +70,7 @@ def remove_weight_norm(module: nn.Module) -> int:
     count = 0
     for sub in module.modules():
         if parametrize.is_parametrized(sub):
-            for name in list(sub.parametrizations.keys()):  # type: ignore[union-attr]
+            for name in list(sub.parametrizations.keys()):  # type: ignore[operator,union-attr,unused-ignore]
                 parametrize.remove_parametrizations(sub, name, leave_parametrized=True)
                 count += 1
     return count
@@ -96,7 +96,7 @@ def parameter_report(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", metavar="key=value")
     args = p.parse_args(argv)
     cfg = load_config(args.config, args.overrides)
-    task = build_task(cfg)
+    task = build_task(cfg.model, cfg.data)
     total = 0
     for name, module in task.modules().items():
         n = count_parameters(module)

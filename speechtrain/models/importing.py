@@ -92,7 +92,7 @@ class ImportedCheckpoint:
         every module of the task must be covered (``strict=False`` leaves modules the checkpoint lacks,
         e.g. discriminators when only a generator was published, as they are).
         """
-        mods = modules.modules() if hasattr(modules, "modules") and not isinstance(modules, nn.Module) else modules
+        mods: Mapping[str, nn.Module] = modules if isinstance(modules, Mapping) else modules.modules()
         missing_modules = [n for n in mods if n not in self.state_dicts]
         if strict and missing_modules:
             raise CheckpointError(

@@ -14,12 +14,15 @@ import random
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from speechtrain.errors import CheckpointError
+from speechtrain.logs import get_logger
+
+log = get_logger(__name__)
 
 FORMAT_KEY = "speechtrain_checkpoint"
 FORMAT_VERSION = 1
@@ -90,7 +93,7 @@ def latest_loadable(folder: str | os.PathLike[str]) -> tuple[Path, dict[str, Any
         try:
             return path, safe_load(path)
         except CheckpointError as exc:
-            print(f"warning: skipping {exc}")
+            log.warning(f"warning: skipping {exc}")
     return None
 
 
@@ -103,10 +106,38 @@ def prune(folder: str | os.PathLike[str], keep: int) -> list[Path]:
     return doomed
 
 
+def save_step(run_dir: str | os.PathLike[str], state: dict[str, Any], keep: int, best: bool = False) -> Path:
+    """Write ``run_dir/checkpoints/step_N.pt`` (N = ``state["step"]``) and, when ``best``, ``run_dir/best.pt``;
+    keep the newest ``keep`` step checkpoints."""
+    run_dir = Path(run_dir)
+    path = run_dir / "checkpoints" / f"step_{int(state['step']):08d}.pt"
+    atomic_save(state, path)
+    prune(run_dir / "checkpoints", keep)
+    if best:
+        atomic_save(state, run_dir / "best.pt")
+    return path
+
+
+def latest(run_dir: str | os.PathLike[str] | None) -> tuple[Path, dict[str, Any]] | None:
+    """The newest loadable step checkpoint of a run directory (None without one)."""
+    return latest_loadable(Path(run_dir) / "checkpoints") if run_dir is not None else None
+
+
+def cpu_copy(obj: Any) -> Any:
+    """A copy of a state dict (nested dicts and lists of tensors) in host memory."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return {k: cpu_copy(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [cpu_copy(v) for v in obj]
+    return obj
+
+
 def rng_state() -> dict[str, Any]:
     """Python, NumPy, torch (and CUDA) RNG states in weights_only-safe types."""
     py = random.getstate()
-    np_state = np.random.get_state()
+    np_state = cast(tuple[Any, ...], np.random.get_state(legacy=True))
     state: dict[str, Any] = {
         "python": [py[0], list(py[1]), py[2]],
         "numpy": {

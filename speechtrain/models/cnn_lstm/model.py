@@ -81,6 +81,7 @@ class CNNLSTM(nn.Module):
         out = []
         for n in lengths:
             for block in self.blocks:
+                assert isinstance(block, ConvBlock)
                 n = n // block.pool_time
             out.append(max(1, int(n)))
         return out

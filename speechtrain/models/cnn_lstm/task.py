@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -22,6 +22,10 @@ from speechtrain.errors import DataError, UserError
 from speechtrain.models.cnn_lstm.model import CNNLSTM
 from speechtrain.train.task import Needs, Task
 
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.cnn_lstm.config import CNNLSTMConfig
+
 
 class CNNLSTMTask(Task):
     """Audio classification. Headline: eval ``accuracy`` (higher is better)."""
@@ -29,7 +33,7 @@ class CNNLSTMTask(Task):
     headline_metric = "accuracy"
     headline_mode = "max"
 
-    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+    def __init__(self, model_cfg: CNNLSTMConfig, data_cfg: DataConfig) -> None:
         m = model_cfg
         if not m.labels:
             raise ConfigError("model.labels is empty: list the class names or point data.manifest at ROOT/<label>/")
@@ -160,7 +164,7 @@ class CNNLSTMTask(Task):
         return self.labels[best], {name: float(p) for name, p in zip(self.labels, probs)}
 
 
-def labels_from_manifest(data_cfg: Any) -> list[str]:
+def labels_from_manifest(data_cfg: DataConfig) -> list[str]:
     """Sorted label names of a labelled manifest (the ids the dataset will use)."""
     from speechtrain.data.manifest import read_manifest
 
@@ -176,9 +180,9 @@ def labels_from_manifest(data_cfg: Any) -> list[str]:
     return names
 
 
-def build_task(cfg: Any) -> CNNLSTMTask:
+def build_task(model: CNNLSTMConfig, data: DataConfig) -> CNNLSTMTask:
     """Build the classifier; without ``model.labels`` the names come from ``data.manifest`` and are written
-    into ``cfg.model.labels`` (so the run's saved config carries them)."""
-    if cfg.model.labels is None:
-        cfg.model.labels = labels_from_manifest(cfg.data)
-    return CNNLSTMTask(cfg.model, cfg.data)
+    into ``model.labels`` (the section the run's saved config is made of, so it carries them)."""
+    if model.labels is None:
+        model.labels = labels_from_manifest(data)
+    return CNNLSTMTask(model, data)

@@ -2,5 +2,5 @@
 
 ``config.GPTTTSConfig`` (no torch), ``codec.MelCodec`` (k-means codebook over mel frames),
 ``model.GPTTTS`` (the transformer, KV-cache generation), ``task.GPTTTSTask`` (training and
-``synthesize``); ``task.build_task(cfg)``.
+``synthesize``); ``task.build_task(model, data)``.
 """

@@ -73,6 +73,9 @@ class MelCodec(nn.Module):
     ``decode(codes (B, T_codes)) -> mel (B, n_mels, T_codes * frames_per_code)``.
     """
 
+    codebook: torch.Tensor
+    fitted: torch.Tensor
+
     def __init__(self, n_mels: int, codebook_size: int, frames_per_code: int = 1) -> None:
         super().__init__()
         self.n_mels, self.codebook_size, self.frames_per_code = n_mels, codebook_size, frames_per_code

@@ -207,6 +207,7 @@ class GPTTTS(nn.Module):
         caches = []
         for block in self.blocks:
             attn = block.attn
+            assert isinstance(attn, CausalSelfAttention)
             shape = (batch, attn.heads, length, attn.head_dim)
             caches.append(LayerCache(like.new_empty(shape), like.new_empty(shape)))
         return caches

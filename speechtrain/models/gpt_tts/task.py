@@ -8,7 +8,7 @@ accumulated or OOM-split micro-batches average like one large batch. Headline me
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -21,6 +21,10 @@ from speechtrain.errors import DataError, UserError
 from speechtrain.models.gpt_tts.codec import MelCodec, max_codes_for_seconds
 from speechtrain.models.gpt_tts.model import GPTTTS, IGNORE_INDEX
 from speechtrain.train.task import Needs, OptimizerSpec, Task
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.gpt_tts.config import GPTTTSConfig
 
 SYNTHESIZE_OPTIONS = ("vocoder_run", "temperature", "top_k", "max_seconds", "seed", "griffin_lim_iters", "use_cache")
 
@@ -41,11 +45,13 @@ class GPTTTSTask(Task):
     headline_metric = "audio_ce"
     headline_mode = "min"
     produces_audio = True
+    #: generation uses scaled_dot_product_attention (exact maths); False keeps the explicit softmax path
+    inference_sdpa: bool = True
 
-    def __init__(self, cfg: Any) -> None:
-        self.cfg = cfg
-        m = cfg.model
-        self.tokenizer = Tokenizer(lowercase=cfg.data.lowercase)
+    def __init__(self, model: Any, data: Any) -> None:
+        self.model_cfg, self.data_cfg = model, data
+        m = model
+        self.tokenizer = Tokenizer(lowercase=data.lowercase)
         self.model = GPTTTS(
             text_vocab=VOCAB_SIZE,
             codebook_size=m.codebook_size,
@@ -58,7 +64,7 @@ class GPTTTSTask(Task):
             max_audio_codes=m.max_audio_codes,
             attention_mask=m.attention_mask,
         )
-        self.codec = MelCodec(cfg.data.n_mels, m.codebook_size, m.frames_per_code)
+        self.codec = MelCodec(data.n_mels, m.codebook_size, m.frames_per_code)
 
     # -- Task protocol ----------------------------------------------------------------------------
     def needs(self) -> Needs:
@@ -72,7 +78,7 @@ class GPTTTSTask(Task):
 
     def setup(self, train_dataset: Any) -> None:
         """Fit the codec's codebook (k-means) on a seeded sample of the training mels."""
-        m = self.cfg.model
+        m = self.model_cfg
         self._check_lengths(train_dataset)
         order = np.random.default_rng(m.codec_seed).permutation(len(train_dataset))
         want = m.codec_sample_frames * m.frames_per_code * 2  # read twice the frames, sample down in fit
@@ -102,16 +108,12 @@ class GPTTTSTask(Task):
             self.codec.codebook.copy_(book.to(self.codec.codebook.device))
 
     def _fit_device(self) -> torch.device:
-        # k-means on the training device: the XTTS-size codebook (1024 codes, 100k vectors) took 36 s
-        # on 2 CPU cores; setup runs before the Trainer moves the modules
-        wanted = self.cfg.train.device
-        if wanted == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        dev = torch.device(wanted)
-        return dev if dev.type != "cuda" or torch.cuda.is_available() else torch.device("cpu")
+        # k-means where the modules are: the recipe moves them to the training device before setup (the
+        # XTTS-size codebook, 1024 codes over 100k vectors, took 36 s on 2 CPU cores)
+        return self.device
 
     def _check_lengths(self, dataset: Any) -> None:
-        m = self.cfg.model
+        m = self.model_cfg
         frames = np.asarray(getattr(dataset, "frames", []))
         if frames.size:
             longest = int(frames.argmax())
@@ -125,11 +127,11 @@ class GPTTTSTask(Task):
                 )
 
     def batch_weight(self, batch: Batch) -> float:
-        fpc = self.cfg.model.frames_per_code
+        fpc = self.model_cfg.frames_per_code
         return float(sum(n // fpc + 1 for n in batch.host_lengths["mel_lengths"]))  # audio targets, host-side
 
     def _check_batch(self, batch: Batch) -> None:
-        m = self.cfg.model
+        m = self.model_cfg
         for i, n in enumerate(batch.host_lengths["token_lengths"]):
             if n + 2 > m.max_text_tokens:
                 raise DataError(
@@ -157,7 +159,7 @@ class GPTTTSTask(Task):
         audio_ce = F.cross_entropy(
             audio_logits.float().flatten(0, 1), audio_targets.flatten(), ignore_index=IGNORE_INDEX
         )
-        m = self.cfg.model
+        m = self.model_cfg
         loss = m.text_loss_weight * text_ce + m.audio_loss_weight * audio_ce
         with torch.no_grad():
             valid = audio_targets != IGNORE_INDEX
@@ -171,11 +173,11 @@ class GPTTTSTask(Task):
         return next(self.model.parameters()).device
 
     def _inference_attention(self, device: torch.device) -> None:
-        # the run's accel.sdpa holds for inference too (load_task applies no accelerations)
+        # generation takes scaled_dot_product_attention (exact maths) unless inference_sdpa is off
         if getattr(self, "_sdpa_record", None) is None:
             from speechtrain.accel import apply_sdpa
 
-            self._sdpa_record = apply_sdpa(self.model, self.cfg.accel.sdpa is not False, device)
+            self._sdpa_record = apply_sdpa(self.model, self.inference_sdpa, device)
 
     def _generate_codes(
         self,
@@ -211,7 +213,8 @@ class GPTTTSTask(Task):
     ) -> np.ndarray:
         """Audio (1-D float32 at data.sample_rate) for ``text``: generate codes -> decode to mel -> vocoder.
 
-        ``vocoder_run``: a HiFi-GAN run directory (or a task with ``vocode``); None: Griffin-Lim.
+        ``vocoder_run``: a loaded vocoder (an object with ``vocode``; the inference recipe loads a HiFi-GAN
+        run directory into one); None: Griffin-Lim.
         ``temperature`` (0: greedy) and ``top_k`` default to model.temperature / model.top_k.
         """
         if kwargs:
@@ -221,7 +224,7 @@ class GPTTTSTask(Task):
             )
         from speechtrain.models.audio import mel_to_audio
 
-        m, d = self.cfg.model, self.cfg.data
+        m, d = self.model_cfg, self.data_cfg
         if not max_seconds > 0:
             raise UserError(f"synthesize: max_seconds must be > 0, got {max_seconds}")
         ids = self.tokenizer.encode(text, add_bos_eos=True)
@@ -250,7 +253,7 @@ class GPTTTSTask(Task):
         """Audio generated from the text of up to ``max_items`` items (seeded, Griffin-Lim)."""
         from speechtrain.models.audio import mel_to_audio
 
-        m, d = self.cfg.model, self.cfg.data
+        m, d = self.model_cfg, self.data_cfg
         out = []
         tokens = batch["tokens"]
         for i in range(min(max_items, batch.size)):
@@ -269,6 +272,6 @@ class GPTTTSTask(Task):
         return sum(p.numel() for p in self.model.parameters())
 
 
-def build_task(cfg: Any) -> GPTTTSTask:
-    """The GPT-TTS task for ``cfg`` (model.name=gpt_tts)."""
-    return GPTTTSTask(cfg)
+def build_task(model: GPTTTSConfig, data: DataConfig) -> GPTTTSTask:
+    """The GPT-TTS task of a ``model.name=gpt_tts`` section and the data section."""
+    return GPTTTSTask(model, data)

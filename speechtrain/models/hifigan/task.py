@@ -9,7 +9,7 @@ split) or ``model.cache_generator_graph=false`` the stage regenerates.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -32,10 +32,15 @@ from speechtrain.models.hifigan.model import (
     MultiResolutionSpectrogramDiscriminator,
     MultiScaleDiscriminator,
 )
+from speechtrain.train.gan import DISC, GANStages
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.hifigan.config import HiFiGANConfig
 
-def build_generator(model_cfg: Any, n_mels: int) -> Generator:
+
+def build_generator(model_cfg: HiFiGANConfig, n_mels: int) -> Generator:
     """The generator described by a :class:`~speechtrain.models.hifigan.config.HiFiGANConfig`."""
     m = model_cfg
     return Generator(
@@ -49,7 +54,7 @@ def build_generator(model_cfg: Any, n_mels: int) -> Generator:
     )
 
 
-def build_discriminators(model_cfg: Any) -> dict[str, nn.Module]:
+def build_discriminators(model_cfg: HiFiGANConfig) -> dict[str, nn.Module]:
     """Discriminators by module name (``mpd``, ``msd`` or ``mrsd``) as the config asks (``melgan_msd`` is
     also called ``msd``: one scale discriminator or the other)."""
     m = model_cfg
@@ -60,7 +65,9 @@ def build_discriminators(model_cfg: Any) -> dict[str, nn.Module]:
         kind = "hifigan" if m.scale_discriminator == "msd" else "melgan"
         discs["msd"] = MultiScaleDiscriminator(m.msd_scales, width=m.disc_width, kind=kind)
     elif m.scale_discriminator == "mrsd":
-        discs["mrsd"] = MultiResolutionSpectrogramDiscriminator([tuple(r) for r in m.mrsd_resolutions], m.disc_width)
+        discs["mrsd"] = MultiResolutionSpectrogramDiscriminator(
+            [(int(r[0]), int(r[1]), int(r[2])) for r in m.mrsd_resolutions], m.disc_width
+        )
     return discs
 
 
@@ -71,7 +78,7 @@ class HiFiGANTask(Task):
     headline_mode = "min"
     produces_audio = True
 
-    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+    def __init__(self, model_cfg: HiFiGANConfig, data_cfg: DataConfig) -> None:
         self.cfg = model_cfg
         self.n_mels = int(data_cfg.n_mels)
         self.hop_length = int(data_cfg.hop_length)
@@ -82,7 +89,8 @@ class HiFiGANTask(Task):
         # the loss mel: the data's mel settings up to model.fmax_for_loss (None: full band, as the reference)
         self.mel_fn = LogMel(
             d.sample_rate, d.n_fft, d.win_length, d.hop_length, d.n_mels, d.fmin, model_cfg.fmax_for_loss
-        )
+        )  # no parameters; moved to the audio's device on use
+        self.stages = GANStages(self.modules(), generators=["generator"], discriminators=list(self.discriminators))
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
         return build_generator(model_cfg, int(data_cfg.n_mels))
@@ -95,17 +103,18 @@ class HiFiGANTask(Task):
         return {"generator": self.generator, **self.discriminators}
 
     def optimizer_specs(self) -> list[OptimizerSpec]:
-        return [OptimizerSpec("disc", list(self.discriminators)), OptimizerSpec("gen", ["generator"])]
+        return self.stages.optimizer_specs()
 
     def batch_weight(self, batch: Batch) -> float:
         return float(batch.real_frames or batch.size)
 
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if stage == "disc":
-            return self._disc_step(batch, cache)
-        if stage == "gen":
-            return self._gen_step(batch, cache)
-        raise ValueError(f"unknown stage {stage!r} (hifigan has 'disc' and 'gen')")
+        self.stages.check(stage, "hifigan")
+        # the generator runs once per micro-batch (kept for gen unless model.cache_generator_graph is off);
+        # the other network is frozen in each stage: no discriminator gradients in gen
+        keep = self.cfg.cache_generator_graph
+        with self.stages.stage(stage, cache, lambda: self._generate(batch), keep_graph=keep, key="y_hat") as y_hat:
+            return self._disc_step(batch, y_hat) if stage == DISC else self._gen_step(batch, y_hat)
 
     @torch.no_grad()
     def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -151,14 +160,7 @@ class HiFiGANTask(Task):
     def _generate(self, batch: Batch) -> torch.Tensor:
         return self.generator(batch["mel"])  # (B, n_mels, T_frames) -> (B, 1, T_frames * hop)
 
-    def _disc_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        y_hat = cache.get("y_hat")
-        if y_hat is None:
-            if self.cfg.cache_generator_graph and torch.is_grad_enabled():
-                y_hat = cache["y_hat"] = self._generate(batch)
-            else:
-                with torch.no_grad():
-                    y_hat = self._generate(batch)
+    def _disc_step(self, batch: Batch, y_hat: torch.Tensor) -> dict[str, torch.Tensor]:
         y, y_hat = _align(batch["audio"], y_hat.detach())
         total = None
         for disc in self.discriminators.values():
@@ -168,25 +170,23 @@ class HiFiGANTask(Task):
         assert total is not None  # the config guarantees at least one discriminator
         return {"loss": total, "disc": total.detach()}
 
-    def _gen_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        y_hat = cache.pop("y_hat", None)
-        if y_hat is None or (torch.is_grad_enabled() and not y_hat.requires_grad):
-            y_hat = self._generate(batch)
+    def _gen_step(self, batch: Batch, y_hat: torch.Tensor) -> dict[str, torch.Tensor]:
         y, y_hat = _align(batch["audio"], y_hat)
         with torch.no_grad():
             mel_real = self._mel(y)  # (B, n_mels, T_frames)
         mel_l1 = mel_l1_loss(mel_real, self._mel(y_hat), batch.get("mel_lengths"))
-        adv = fm = None
+        adv: torch.Tensor | None = None
+        fm: torch.Tensor | None = None
         for disc in self.discriminators.values():
             _, fake, real_maps, fake_maps = disc(y, y_hat)
             a, f = generator_adversarial_loss(fake), feature_matching_loss(real_maps, fake_maps)
-            adv, fm = (a, f) if adv is None else (adv + a, fm + f)
+            adv, fm = (a, f) if adv is None or fm is None else (adv + a, fm + f)
         assert adv is not None and fm is not None
         m = self.cfg
         loss = m.mel_weight * mel_l1 + m.adv_weight * adv + m.fm_weight * fm
         out = {"mel_l1": mel_l1.detach(), "adv": adv.detach(), "fm": fm.detach()}
         if m.stft_weight > 0:
-            stft = multi_resolution_stft_loss(y, y_hat, [tuple(r) for r in m.stft_resolutions])
+            stft = multi_resolution_stft_loss(y, y_hat, [(int(r[0]), int(r[1]), int(r[2])) for r in m.stft_resolutions])
             loss = loss + m.stft_weight * stft
             out["stft"] = stft.detach()
         return {"loss": loss, **out}
@@ -204,12 +204,12 @@ def _align(y: torch.Tensor, y_hat: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return y[..., :n], y_hat[..., :n]
 
 
-def build_task(cfg: Any) -> HiFiGANTask:
+def build_task(model: HiFiGANConfig, data: DataConfig) -> HiFiGANTask:
     """Build the HiFi-GAN task; the generator's total upsampling must equal ``data.hop_length``."""
-    up = math.prod(cfg.model.upsample_rates)
-    if up != cfg.data.hop_length:
+    up = math.prod(model.upsample_rates)
+    if up != data.hop_length:
         raise ConfigError(
-            f"model.upsample_rates {list(cfg.model.upsample_rates)} upsample by {up} but data.hop_length is "
-            f"{cfg.data.hop_length}: make their product equal the hop length"
+            f"model.upsample_rates {list(model.upsample_rates)} upsample by {up} but data.hop_length is "
+            f"{data.hop_length}: make their product equal the hop length"
         )
-    return HiFiGANTask(cfg.model, cfg.data)
+    return HiFiGANTask(model, data)

@@ -12,7 +12,7 @@ Nyquist frequency.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -24,6 +24,10 @@ from speechtrain.data.batch import Batch
 from speechtrain.errors import UserError
 from speechtrain.models.hifigan.task import HiFiGANTask
 from speechtrain.models.nsf_hifigan.model import NSFGenerator
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.nsf_hifigan.config import NSFHiFiGANConfig
 
 
 def build_nsf_generator(model_cfg: Any, n_mels: int, sample_rate: int) -> NSFGenerator:
@@ -49,6 +53,9 @@ def build_nsf_generator(model_cfg: Any, n_mels: int, sample_rate: int) -> NSFGen
 
 class NSFHiFiGANTask(HiFiGANTask):
     """Mel + f0 -> waveform GAN vocoder. Headline: ``mel_l1``, as HiFi-GAN."""
+
+    cfg: NSFHiFiGANConfig
+    generator: NSFGenerator
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
         return build_nsf_generator(model_cfg, int(data_cfg.n_mels), int(data_cfg.sample_rate))
@@ -146,15 +153,15 @@ def _fit_frames(f0: torch.Tensor, n_frames: int) -> torch.Tensor:
     return f0[:, :n_frames]
 
 
-def build_task(cfg: Any) -> NSFHiFiGANTask:
+def build_task(model: NSFHiFiGANConfig, data: DataConfig) -> NSFHiFiGANTask:
     """Build the NSF-HiFiGAN task; the generator's total upsampling must equal ``data.hop_length``."""
-    up = math.prod(cfg.model.upsample_rates)
-    if up != cfg.data.hop_length:
+    up = math.prod(model.upsample_rates)
+    if up != data.hop_length:
         raise ConfigError(
-            f"model.upsample_rates {list(cfg.model.upsample_rates)} upsample by {up} but data.hop_length is "
-            f"{cfg.data.hop_length}: make their product equal the hop length"
+            f"model.upsample_rates {list(model.upsample_rates)} upsample by {up} but data.hop_length is "
+            f"{data.hop_length}: make their product equal the hop length"
         )
-    nyquist = cfg.data.sample_rate / 2
-    if cfg.model.f0_max >= nyquist:
-        raise ConfigError(f"model.f0_max ({cfg.model.f0_max} Hz) must be below the Nyquist frequency ({nyquist} Hz)")
-    return NSFHiFiGANTask(cfg.model, cfg.data)
+    nyquist = data.sample_rate / 2
+    if model.f0_max >= nyquist:
+        raise ConfigError(f"model.f0_max ({model.f0_max} Hz) must be below the Nyquist frequency ({nyquist} Hz)")
+    return NSFHiFiGANTask(model, data)

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         return bench_mas(args.device, args.batch, args.frames, args.tokens, args.reference_items)
     cfg = load_config(args.config, ["model.name=vits", *args.overrides])
     with torch.device("meta"):
-        counts = build_task(cfg).parameter_counts()
+        counts = build_task(cfg.model, cfg.data).parameter_counts()
     for name, n in counts.items():
         print(f"{name:>13}: {n:>12,d}  ({n / 1e6:.2f}M)")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -16,6 +16,9 @@ from speechtrain.models.vits.attentions import Encoder
 from speechtrain.models.vits.duration import DurationPredictor, StochasticDurationPredictor
 from speechtrain.models.vits.mas import maximum_path
 from speechtrain.models.vits.modules import Flip, ResidualCouplingLayer, WaveNet
+
+if TYPE_CHECKING:
+    from speechtrain.models.vits.config import VITSConfig
 
 LOG_2PI = math.log(2 * math.pi)
 
@@ -166,7 +169,7 @@ class VITSOutput:
 class VITSGenerator(nn.Module):
     """Everything but the discriminator."""
 
-    def __init__(self, cfg: Any, n_vocab: int, spec_channels: int, segment_frames: int) -> None:
+    def __init__(self, cfg: VITSConfig, n_vocab: int, spec_channels: int, segment_frames: int) -> None:
         super().__init__()
         self.segment_frames = segment_frames
         self.n_speakers = cfg.n_speakers
@@ -184,7 +187,7 @@ class VITSGenerator(nn.Module):
             cfg.window_size,
             cfg.attn_dropout,
         )
-        self._dec_args = (
+        self._dec_args: tuple[tuple[Any, ...], dict[str, Any]] = (
             (
                 cfg.inter_channels,
                 cfg.upsample_initial_channel,
@@ -215,7 +218,7 @@ class VITSGenerator(nn.Module):
             gin,
         )
         if cfg.use_sdp:
-            self.dp: nn.Module = StochasticDurationPredictor(
+            self.dp: StochasticDurationPredictor | DurationPredictor = StochasticDurationPredictor(
                 cfg.hidden_channels, cfg.hidden_channels, 3, 0.5, cfg.sdp_flows, gin, cfg.sdp_bins
             )
         else:
@@ -253,7 +256,7 @@ class VITSGenerator(nn.Module):
             attn = maximum_path(log_p, attn_mask.squeeze(1)).unsqueeze(1).detach()
 
         w = attn.sum(2)  # (B, 1, T_tokens) frames per token
-        if self.use_sdp:
+        if isinstance(self.dp, StochasticDurationPredictor):  # cfg.use_sdp
             dur_loss = self.dp.nll(x, x_mask, w, g=g).sum() / x_mask.sum()
         else:
             logw_target = torch.log(w + 1e-6) * x_mask
@@ -283,7 +286,7 @@ class VITSGenerator(nn.Module):
         """Text -> audio (B, 1, T_samples) and frame lengths (B,)."""
         g = self.speaker_embedding(speakers)
         x, m_p, logs_p, x_mask = self.enc_p(tokens, token_lengths)
-        if self.use_sdp:
+        if isinstance(self.dp, StochasticDurationPredictor):  # cfg.use_sdp
             logw = self.dp.sample_log_durations(x, x_mask, g=g, noise_scale=noise_scale_w)
         else:
             logw = self.dp(x, x_mask, g=g)

@@ -79,22 +79,23 @@ class ResidualCouplingLayer(nn.Module):
     ) -> None:
         super().__init__()
         assert channels % 2 == 0, "coupling channels must be even"
-        self.half, self.mean_only = channels // 2, mean_only
-        self.pre = nn.Conv1d(self.half, hidden_channels, 1)
+        self.half_channels, self.mean_only = channels // 2, mean_only
+        self.pre = nn.Conv1d(self.half_channels, hidden_channels, 1)
         self.enc = WaveNet(hidden_channels, kernel_size, dilation_rate, n_layers, gin_channels)
-        self.post = nn.Conv1d(hidden_channels, self.half * (1 if mean_only else 2), 1)
+        self.post = nn.Conv1d(hidden_channels, self.half_channels * (1 if mean_only else 2), 1)
         self.post.weight.data.zero_()  # starts as the identity
+        assert self.post.bias is not None
         self.post.bias.data.zero_()
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, g: torch.Tensor | None = None, reverse: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        x0, x1 = x[:, : self.half], x[:, self.half :]
+        x0, x1 = x[:, : self.half_channels], x[:, self.half_channels :]
         stats = self.post(self.enc(self.pre(x0) * mask, mask, g)) * mask
         if self.mean_only:
             m, logs = stats, torch.zeros_like(stats)
         else:
-            m, logs = stats[:, : self.half], stats[:, self.half :]
+            m, logs = stats[:, : self.half_channels], stats[:, self.half_channels :]
         if not reverse:
             x1 = m + x1 * torch.exp(logs) * mask
             return torch.cat([x0, x1], 1), torch.sum(logs, [1, 2])
@@ -253,18 +254,19 @@ class ConvFlow(nn.Module):
         self, in_channels: int, filter_channels: int, kernel_size: int, n_layers: int, num_bins: int = 10
     ) -> None:
         super().__init__()
-        self.half, self.filter_channels, self.num_bins = in_channels // 2, filter_channels, num_bins
+        self.half_channels, self.filter_channels, self.num_bins = in_channels // 2, filter_channels, num_bins
         self.tail_bound = 5.0
-        self.pre = nn.Conv1d(self.half, filter_channels, 1)
+        self.pre = nn.Conv1d(self.half_channels, filter_channels, 1)
         self.convs = DDSConv(filter_channels, kernel_size, n_layers)
-        self.proj = nn.Conv1d(filter_channels, self.half * (num_bins * 3 - 1), 1)
+        self.proj = nn.Conv1d(filter_channels, self.half_channels * (num_bins * 3 - 1), 1)
         self.proj.weight.data.zero_()
+        assert self.proj.bias is not None
         self.proj.bias.data.zero_()
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, g: torch.Tensor | None = None, reverse: bool = False
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        x0, x1 = x[:, : self.half], x[:, self.half :]
+        x0, x1 = x[:, : self.half_channels], x[:, self.half_channels :]
         h = self.proj(self.convs(self.pre(x0), mask, g)) * mask
         b, c, t = x0.shape
         h = h.reshape(b, c, -1, t).permute(0, 1, 3, 2)  # (B, half, T, 3K-1)

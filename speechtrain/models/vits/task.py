@@ -4,19 +4,19 @@ Training step of one micro-batch:
 
 1. the linear spectrogram (posterior encoder input) is computed on the device from ``audio``;
 2. the generator runs once (text encoder, posterior encoder, flow, MAS under no_grad, duration
-   loss, decoder on a random ``segment_size`` slice per item) and its output is kept in ``cache``;
+   loss, decoder on a random ``segment_size`` slice per item) and its output is kept in the stage
+   cache (:class:`speechtrain.train.gan.GANStages`);
 3. ``disc``: multi-period (+ scale) discriminator on the real slice vs the detached output;
 4. ``gen``: 45 x L1 log-mel (fp32, real frames only) + KL + duration + adversarial + feature
-   matching. With an empty cache (an OOM split gives fresh caches) the generator is run again.
+   matching, with the discriminator frozen. With an empty cache (an OOM split gives fresh caches)
+   the generator is run again.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import torch
@@ -35,7 +35,12 @@ from speechtrain.models.hifigan.losses import (
 )
 from speechtrain.models.hifigan.model import MultiPeriodDiscriminator
 from speechtrain.models.vits.model import VITSGenerator, VITSOutput, kl_loss, slice_segments
+from speechtrain.train.gan import DISC, GANStages
 from speechtrain.train.task import Needs, OptimizerSpec, Task
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+    from speechtrain.models.vits.config import VITSConfig
 
 
 class VITSTask(Task):
@@ -45,7 +50,7 @@ class VITSTask(Task):
     headline_mode = "min"
     produces_audio = True
 
-    def __init__(self, model_cfg: Any, data_cfg: Any) -> None:
+    def __init__(self, model_cfg: VITSConfig, data_cfg: DataConfig) -> None:
         from speechtrain.data.text import VOCAB_SIZE, Tokenizer
 
         self.cfg = model_cfg
@@ -63,6 +68,7 @@ class VITSTask(Task):
             include_scale=True,
             width=model_cfg.disc_width,
         )
+        self.stages = GANStages(self.modules(), generators=["generator"], discriminators=["discriminator"])
         self.last_inference_info: dict[str, Any] = {}
         self._inference_decoder: tuple[Any, nn.Module, str] | None = None
 
@@ -74,7 +80,7 @@ class VITSTask(Task):
         return {"generator": self.generator, "discriminator": self.discriminator}
 
     def optimizer_specs(self) -> list[OptimizerSpec]:
-        return [OptimizerSpec("disc", ["discriminator"]), OptimizerSpec("gen", ["generator"])]
+        return self.stages.optimizer_specs()
 
     def setup(self, train_dataset: Any) -> None:
         speakers = list(getattr(train_dataset, "speakers", None) or [])
@@ -85,11 +91,10 @@ class VITSTask(Task):
             )
 
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        if stage == "disc":
-            return self._disc_step(batch, cache)
-        if stage == "gen":
-            return self._gen_step(batch, cache)
-        raise ValueError(f"unknown stage {stage!r} (vits has 'disc' and 'gen')")
+        self.stages.check(stage, "vits")
+        # the generator runs once per micro-batch (kept for gen); the other network is frozen in each stage
+        with self.stages.stage(stage, cache, lambda: self._generate(batch), key="vits") as (out, y):
+            return self._disc_step(out, y) if stage == DISC else self._gen_step(out, y, batch)
 
     @torch.no_grad()
     def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -239,11 +244,11 @@ class VITSTask(Task):
         dec = self.generator.dec
         key = (device, tuple(p._version for p in dec.parameters()), self.cfg.inference_compile, precision)
         if self._inference_decoder is None or self._inference_decoder[0] != key:
-            folded = self.generator.new_decoder().to(device).eval()
+            folded: nn.Module = self.generator.new_decoder().to(device).eval()
             folded.load_state_dict(dec.state_dict())
             remove_weight_norm(folded)
             if self.cfg.inference_compile and device.type == "cuda":
-                folded = torch.compile(folded, dynamic=True)
+                folded = cast(nn.Module, torch.compile(folded, dynamic=True))
             if precision == "bf16":  # only the decoder: durations and the flow stay in fp32
                 folded = AutocastModule(folded, torch.bfloat16)
             self._inference_decoder = (key, folded, precision)
@@ -284,11 +289,6 @@ class VITSTask(Task):
         y = slice_segments(audio, out.slice_starts * self.hop_length, self.segment_frames * self.hop_length)
         return out, y  # y: (B, 1, segment_samples) the real slices
 
-    def _cached(self, batch: Batch, cache: dict[str, Any]) -> tuple[VITSOutput, torch.Tensor]:
-        if "vits" not in cache or (torch.is_grad_enabled() and not cache["vits"][0].audio_hat.requires_grad):
-            cache["vits"] = self._generate(batch)
-        return cache["vits"]
-
     def _mel_l1(self, out: VITSOutput, y: torch.Tensor, batch: Batch) -> torch.Tensor:
         spec_lengths = batch["audio_lengths"] // self.hop_length
         valid = (spec_lengths - out.slice_starts).clamp(0, self.segment_frames)  # real frames in each slice
@@ -296,19 +296,15 @@ class VITSTask(Task):
             mel_real = self._mel(y)
         return mel_l1_loss(mel_real, self._mel(out.audio_hat), valid)
 
-    def _disc_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out, y = self._cached(batch, cache)
+    def _disc_step(self, out: VITSOutput, y: torch.Tensor) -> dict[str, torch.Tensor]:
         real, fake, _, _ = self.discriminator(y, out.audio_hat.detach())
         loss = discriminator_loss(real, fake)
         return {"loss": loss, "disc": loss.detach()}
 
-    def _gen_step(self, batch: Batch, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
-        out, y = self._cached(batch, cache)
-        cache.pop("vits", None)  # the graph is consumed by this backward
+    def _gen_step(self, out: VITSOutput, y: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
         mel_l1 = self._mel_l1(out, y, batch)
         kl = kl_loss(out.z_p, out.logs_q, out.m_p, out.logs_p, out.y_mask)
-        with frozen(self.discriminator):  # gradients reach the generator only, none land in D
-            _, fake, real_maps, fake_maps = self.discriminator(y, out.audio_hat)
+        _, fake, real_maps, fake_maps = self.discriminator(y, out.audio_hat)  # D frozen: gradients reach G only
         adv = generator_adversarial_loss(fake)
         fm = feature_matching_loss(real_maps, fake_maps)
         dur = out.dur_loss.float()
@@ -337,25 +333,10 @@ class AutocastModule(nn.Module):
             return self.module(*args, **kwargs).float()
 
 
-@contextlib.contextmanager
-def frozen(module: nn.Module) -> Iterator[None]:
-    """Run ``module`` with its parameters out of the autograd graph: the graph built inside computes
-    no weight gradients for it (cheaper backward) and leaves its ``.grad`` untouched, so the generator
-    stage cannot leak gradients into the discriminator's next step. Inputs still get gradients."""
-    params = [p for p in module.parameters() if p.requires_grad]
-    for p in params:
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p in params:
-            p.requires_grad_(True)
-
-
-def build_task(cfg: Any) -> VITSTask:
+def build_task(model: VITSConfig, data: DataConfig) -> VITSTask:
     """Build the VITS task; the decoder's upsampling must equal ``data.hop_length`` and ``segment_size``
     must be a whole number of frames."""
-    m, d = cfg.model, cfg.data
+    m, d = model, data
     if math.prod(m.upsample_rates) != d.hop_length:
         raise ConfigError(
             f"model.upsample_rates {m.upsample_rates} multiply to {math.prod(m.upsample_rates)} but data.hop_length "

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from speechtrain.data.batch import Batch
+from speechtrain.train.gan import DISC, GANStages
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
 
@@ -150,6 +151,7 @@ class ToyGANTask(Task):
         self.generator = ToyMelModel(n_mels, channels, blocks, heads=2)
         self.discriminator = ToyDiscriminator(n_mels, channels)
         self.fm_weight = fm_weight
+        self.stages = GANStages(self.modules(), generators=["generator"], discriminators=["discriminator"])
 
     def needs(self) -> Needs:
         return Needs(mel=True)
@@ -158,7 +160,7 @@ class ToyGANTask(Task):
         return {"generator": self.generator, "discriminator": self.discriminator}
 
     def optimizer_specs(self) -> list[OptimizerSpec]:
-        return [OptimizerSpec("disc", ["discriminator"]), OptimizerSpec("gen", ["generator"])]
+        return self.stages.optimizer_specs()
 
     def batch_weight(self, batch: Batch) -> float:
         return float(sum(max(n - 1, 0) for n in batch.frame_lengths))
@@ -168,27 +170,39 @@ class ToyGANTask(Task):
         return (x.float() * mask).sum() / mask.sum().clamp(min=1)
 
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
+        self.stages.check(stage, "toy_gan")
         inp, target, lengths = _next_frame(batch)
-        if "fake" not in cache:
-            cache["fake"] = self.generator(inp)  # (B, n_mels, T - 1)
-        fake = cache["fake"]
-        if stage == "disc":
-            real_logits, _ = self.discriminator(target)
-            fake_logits, _ = self.discriminator(fake.detach())
-            loss = self._masked_mean((real_logits - 1) ** 2 + fake_logits**2, lengths)
-            return {"loss": loss, "disc": loss.detach()}
+        with self.stages.stage(stage, cache, lambda: self.generator(inp)) as fake:  # (B, n_mels, T - 1)
+            return self._disc(fake, target, lengths) if stage == DISC else self._gen(fake, target, lengths)
+
+    def _disc(self, fake: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+        real_logits, _ = self.discriminator(target)
+        fake_logits, _ = self.discriminator(fake.detach())
+        loss = self._masked_mean((real_logits - 1) ** 2 + fake_logits**2, lengths)
+        return {"loss": loss, "disc": loss.detach()}
+
+    def _gen(self, fake: torch.Tensor, target: torch.Tensor, lengths: torch.Tensor) -> dict[str, torch.Tensor]:
         fake_logits, fake_maps = self.discriminator(fake)
         _, real_maps = self.discriminator(target)
         adv = self._masked_mean((fake_logits - 1) ** 2, lengths)
-        fm = sum(self._masked_mean((r.detach() - f).abs().mean(1), lengths) for r, f in zip(real_maps, fake_maps))
+        fm: torch.Tensor = sum(  # type: ignore[assignment]  # a sum of tensors is a tensor
+            self._masked_mean((r.detach() - f).abs().mean(1), lengths) for r, f in zip(real_maps, fake_maps)
+        )
         l1 = masked_l1(fake, target, lengths)
         loss = 10.0 * l1 + adv + self.fm_weight * fm
         return {"loss": loss, "l1": l1.detach(), "adv": adv.detach(), "fm": fm.detach()}
 
 
-def build_task(cfg: Any) -> Task:
-    """Build the toy task named by ``cfg.model.name``."""
-    m, n_mels = cfg.model, cfg.data.n_mels
+def build_task(model: Any, data: Any) -> Task:
+    """Build the toy task named by ``model.name`` (toy or toy_gan)."""
+    m, n_mels = model, data.n_mels
     if m.name == "toy_gan":
         return ToyGANTask(n_mels, m.channels, m.blocks, m.feature_match_weight)
     return ToyTask(n_mels, m.channels, m.blocks, m.heads, m.conv2d_front)
+
+
+def build_toy(model: Any, data: Any) -> Task:
+    """``model.name=speechtrain.testing.toy.task:build_toy``: the toy task without registering the family
+    (keys unchecked; ``channels``, ``blocks``, ``heads`` default as in ToyConfig)."""
+    extra = getattr(model, "model_extra", None) or {}
+    return ToyTask(data.n_mels, int(extra.get("channels", 32)), int(extra.get("blocks", 2)), int(extra.get("heads", 2)))

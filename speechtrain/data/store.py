@@ -1,0 +1,465 @@
+"""The feature cache: a :class:`FeatureStore` per data section, holding one typed :class:`CacheIndex`
+per manifest and settings variant.
+
+Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speechtrain_cache``)::
+
+    <root>/<manifest-stem>-<hash8>/index-<settings-hash8>.json
+                                                 one per manifest and settings variant (up to 4 kept):
+                                                 settings, items, problems, header probes
+    <root>/features/<kk>/<mel_key>.mel.npy       float32 (n_mels, T_frames)
+    <root>/features/<kk>/<audio_key>.audio.npy   int16 (T_frames * hop_length,)
+    <root>/.lock                                 held while preparing
+
+A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
+n_fft, win_length, hop_length, n_mels, fmin, fmax); an audio key the same file facts with sample_rate
+and hop_length only. A changed file or setting gets new keys and is recomputed (a mel-only setting
+from the stored audio) while everything else is reused; files no index refers to are removed.
+Switching between settings (an 80-mel vocoder and a 64-mel classifier on the same data) keeps both.
+
+The store owns the two rules that prepare and the dataset share: :meth:`FeatureStore.stale_reason`
+(whether an index can be used as is) and :meth:`FeatureStore.split_items` (which items are held out
+for evaluation). An index that cannot be read as a :class:`CacheIndex` (another cache version, a
+damaged file, a layout from elsewhere) counts as missing: ``prepare`` rebuilds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from speechtrain.data.features import MelSettings
+from speechtrain.data.manifest import (
+    ManifestSignature,
+    Problem,
+    data_folder,
+    file_signature,
+    manifest_signature,
+    resolve_format,
+)
+from speechtrain.data.validate import Probe
+from speechtrain.errors import DataError
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
+
+CACHE_VERSION = 2  # bump when the index or feature layout changes
+KEEP_VARIANTS = 4  # settings variants kept per manifest (e.g. 80-mel for a vocoder, 64-mel for a classifier)
+AUDIO_KEYS = ("sample_rate", "hop_length")  # the stored audio depends only on these
+
+
+class Role(StrEnum):
+    """What a manifest (or a split of the data) is for."""
+
+    TRAIN = "train"
+    EVAL = "eval"
+
+
+@dataclass(frozen=True)
+class ManifestRef:
+    """One manifest of the data: its role, path and resolved format."""
+
+    role: Role
+    path: str
+    format: str
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """Everything an index depends on besides the files: the features, duration limits, lowercase."""
+
+    mel: MelSettings
+    min_duration: float
+    max_duration: float
+    lowercase: bool
+    version: int = CACHE_VERSION
+
+    @classmethod
+    def from_data(cls, data: DataConfig) -> IndexSettings:
+        return cls(MelSettings.from_data(data), data.min_duration, data.max_duration, data.lowercase)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat JSON layout of an index's ``settings``."""
+        return {
+            "version": self.version,
+            **self.mel.to_dict(),
+            "min_duration": self.min_duration,
+            "max_duration": self.max_duration,
+            "lowercase": self.lowercase,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> IndexSettings:
+        mel = MelSettings(**{f.name: raw[f.name] for f in fields(MelSettings)})
+        return cls(mel, raw["min_duration"], raw["max_duration"], bool(raw["lowercase"]), int(raw["version"]))
+
+    def changes_from(self, other: IndexSettings) -> list[str]:
+        """``key old -> new`` for every setting that differs from ``other``."""
+        have, want = other.to_dict(), self.to_dict()
+        return [f"{k} {have.get(k)!r} -> {v!r}" for k, v in want.items() if have.get(k) != v]
+
+    def digest(self) -> str:
+        """8 hex digits naming this settings variant's index file."""
+        blob = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha1(blob.encode()).hexdigest()[:8]
+
+
+@dataclass
+class CachedItem:
+    """One prepared utterance: where its features are, its length and what it says."""
+
+    id: str
+    path: str  # the audio file (absolute)
+    key: str  # mel key
+    audio_key: str
+    frames: int  # mel frames
+    samples: int  # stored audio samples (frames * hop_length)
+    text: str
+    tokens: list[int]
+    speaker: str | None
+    label: str | None
+    orig_sr: int  # the file's own sample rate
+    channels: int  # the file's channels (downmixed to mono)
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> CachedItem:
+        return cls(
+            id=str(raw["id"]),
+            path=str(raw["path"]),
+            key=str(raw["key"]),
+            audio_key=str(raw["audio_key"]),
+            frames=int(raw["frames"]),
+            samples=int(raw["samples"]),
+            text=str(raw["text"]),
+            tokens=[int(t) for t in raw["tokens"]],
+            speaker=None if raw["speaker"] is None else str(raw["speaker"]),
+            label=None if raw["label"] is None else str(raw["label"]),
+            orig_sr=int(raw["orig_sr"]),
+            channels=int(raw["channels"]),
+        )
+
+
+@dataclass
+class CacheIndex:
+    """What ``prepare`` wrote for one manifest and settings variant (one JSON file)."""
+
+    settings: IndexSettings
+    role: Role
+    manifest: str  # absolute path
+    format: str
+    manifest_sig: ManifestSignature
+    items: list[CachedItem] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)  # sorted names (of the training data for an eval index)
+    labels: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    probes: dict[str, Probe] = field(default_factory=dict)  # audio path -> header probe
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings.to_dict(),
+            "role": str(self.role),
+            "manifest": self.manifest,
+            "format": self.format,
+            "manifest_sig": self.manifest_sig,
+            "speakers": list(self.speakers),
+            "labels": list(self.labels),
+            "items": [it.to_json() for it in self.items],
+            "problems": [p.to_dict() for p in self.problems],
+            "probes": {path: probe.to_json() for path, probe in self.probes.items()},
+        }
+
+    @classmethod
+    def from_json(cls, raw: Any) -> CacheIndex:
+        """Parse the JSON layout; raises KeyError/TypeError/ValueError on anything else."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("settings"), dict):
+            raise ValueError("not a cache index")
+        if raw["settings"].get("version") != CACHE_VERSION:
+            raise ValueError(f"cache version {raw['settings'].get('version')!r}, this speechtrain writes {CACHE_VERSION}")
+        return cls(
+            settings=IndexSettings.from_dict(raw["settings"]),
+            role=Role(raw["role"]),
+            manifest=str(raw["manifest"]),
+            format=str(raw["format"]),
+            manifest_sig=raw["manifest_sig"],
+            items=[CachedItem.from_json(it) for it in raw["items"]],
+            speakers=[str(s) for s in raw["speakers"]],
+            labels=[str(s) for s in raw["labels"]],
+            problems=[Problem(**p) for p in raw.get("problems", [])],
+            probes={str(path): Probe.from_json(rec) for path, rec in raw.get("probes", {}).items()},
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> CacheIndex | None:
+        """The index at ``path``, or None when missing, unreadable, from another cache version or
+        damaged (each of which ``prepare`` treats as missing and rebuilds)."""
+        try:
+            return cls.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def write(self, path: Path) -> None:
+        """Write atomically (a reader never sees half a file)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
+        os.replace(tmp, path)
+
+    def feature_keys(self) -> set[str]:
+        """Every mel and audio key the index refers to."""
+        return {k for it in self.items for k in (it.key, it.audio_key)}
+
+
+@dataclass
+class SplitItems:
+    """The items of one split with the training data's speaker and label names."""
+
+    items: list[CachedItem]
+    speakers: list[str]
+    labels: list[str]
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def feature_keys(audio_path: str, sig: list[int] | None, mel: MelSettings) -> tuple[str, str]:
+    """``(mel_key, audio_key)`` of one file: the mel key hashes every feature setting, the audio key
+    only ``sample_rate`` and ``hop_length``, so an n_mels/n_fft/fmax change reuses the stored audio."""
+    settings = mel.to_dict()
+    mel_key = _digest([CACHE_VERSION, "mel", audio_path, sig, settings])
+    audio_key = _digest([CACHE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
+    return mel_key, audio_key
+
+
+def mel_path(root: Path, key: str) -> Path:
+    """float32 (n_mels, T_frames) log-mel of a mel key."""
+    return root / "features" / key[:2] / f"{key}.mel.npy"
+
+
+def audio_path(root: Path, key: str) -> Path:
+    """int16 (T_frames * hop_length,) audio of an audio key."""
+    return root / "features" / key[:2] / f"{key}.audio.npy"
+
+
+def held_out_ids(ids: Sequence[str], eval_utterances: int) -> set[str]:
+    """The ids held out for evaluation: the ``eval_utterances`` smallest by a stable hash of the id
+    (independent of listing order). Capped at a fifth of the items (at least one when there are two
+    or more) so that a small corpus keeps most of its items for training."""
+    k = min(eval_utterances, max(1, len(ids) // 5) if len(ids) >= 2 else 0)
+    ranked = sorted(ids, key=lambda i: hashlib.sha1(i.encode()).hexdigest())
+    return set(ranked[:k])
+
+
+class FeatureStore:
+    """The feature cache of one data section: where it is, what is fresh, how the data splits.
+
+    Build it with :meth:`from_data` (a :class:`speechtrain.config.DataConfig`) or with explicit values.
+    ``eval_utterances`` is used only without an ``eval_manifest``.
+    """
+
+    def __init__(
+        self,
+        manifest: str,
+        settings: IndexSettings,
+        *,
+        eval_manifest: str | None = None,
+        format: str = "auto",
+        cache_dir: str | None = None,
+        eval_utterances: int = 16,
+    ) -> None:
+        self.manifest, self.eval_manifest, self.format = str(manifest), eval_manifest, format
+        self.settings = settings
+        self.eval_utterances = int(eval_utterances)
+        self.root = Path(cache_dir).absolute() if cache_dir else data_folder(manifest) / ".speechtrain_cache"
+
+    @classmethod
+    def from_data(cls, data: DataConfig) -> FeatureStore:
+        """The store of ``data.manifest`` (and ``data.eval_manifest``) with ``data``'s settings."""
+        if not data.manifest:
+            raise DataError("data.manifest is not set (speechtrain prepare DATA, or data.manifest=PATH)")
+        return cls(
+            data.manifest,
+            IndexSettings.from_data(data),
+            eval_manifest=data.eval_manifest,
+            format=data.format,
+            cache_dir=data.cache_dir,
+            eval_utterances=data.eval_utterances,
+        )
+
+    @property
+    def mel(self) -> MelSettings:
+        return self.settings.mel
+
+    # ------------------------------------------------------------------ manifests and index files
+    def manifests(self) -> list[ManifestRef]:
+        """The training manifest, and the evaluation manifest when there is one."""
+        out = [ManifestRef(Role.TRAIN, self.manifest, resolve_format(self.manifest, self.format))]
+        if self.eval_manifest:
+            out.append(ManifestRef(Role.EVAL, self.eval_manifest, resolve_format(self.eval_manifest, self.format)))
+        return out
+
+    def manifest_dir(self, manifest: str) -> Path:
+        """The cache folder of one manifest (holds one index per settings variant)."""
+        resolved = str(Path(manifest).resolve())
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(resolved).name or "data")[:40]
+        return self.root / f"{stem}-{hashlib.sha1(resolved.encode()).hexdigest()[:8]}"
+
+    def index_path(self, manifest: str) -> Path:
+        """Where the index of ``manifest`` for the current settings lives. Each settings variant has its
+        own index, so switching between configs does not rebuild (or delete) the other's features."""
+        return self.manifest_dir(manifest) / f"index-{self.settings.digest()}.json"
+
+    def read_index(self, ref: ManifestRef) -> CacheIndex | None:
+        """The index of ``ref`` for the current settings (None: missing or unreadable)."""
+        return CacheIndex.read(self.index_path(ref.path))
+
+    def latest_index(self, ref: ManifestRef) -> CacheIndex | None:
+        """The index for the current settings, else the most recently written variant (for reuse/diffs)."""
+        current = self.read_index(ref)
+        if current is not None:
+            return current
+        for path in self._variants(ref.path):
+            index = CacheIndex.read(path)
+            if index is not None:
+                return index
+        return None
+
+    def write_index(self, ref: ManifestRef, index: CacheIndex) -> None:
+        """Write the current variant's index of ``ref`` and drop the oldest variants beyond the kept few."""
+        index.write(self.index_path(ref.path))
+        for path in self._variants(ref.path)[KEEP_VARIANTS:]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def _variants(self, manifest: str) -> list[Path]:
+        return sorted(self.manifest_dir(manifest).glob("index-*.json"), key=_mtime, reverse=True)
+
+    # ------------------------------------------------------------------ feature files
+    def feature_keys(self, audio_file: str, sig: list[int] | None) -> tuple[str, str]:
+        return feature_keys(audio_file, sig, self.mel)
+
+    def mel_path(self, key: str) -> Path:
+        return mel_path(self.root, key)
+
+    def audio_path(self, key: str) -> Path:
+        return audio_path(self.root, key)
+
+    def has_features(self, mel_key: str, audio_key: str) -> bool:
+        return self.mel_path(mel_key).is_file() and self.audio_path(audio_key).is_file()
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Exclusive lock on the cache root while preparing (no-op where fcntl is missing)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            import fcntl
+        except ImportError:  # Windows
+            yield
+            return
+        with open(self.root / ".lock", "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def collect_garbage(self) -> int:
+        """Delete feature files that no readable index under the root refers to; returns how many."""
+        keep: set[str] = set()
+        for path in self.root.glob("*/index-*.json"):
+            index = CacheIndex.read(path)
+            if index is not None:
+                keep |= index.feature_keys()
+        removed = 0
+        for f in (self.root / "features").glob("*/*.npy"):
+            if f.name.split(".", 1)[0] not in keep:
+                with contextlib.suppress(OSError):
+                    f.unlink()
+                    removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ the two shared rules
+    def stale_reason(self, ref: ManifestRef, require_text: bool | None, index: CacheIndex | None = None) -> str | None:
+        """Why the current index of ``ref`` cannot be used as is (None: fresh). ``index`` saves a
+        second read when the caller has it already."""
+        index = index if index is not None else self.read_index(ref)
+        if index is None:
+            other = self.latest_index(ref)
+            changed = self.settings.changes_from(other.settings) if other is not None else []
+            return "stale (settings changed: " + ", ".join(changed) + ")" if changed else "missing"
+        if index.settings != self.settings:
+            return "stale (settings changed)"
+        if index.format != ref.format or index.manifest_sig != manifest_signature(ref.path, ref.format):
+            return "stale (the manifest changed)"
+        changed_files = [p for p, probe in index.probes.items() if file_signature(p) != probe.sig]
+        if changed_files:
+            return f"stale ({len(changed_files)} audio file(s) changed, e.g. {changed_files[0]})"
+        for item in index.items:
+            if not self.has_features(item.key, item.audio_key):
+                return f"incomplete (feature files of '{item.id}' are missing)"
+        if require_text is True and any(not item.text for item in index.items):
+            return "stale (it keeps items with empty text, and this task needs text)"
+        if require_text is False and any(p.reason == "empty_text" for p in index.problems):
+            return "stale (it skipped empty-text items; data.require_text is now false)"
+        return None
+
+    def status(self, require_text: bool | None) -> str | None:
+        """None when every manifest's index is fresh, else ``manifest: why not``."""
+        for ref in self.manifests():
+            reason = self.stale_reason(ref, require_text)
+            if reason is not None:
+                return f"{ref.path}: {reason}"
+        return None
+
+    def split_items(self, split: Role, train: CacheIndex, eval_index: CacheIndex | None = None) -> SplitItems:
+        """The items of ``split``: the eval manifest's for ``eval`` when there is one; otherwise the
+        training manifest's, less (train) or only (eval) the ids held out by :func:`held_out_ids`."""
+        if self.eval_manifest:
+            if split == Role.EVAL and eval_index is None:
+                raise ValueError("the eval split of a separate eval manifest needs that manifest's index")
+            items = list(eval_index.items if split == Role.EVAL and eval_index is not None else train.items)
+        else:
+            held = held_out_ids([it.id for it in train.items], self.eval_utterances)
+            items = [it for it in train.items if (it.id in held) == (split == Role.EVAL)]
+        return SplitItems(items, list(train.speakers), list(train.labels))
+
+    def open_index(self, ref: ManifestRef, require_text: bool | None) -> CacheIndex:
+        """The fresh index of ``ref``; DataError (with the command to run) when missing or stale."""
+        index = self.read_index(ref)
+        reason = self.stale_reason(ref, require_text, index)
+        if reason is not None or index is None:
+            raise DataError(
+                f"feature cache for {ref.path} is {reason}; run `speechtrain prepare {ref.path}` "
+                f"with the same --config and data.* overrides (cache: {self.root})"
+            )
+        return index
+
+    def open_split(self, split: Role | str, require_text: bool | None) -> SplitItems:
+        """The items of ``split`` (``train`` or ``eval``) from fresh indexes (DataError when stale)."""
+        try:
+            role = Role(split)
+        except ValueError:
+            raise ValueError(f"split must be 'train' or 'eval', got {split!r}") from None
+        refs = {ref.role: ref for ref in self.manifests()}
+        train = self.open_index(refs[Role.TRAIN], require_text)
+        eval_index = None
+        if role == Role.EVAL and Role.EVAL in refs:
+            eval_index = self.open_index(refs[Role.EVAL], require_text)
+        return self.split_items(role, train, eval_index)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -1,0 +1,56 @@
+"""What several recipes do alike: process-wide settings, placing a task, reading a run's config."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from speechtrain import registry
+from speechtrain.config import Config, apply_overrides, build_config, read_yaml
+from speechtrain.errors import UserError
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch (all devices): a process-wide setting, made by recipes only."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def build_task(cfg: Config) -> Any:
+    """The Task of ``cfg``'s model family, built from its model and data sections."""
+    return registry.build_task(cfg.model, cfg.data)
+
+
+def place(task: Any, device: torch.device) -> None:
+    """Move the task's modules to ``device`` in training mode (``Task.setup`` then fits there)."""
+    for module in task.modules().values():
+        module.to(device)
+        module.train()
+
+
+def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> Config:
+    """The resolved config saved in a run directory, with ``key=value`` overrides."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        raise UserError(f"{run_dir} is not a speechtrain run directory (no config.yaml)")
+    return build_config(apply_overrides(read_yaml(path), overrides or []))
+
+
+def find_recipe(name: str) -> Path:
+    """A recipe by path, or by name in the repository's recipes/ folder."""
+    from speechtrain.errors import UserError
+
+    path = Path(name)
+    if path.is_file():
+        return path
+    stem = name if name.endswith((".yaml", ".yml")) else name + ".yaml"
+    roots = [Path.cwd() / "recipes", Path(__file__).resolve().parents[2] / "recipes"]
+    for root in roots:
+        if (root / stem).is_file():
+            return root / stem
+    raise UserError(f"recipe '{name}' not found (looked in {', '.join(str(r) for r in roots)}); give a YAML path")

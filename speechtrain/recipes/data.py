@@ -1,0 +1,178 @@
+"""Every call into :mod:`speechtrain.data` that needs the config, in one place.
+
+The other recipes and the commands reach the data layer through :class:`DataRecipe`: it holds the
+``data`` section (and the seed) and calls the data API with them, so that a change of that API
+is made here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from speechtrain.config import Config
+from speechtrain.data.batch import Batch
+from speechtrain.data.loader import TrainBatches
+from speechtrain.errors import UserError
+from speechtrain.logs import get_logger
+from speechtrain.train.task import Needs
+
+log = get_logger(__name__)
+
+#: ``read(indices, crop_at_start, bucket)``: a padded Batch of those dataset items
+ReadBatch = Callable[[tuple[int, ...], bool, int], Batch]
+
+
+class DataRecipe:
+    """The data side of a run: prepare the cache, open the datasets, build loaders and readers."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.data = cfg.data
+        self.seed = cfg.train.seed
+
+    # ------------------------------------------------------------------ the feature cache
+    def prepare(
+        self, workers: int | None = None, strict: bool = False, progress: bool = True, require_text: bool | None = None
+    ) -> Any:
+        """Validate and build the feature cache (``speechtrain prepare``); the PrepareReport."""
+        from speechtrain.data.prepare import prepare_dataset
+
+        return prepare_dataset(self.data, workers=workers, strict=strict, progress=progress, require_text=require_text)
+
+    def ensure_prepared(self, require_text: bool | None = None) -> Any:
+        """Prepare only when the cache is missing or stale; the report, or None when it was up to date."""
+        from speechtrain.data.prepare import ensure_prepared
+
+        report = ensure_prepared(self.data, require_text=require_text)
+        if report is not None:
+            log.info(f"prepared the feature cache: {report.summary()}")
+        return report
+
+    # ------------------------------------------------------------------ datasets
+    def fields(self, needs: Needs) -> tuple[str, ...]:
+        """The item fields a task reads from the cache."""
+        from speechtrain.data.loader import dataset_fields
+
+        return dataset_fields(self.data, needs)
+
+    def dataset(self, split: str, fields: tuple[str, ...] | list[str]) -> Any:
+        """The prepared SpeechDataset of ``split`` (``train`` or ``eval``) reading ``fields``."""
+        from speechtrain.data.dataset import SpeechDataset
+
+        return SpeechDataset.from_config(self.data, split, fields=fields)
+
+    def train_and_eval(self, needs: Needs) -> tuple[Any, Any]:
+        """(training set, eval set or None), preparing the cache when needed."""
+        self.ensure_prepared(require_text=needs.text)
+        fields = self.fields(needs)
+        train = self.dataset("train", fields)
+        if len(train) == 0:
+            raise UserError(
+                f"no training utterances in {self.data.manifest} (after validation); see `speechtrain prepare`"
+            )
+        try:
+            evaluation = self.dataset("eval", fields)
+        except UserError:
+            evaluation = None
+        return train, evaluation if evaluation is not None and len(evaluation) else None
+
+    def synthetic(self, utterances: int, needs: Needs) -> Any:
+        """``utterances`` LJSpeech-like synthetic utterances in memory (``--fake-data``)."""
+        from speechtrain.data.synthetic import FakeSpeechDataset, ljspeech_like_frames
+
+        d = self.data
+        frames = ljspeech_like_frames(utterances, seed=self.seed, sample_rate=d.sample_rate, hop_length=d.hop_length)
+        return FakeSpeechDataset(
+            frames,
+            n_mels=d.n_mels,
+            hop_length=d.hop_length,
+            sample_rate=d.sample_rate,
+            seed=self.seed,
+            fields=self.fields(needs),
+        )
+
+    def setup_set(self) -> Any:
+        """A small synthetic set to run ``Task.setup`` on when there is no corpus (estimate)."""
+        from speechtrain.data.synthetic import FakeSpeechDataset
+
+        d = self.data
+        return FakeSpeechDataset(
+            [128] * 128, n_mels=d.n_mels, hop_length=d.hop_length, sample_rate=d.sample_rate, fields=("mel", "tokens")
+        )
+
+    def longest_train_frames(self) -> int | None:
+        """The longest utterance of the prepared training set (None when it is not prepared)."""
+        try:
+            ds = self.dataset("train", ("mel",))
+        except Exception:  # noqa: BLE001 - not prepared (or no manifest): the caller falls back to max_duration
+            return None
+        frames = np.asarray(ds.frames)
+        return int(frames.max()) if frames.size else None
+
+    def eval_mels(self, n: int) -> list[Any]:
+        """Up to ``n`` mels (n_mels, T_frames) of the eval set (else the training set)."""
+        self.ensure_prepared()
+        for split in ("eval", "train"):
+            try:
+                ds = self.dataset(split, ("mel",))
+            except UserError:
+                continue
+            if len(ds):
+                return [ds[i]["mel"] for i in range(min(n, len(ds)))]
+        raise UserError(
+            f"no utterances to vocode in {self.data.manifest}; check data.manifest in the run's config.yaml"
+        )
+
+    # ------------------------------------------------------------------ loaders and readers
+    def train_loader(self, dataset: Any, needs: Needs) -> TrainBatches:
+        from speechtrain.data.loader import build_train_loader
+
+        return build_train_loader(self.data, dataset, needs, seed=self.seed)
+
+    def eval_loader(self, dataset: Any, needs: Needs) -> Any:
+        from speechtrain.data.loader import build_eval_loader
+
+        return build_eval_loader(self.data, dataset, needs)
+
+    def device_features(self, needs: Needs) -> Any:
+        """The on-device features/augmentation module, or None when it would do nothing."""
+        from speechtrain.data.loader import DeviceFeatures
+
+        features = DeviceFeatures(self.data, needs)
+        return features if features.active else None
+
+    def batch_reader(self, dataset: Any, needs: Needs) -> ReadBatch:
+        """Reads chosen items of ``dataset`` as one padded Batch (the tuner's batches)."""
+        from speechtrain.data.loader import BatchReader, item_keys
+        from speechtrain.data.sampler import BatchKey
+
+        d = self.data
+        reader = BatchReader(dataset, item_keys(self.data, needs), d.pad_multiple, d.crop_frames)
+
+        def read(indices: tuple[int, ...], crop_at_start: bool, bucket: int) -> Batch:
+            offsets = (0,) * len(indices) if crop_at_start else None
+            return reader[BatchKey(indices, offsets, bucket)]
+
+        return read
+
+    def bucket_bounds(self, frames: np.ndarray) -> list[int]:
+        """Bucket upper bounds in frames, shortest first, as training will plan them: the configured
+        ones, else equal-duration quantiles (their count chosen from the corpus with num_buckets=auto)."""
+        from speechtrain.data.planners import BucketedPlanner
+
+        return [int(x) for x in BucketedPlanner.from_data(self.data, frames).boundaries]
+
+    # ------------------------------------------------------------------ plans
+    def plan(self, frames: Any, **kwargs: Any) -> dict[str, Any]:
+        """The batch plan report of one epoch over ``frames`` (``speechtrain plan``)."""
+        from speechtrain.data.plan import plan_report
+
+        kwargs.setdefault("seed", self.seed)
+        return plan_report(frames, self.data, **kwargs)
+
+    def format_plan(self, report: dict[str, Any]) -> str:
+        from speechtrain.data.plan import format_plan
+
+        return format_plan(report)

@@ -1,0 +1,111 @@
+"""A trained run, loaded for inference: what ``synthesize``, ``vocode``, ``classify`` and ``rtf`` need.
+
+:func:`load_task` builds the run's task from its saved ``config.yaml`` and loads its weights
+(``best.pt`` when present, else the newest step checkpoint), in eval mode on the device.
+:class:`InferenceRecipe` holds one loaded run and turns a ``vocoder_run`` directory among the
+synthesis options into a loaded vocoder (cached per directory and device, features checked).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from speechtrain.config import Config
+from speechtrain.errors import UserError
+from speechtrain.recipes.common import build_task, load_run_config
+from speechtrain.train import checkpoint as ckpt
+
+
+def load_task(run_dir: str | Path, device: str | torch.device | None = None, which: str = "best") -> tuple[Config, Any]:
+    """Config and Task of a run with trained weights (``best.pt`` if present, else the newest), in eval mode."""
+    run_dir = Path(run_dir)
+    cfg = load_run_config(run_dir)
+    task = build_task(cfg)
+    path = run_dir / "best.pt"
+    if which != "best" or not path.is_file():
+        found = ckpt.list_checkpoints(run_dir / "checkpoints")
+        if not found:
+            raise UserError(f"{run_dir} has no checkpoint yet (train it first: speechtrain train --config ...)")
+        path = found[-1][1]
+    state = ckpt.safe_load(path)
+    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    for name, module in task.modules().items():
+        module.load_state_dict(state["modules"][name])
+        module.to(dev).eval()
+    return cfg, task
+
+
+class LoadedVocoder:
+    """A vocoder run for ``mel_to_audio``: ``vocode(mel)`` and the run's ``cfg`` (its mel features are checked)."""
+
+    def __init__(self, cfg: Config, task: Any) -> None:
+        self.cfg, self.task = cfg, task
+
+    def vocode(self, mel: Any) -> Any:
+        return self.task.vocode(mel)
+
+
+_VOCODERS: dict[str, LoadedVocoder] = {}
+
+
+def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | None = None) -> LoadedVocoder:
+    """A vocoder run (cached per directory and device); UserError for a run that cannot vocode."""
+    key = f"{os.path.abspath(run_dir)}@{device}"
+    if key not in _VOCODERS:
+        cfg, task = load_task(Path(run_dir), device=device)
+        if not hasattr(task, "vocode"):  # an optional inference method of a family's task
+            raise UserError(
+                f"{run_dir}: a '{cfg.model.name}' run cannot vocode; pass a vocoder run (model.name=hifigan)"
+            )
+        _VOCODERS[key] = LoadedVocoder(cfg, task)
+    return _VOCODERS[key]
+
+
+class InferenceRecipe:
+    """One trained run, for inference: ``task`` (in eval mode on ``device``) and its ``cfg``."""
+
+    def __init__(self, run_dir: str | Path, device: str | torch.device | None = None, which: str = "best") -> None:
+        self.run_dir = Path(run_dir)
+        self.cfg, self.task = load_task(run_dir, device=device, which=which)
+        self.data = self.cfg.data
+        self.model_name = self.cfg.model.name
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the task's first parameter (CPU when it has none)."""
+        for module in self.task.modules().values():
+            for p in module.parameters():
+                return p.device
+        return torch.device("cpu")
+
+    def can(self, method: str) -> bool:
+        """Whether the family's task has the inference method (``synthesize``, ``vocode``, ``classify``)."""
+        return callable(getattr(self.task, method, None))
+
+    def options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Synthesis options with a ``vocoder_run`` directory replaced by the loaded vocoder."""
+        out = dict(options)
+        if isinstance(out.get("vocoder_run"), (str, os.PathLike)):
+            out["vocoder_run"] = load_vocoder(out["vocoder_run"], device=self.device)
+        return out
+
+    def synthesize(self, text: str, **options: Any) -> Any:
+        """``task.synthesize(text, **options)`` with the options resolved."""
+        return self.task.synthesize(text, **self.options(options))
+
+
+def load_synthesizer(run_dir: str, device: str | None) -> tuple[Any, Any]:
+    """Config and task of a run that can synthesize (UserError otherwise)."""
+    from speechtrain.errors import UserError
+
+    cfg, task = load_task(run_dir, device=device)
+    if not hasattr(task, "synthesize"):
+        raise UserError(
+            f"{run_dir} is a '{cfg.model.name}' run, which cannot synthesize from text "
+            f"(TTS families: vits, gpt_tts; a vocoder run is used with --vocoder)"
+        )
+    return cfg, task

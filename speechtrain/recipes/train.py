@@ -1,0 +1,162 @@
+"""``speechtrain train``: the training recipe (a fresh run or a resumed one).
+
+:class:`TrainRecipe` reads the Config once and builds, in order: the seed, the task, the data
+(prepared when the cache is missing or stale) and its loaders, the run directory with its
+``config.yaml``, the task's data-dependent setup, the process-wide settings (accelerations,
+memory fraction) and the :class:`~speechtrain.train.trainer.Trainer`, which it then runs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speechtrain.accel.apply import AccelPlan, apply_accelerations
+from speechtrain.accel.record import AccelRecord
+from speechtrain.config import Config, save_config
+from speechtrain.data.loader import TrainBatches, TrainLoader
+from speechtrain.device import resolve_device
+from speechtrain.errors import UserError
+from speechtrain.logs import get_logger
+from speechtrain.memory.stats import set_memory_fraction
+from speechtrain.recipes.common import build_task, load_run_config, place, seed_everything
+from speechtrain.recipes.data import DataRecipe
+from speechtrain.train import checkpoint as ckpt
+from speechtrain.train.distributed import world
+from speechtrain.train.schedule import lr_scale
+from speechtrain.train.task import Task
+from speechtrain.train.trainer import Trainer
+
+log = get_logger(__name__)
+
+
+@dataclass
+class TrainData:
+    """The training set and the loaders of a run (``eval_loader`` None without an eval set)."""
+
+    train_set: Any
+    train_loader: TrainBatches
+    eval_loader: Any
+
+
+class TrainRecipe:
+    """Train ``cfg``'s model on its data; ``resume``: continue the run in that directory."""
+
+    def __init__(self, cfg: Config, resume: str | Path | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(resume) if resume else Path(cfg.train.output_dir)
+        self.resuming = resume is not None
+        if self.resuming:
+            cfg.train.output_dir = str(self.run_dir)  # the saved config names the run's own folder
+        self.train, self.optim, self.accel, self.data = cfg.train, cfg.optim, cfg.accel, cfg.data
+        self.data_recipe = DataRecipe(cfg)
+        self.memory_record: AccelRecord | None = None
+        self.lr_note = ""
+
+    @classmethod
+    def from_run(cls, run_dir: str | Path, overrides: list[str] | None = None) -> TrainRecipe:
+        """Resume the run in ``run_dir`` with its own ``config.yaml`` (plus ``key=value`` overrides)."""
+        return cls(load_run_config(run_dir, overrides), resume=run_dir)
+
+    # ------------------------------------------------------------------ the pieces
+    def build_task(self) -> Task:
+        """The seeded, freshly initialised task (model initialisation is part of the run)."""
+        seed_everything(self.train.seed)
+        return build_task(self.cfg)
+
+    def build_data(self, task: Task) -> TrainData:
+        """Prepare when needed, open the datasets, build the loaders."""
+        needs = task.needs()
+        train_set, eval_set = self.data_recipe.train_and_eval(needs)
+        eval_loader = self.data_recipe.eval_loader(eval_set, needs) if eval_set is not None else None
+        return TrainData(train_set, self.data_recipe.train_loader(train_set, needs), eval_loader)
+
+    def build_trainer(
+        self,
+        task: Task,
+        train_loader: TrainBatches | None = None,
+        eval_loader: Any = None,
+        run_dir: str | Path | None = None,
+        oom_guard: bool = True,
+    ) -> Trainer:
+        """Apply the process-wide settings (seed, accelerations, memory fraction) and build the Trainer."""
+        t, d = self.train, self.data
+        seed_everything(t.seed)
+        device = resolve_device(t.device)
+        place(task, device)
+        accel = apply_accelerations(self.accel, task.modules(), device)
+        self.memory_record = set_memory_fraction(t.memory_fraction, device)
+        features = self.data_recipe.device_features(task.needs())
+        mean_batch = train_loader.mean_batch_size if train_loader is not None else float(d.batch_size)
+        lr_multiplier, self.lr_note = lr_scale(self.optim, mean_batch * t.grad_accum * world()[1])
+        return Trainer(
+            task,
+            train=t,
+            optim=self.optim,
+            device=device,
+            accel=accel,
+            train_loader=train_loader,
+            eval_loader=eval_loader,
+            run_dir=run_dir,
+            oom_guard=oom_guard,
+            batch_transform=features.to(device) if features is not None else None,
+            lr_multiplier=lr_multiplier,
+            recompile_limit=4 * (train_loader.num_buckets if isinstance(train_loader, TrainLoader) else 1),
+            run_config=self.cfg.to_dict(),
+        )
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> tuple[Path, dict[str, Any]]:
+        """Train as ``speechtrain train`` does; the run directory and the fit summary."""
+        run_dir = self.run_dir
+        if not self.resuming and ckpt.list_checkpoints(run_dir / "checkpoints"):
+            raise UserError(
+                f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}`, "
+                f"or choose another train.output_dir"
+            )
+        task = self.build_task()
+        data = self.build_data(task)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(self.cfg, run_dir / "config.yaml")
+        place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
+        if not self.resuming:
+            task.setup(data.train_set)
+        trainer = self.build_trainer(task, data.train_loader, data.eval_loader, run_dir)
+        if self.resuming and not trainer.resume():
+            log.info(f"no checkpoint in {run_dir}/checkpoints: starting from step 0")
+            task.setup(data.train_set)
+        self.report_start(trainer, data.train_loader, run_dir)
+        return run_dir, trainer.fit()
+
+    def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: Path) -> None:
+        """What runs where: logged, and saved as ``accel.json``."""
+        log.info(startup_summary(trainer, trainer.accel, self.memory_record, self.lr_note, loader.notes))
+        records = {
+            "accelerations": trainer.accel.records_dict(),
+            "optimizers": {k: r.to_dict() for k, r in trainer.optimizer_records.items()},
+            "memory_fraction": self.memory_record.to_dict() if self.memory_record else None,
+            "lr_scaling": self.lr_note,
+            "precision": trainer.precision.name,
+        }
+        (run_dir / "accel.json").write_text(json.dumps(records, indent=2, default=str) + "\n")
+
+
+def startup_summary(
+    trainer: Trainer, accel: AccelPlan, memory_record: AccelRecord | None, lr_note: str, notes: list[str]
+) -> str:
+    """The lines printed when a run starts."""
+    lines = [f"device: {trainer.device}  precision: {trainer.precision.name}  world size: {trainer.world_size}"]
+    lines.append(accel.summary())
+    lines += [f"optimizer[{name}]: {rec.detail}" for name, rec in trainer.optimizer_records.items()]
+    lines.append(f"lr scaling: {lr_note}")
+    if memory_record is not None:
+        lines.append(f"memory fraction: {memory_record.detail}")
+    lines += [f"data: {note}" for note in notes or []]
+    return "\n".join(lines)
+
+
+def train_from_config(cfg: Config, resume: str | Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """``TrainRecipe(cfg, resume).run()``: train as ``speechtrain train`` does."""
+    return TrainRecipe(cfg, resume=resume).run()

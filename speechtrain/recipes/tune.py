@@ -1,0 +1,133 @@
+"""``speechtrain tune``: the batch-size tuning recipe.
+
+:class:`TuneRecipe` builds what the search of :mod:`speechtrain.memory.tune` runs on: the task
+(set up on the training set, as a fresh run does), one training step of a Trainer without its
+OOM guard, the batches of the training set's longest utterances per bucket, the memory
+estimate; then it writes the tuner's values into a tuned Config.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from speechtrain.config import Config, build_config
+from speechtrain.device import resolve_device
+from speechtrain.memory import tune as search
+from speechtrain.memory.stats import format_bytes
+from speechtrain.memory.tune import TuneReport
+from speechtrain.recipes.common import build_task, place
+from speechtrain.recipes.data import DataRecipe
+from speechtrain.recipes.estimate import EstimateRecipe
+from speechtrain.recipes.train import TrainRecipe
+
+
+@dataclass(kw_only=True)
+class TunedConfig(TuneReport):
+    """A tune report with the tuned Config (write it with :func:`write_tuned_config`)."""
+
+    config: Config
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out.pop("config", None)
+        return out
+
+
+class TuneRecipe:
+    """Tune the per-bucket batch sizes of ``cfg``; ``quiet`` leaves the trials out of the log."""
+
+    def __init__(self, cfg: Config, quiet: bool = False) -> None:
+        self.cfg = cfg
+        self.tune, self.data, self.train = cfg.tune, cfg.data, cfg.train
+        self.data_recipe = DataRecipe(cfg)
+        self.quiet = quiet
+
+    def run(
+        self,
+        task: Any = None,
+        dataset: Any = None,
+        step_fn: Callable[[Any], Any] | None = None,
+        with_estimate: bool = True,
+    ) -> TunedConfig:
+        """Tune; ``task`` defaults to the config's model (set up on ``dataset``; a task you pass must be
+        set up already), ``dataset`` to the prepared training set (prepared when missing or stale),
+        ``step_fn(batch)`` to one step of a Trainer built without its OOM guard (pass your own to tune
+        a training loop of your own)."""
+        device = resolve_device(self.train.device)
+        user_task = task is not None
+        if task is None:
+            task = build_task(self.cfg)
+        needs = task.needs()
+        if dataset is None:
+            self.data_recipe.ensure_prepared(require_text=needs.text)
+            dataset = self.data_recipe.dataset("train", self.data_recipe.fields(needs))
+        if not user_task:
+            place(task, device)
+            task.setup(dataset)  # data-dependent parts (codebooks), as a fresh training run does
+        frames = np.asarray(dataset.frames, dtype=np.int64)
+        est = None
+        if with_estimate and frames.size:
+            # a task of our own is measured fresh, with the accelerations the run applies
+            estimator = EstimateRecipe(self.cfg)
+            est = estimator.run(task=task if user_task else None, longest_frames=int(frames.max()))
+        if step_fn is None:
+            trainer = TrainRecipe(self.cfg).build_trainer(task, oom_guard=False)
+            device = trainer.device
+
+            def step_fn(batch: Any) -> Any:
+                return trainer.train_step([batch])
+
+        with _quiet(self.quiet):
+            report = search.tune(
+                step_fn,
+                frames=frames,
+                bounds=self.data_recipe.bucket_bounds(frames) if frames.size else [],
+                read=self.data_recipe.batch_reader(dataset, needs),
+                device=device,
+                settings=self.tune,
+                data=self.data,
+                grad_accum=self.train.grad_accum,
+                params=[p for m in task.modules().values() for p in m.parameters()],
+                estimate=est,
+                memory_fraction=self.train.memory_fraction,
+            )
+        raw = self.cfg.to_dict()
+        for key, value in report.tuned.overrides().items():
+            section, name = key.split(".", 1)
+            raw[section][name] = value
+        fields = {k: getattr(report, k) for k in TuneReport.__dataclass_fields__}
+        return TunedConfig(**fields, config=build_config(raw))
+
+
+@contextmanager
+def _quiet(quiet: bool) -> Iterator[None]:
+    """The trial lines of :mod:`speechtrain.memory.tune` off while the block runs."""
+    logger = logging.getLogger(search.__name__)
+    before = logger.level
+    if quiet:
+        logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
+
+
+def write_tuned_config(report: TunedConfig, path: str | Path) -> Path:
+    """Write the tuned config as YAML, with a header saying how it was tuned."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    header = [
+        "# written by `speechtrain tune`: data.bucket_boundaries / data.bucket_batch_sizes (per bucket, shortest",
+        f"# first) and train.grad_accum, measured on {report.device} in {report.seconds:.1f} s, objective "
+        f"{report.objective},",
+        f"# budget {format_bytes(report.budget_bytes)}: {report.budget_source}",
+    ]
+    path.write_text("\n".join(header) + "\n" + report.config.to_yaml())
+    return path

@@ -1,0 +1,117 @@
+"""The OOM guard: a training step that runs out of memory is redone in smaller pieces, not lost.
+
+When a micro-batch of duration bucket ``k`` raises an out-of-memory error (see
+:func:`speechtrain.memory.oom.is_oom_error`), the guard halves the number of items a micro-batch of
+that bucket may hold (``caps[k]``), drops every reference to the failed attempt, and the whole stage
+is run again with the bucket's micro-batches split into pieces of at most that many items. Each
+piece's loss is weighted by its share of the step, so the gradient is the one of the whole batch.
+The cap stays for the rest of the run (and in checkpoints): a bucket fails at most ``log2(items)``
+times. One utterance that does not fit alone is a :class:`~speechtrain.errors.UserError` with the fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from speechtrain.data.batch import Batch
+from speechtrain.errors import UserError
+from speechtrain.logs import get_logger
+from speechtrain.memory.oom import is_oom_error
+
+log = get_logger(__name__)
+
+#: ``run_piece(i, piece, split)``: forward + backward of a piece of micro-batch ``i`` (``split``: a part of it)
+RunPiece = Callable[[int, Batch, bool], None]
+
+
+class OOMGuard:
+    """Per-bucket item caps learned from out-of-memory errors, and the retry of a stage."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.caps: dict[int, int] = {}  # bucket (-1: none) -> max items per micro-batch
+        self.recoveries = 0
+        self.events: list[dict[str, Any]] = []  # taken by the next metrics row
+
+    def pieces(self, mb: Batch) -> list[Batch]:
+        """``mb`` split by its bucket's cap (itself when the bucket has none)."""
+        cap = self.caps.get(_bucket(mb))
+        return mb.chunks(cap) if cap else [mb]
+
+    def run_stage(
+        self,
+        micro: Sequence[Batch],
+        run_piece: RunPiece,
+        reset: Callable[[], None],
+        *,
+        stage: str,
+        step: int,
+        any_rank: Callable[[bool], bool] = lambda failed: failed,
+    ) -> None:
+        """Run every piece of ``micro``; on an OOM (any rank's, through ``any_rank``) call ``reset``
+        (drop the attempt's gradients and tensors), learn the smaller cap and run the stage again."""
+        while True:
+            failed: Batch | None = None
+            message = ""
+            try:
+                for i, mb in enumerate(micro):
+                    pieces = self.pieces(mb)
+                    for piece in pieces:
+                        failed = piece
+                        run_piece(i, piece, len(pieces) > 1)
+                failed = None
+            except Exception as exc:
+                if not (self.enabled and is_oom_error(exc)):
+                    raise
+                message = str(exc).splitlines()[0]
+                del exc  # the traceback holds the failed attempt's tensors
+            if not any_rank(failed is not None):
+                return
+            reset()
+            if failed is not None:
+                self._learn(failed, stage, step, message)
+
+    def _learn(self, failed: Batch, stage: str, step: int, message: str) -> None:
+        if failed.size <= 1:
+            raise UserError(
+                f"out of memory on a single utterance ({failed.ids[0]}, {failed.padded_frames} frames) "
+                f"in stage '{stage}': lower data.max_duration or data.crop_frames, switch on "
+                f"accel.activation_checkpointing / bf16, or use a larger GPU. ({message})"
+            )
+        bucket = _bucket(failed)
+        new_cap = max(1, failed.size // 2)
+        self.caps[bucket] = min(self.caps.get(bucket, new_cap), new_cap)
+        self.recoveries += 1
+        self.events.append(
+            {
+                "event": "oom_recovered",
+                "step": step,
+                "stage": stage,
+                "bucket": bucket,
+                "failed_items": failed.size,
+                "new_max_items": self.caps[bucket],
+                "padded_frames": failed.padded_frames,
+            }
+        )
+        log.info(
+            f"[oom] step {step} stage {stage}: {failed.size} items x {failed.padded_frames // failed.size} frames "
+            f"did not fit; bucket {bucket} now at most {self.caps[bucket]} items per micro-batch, redoing the "
+            "step in pieces"
+        )
+
+    def take_events(self) -> list[dict[str, Any]]:
+        """The recoveries since the last call (for the metrics row)."""
+        events, self.events = self.events, []
+        return events
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"bucket_caps": {str(k): v for k, v in self.caps.items()}, "oom_recoveries": self.recoveries}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.caps = {int(k): int(v) for k, v in state["bucket_caps"].items()}
+        self.recoveries = int(state["oom_recoveries"])
+
+
+def _bucket(mb: Batch) -> int:
+    return mb.bucket if mb.bucket is not None else -1

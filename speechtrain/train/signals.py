@@ -1,0 +1,43 @@
+"""SIGTERM and SIGINT stop training at the next step boundary (after a checkpoint) instead of killing it."""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType, TracebackType
+from typing import Any
+
+
+class StopSignals:
+    """While entered, SIGTERM/SIGINT only set :attr:`received`; the previous handlers come back on exit.
+
+    Outside the main thread (where handlers cannot be installed) nothing changes.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._old: dict[int, Any] = {}
+
+    def _handler(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002
+        self.received = signum
+
+    @property
+    def reason(self) -> str | None:
+        """``"signal SIGTERM"`` (or SIGINT) once one arrived, else None."""
+        return None if self.received is None else f"signal {signal.Signals(self.received).name}"
+
+    def __enter__(self) -> StopSignals:
+        for sig in self.SIGNALS:
+            try:
+                self._old[sig] = signal.signal(sig, self._handler)
+            except ValueError:  # not the main thread
+                pass
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        self._old.clear()

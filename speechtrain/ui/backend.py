@@ -1,0 +1,518 @@
+"""The UI's one door into the library: every call the web page makes into speechtrain goes through here.
+
+The data, training and recipe layers are being reshaped; keeping their call sites in this one
+module means a moved function is fixed in one place. Long work (prepare, train, tune, bench) is not
+done here: it runs as the ordinary CLI in a background process (:mod:`speechtrain.ui.jobs`); what
+this module builds for those is the command line. Quick work (probe, estimate, plan, synthesize,
+vocode, classify) is called in the UI process. Bad input raises the library's own
+:class:`~speechtrain.errors.UserError`, whose text the page shows as the CLI would print it.
+"""
+
+from __future__ import annotations
+
+import time
+import zipfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from speechtrain.errors import DataError, UserError
+
+REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+FORMATS = ("auto", "ljspeech", "jsonl", "folder")
+
+
+# --------------------------------------------------------------------------------------------- recipes
+def recipe_dirs(extra: list[Path] | None = None) -> list[Path]:
+    """Folders searched for recipes: ./recipes, the repository's recipes/, then ``extra`` (tuned configs)."""
+    dirs = [Path.cwd() / "recipes", REPO_RECIPES, *(extra or [])]
+    out: list[Path] = []
+    for d in dirs:
+        if d.is_dir() and d.resolve() not in [o.resolve() for o in out]:
+            out.append(d)
+    return out
+
+
+def list_recipes(extra: list[Path] | None = None) -> list[str]:
+    """Recipe names (file stems) of the recipe folders; tuned configs are listed by path."""
+    names: list[str] = []
+    for d in recipe_dirs(extra):
+        for p in sorted(d.glob("*.yaml")):
+            name = p.stem if d in recipe_dirs() else str(p)
+            if name not in names:
+                names.append(name)
+    return names
+
+
+def recipe_path(name: str) -> Path:
+    """A recipe by name (recipes/NAME.yaml) or by path; UserError naming where it looked."""
+    from speechtrain.recipes.common import find_recipe
+
+    if not name:
+        raise UserError("choose a recipe (e.g. gpt_tts_tiny)")
+    return find_recipe(name)
+
+
+def data_overrides(recipe: str, data: str | None, fmt: str = "auto") -> list[str]:
+    """``data.manifest`` (and ``data.format``) pointing the recipe at ``data``.
+
+    Recipes name ``data/demo`` (or ``data/demo/classes`` for classifiers); the same sub-path of
+    ``data`` is used when it exists, as ``speechtrain demo`` does."""
+    from speechtrain.config import read_yaml
+
+    if not data:
+        return [] if fmt == "auto" else [f"data.format={fmt}"]
+    manifest = Path(data)
+    listed = (read_yaml(recipe_path(recipe)).get("data") or {}).get("manifest")
+    if listed and Path(listed).parts[:2] == ("data", "demo") and len(Path(listed).parts) > 2:
+        sub = manifest.joinpath(*Path(listed).parts[2:])
+        if sub.exists():
+            manifest = sub
+    out = [f"data.manifest={manifest}"]
+    if fmt and fmt != "auto":
+        out.append(f"data.format={fmt}")
+    return out
+
+
+def parse_overrides(text: str | None) -> list[str]:
+    """``key=value`` overrides from a text box (one per line or space separated; # comments)."""
+    out: list[str] = []
+    for line in (text or "").splitlines():
+        line = line.split("#", 1)[0].strip()
+        for tok in line.split():
+            if "=" not in tok:
+                raise UserError(f"override '{tok}' is not key=value (e.g. train.max_steps=100)")
+            out.append(tok)
+    return out
+
+
+def load_config(recipe: str, overrides: list[str]) -> Any:
+    """The recipe's config with overrides, checked as ``speechtrain train --config`` checks it."""
+    from speechtrain.config import load_config as _load
+
+    return _load(recipe_path(recipe), overrides)
+
+
+def config_value(cfg: Any, dotted: str) -> Any:
+    """The value of ``section.key`` in a config (None when absent)."""
+    obj = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+# ------------------------------------------------------------------------------------------------ data
+def make_demo_corpus(out: str | Path, utterances: int = 120) -> Path:
+    """The synthetic demo corpus (``speechtrain make-dataset OUT --labelled``), made when missing."""
+    from speechtrain.data.demo import make_demo_corpus as _make
+
+    if utterances < 8:
+        raise UserError(f"the demo corpus needs at least 8 utterances (some are held out), got {utterances}")
+    out = Path(out)
+    if (out / "metadata.csv").is_file():
+        return out
+    return Path(_make(out, utterances=utterances, seed=0, labelled=True))
+
+
+def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
+    """Unpack an uploaded dataset zip into ``dest_root/<zip stem>``; the dataset folder inside it.
+
+    Members that would land outside the folder (``../``, absolute paths) are an error."""
+    zip_file = Path(zip_file)
+    if not zipfile.is_zipfile(zip_file):
+        raise DataError(f"{zip_file.name}: not a zip file (upload a .zip of the dataset folder)")
+    dest = Path(dest_root) / zip_file.stem
+    dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
+    with zipfile.ZipFile(zip_file) as zf:
+        for member in zf.namelist():
+            target = (dest / member).resolve()
+            if root != target and root not in target.parents:
+                raise DataError(f"{zip_file.name}: member '{member}' would be written outside {dest}; refusing it")
+        zf.extractall(dest)
+    # a zip of one folder: the dataset is that folder
+    inner = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
+    if len(inner) == 1 and inner[0].is_dir():
+        return inner[0]
+    return dest
+
+
+def detect_format(path: str | Path) -> str:
+    """``ljspeech``, ``jsonl`` or ``folder`` (DataError naming what was looked for)."""
+    from speechtrain.data.manifest import detect_format as _detect
+
+    return _detect(path)
+
+
+def prepare_argv(recipe: str, data: str, fmt: str, report_json: Path, extra: list[str]) -> list[str]:
+    """``speechtrain prepare`` for the recipe's data settings."""
+    argv = ["prepare", "--config", str(recipe_path(recipe)), "--json", str(report_json), "--no-progress"]
+    return argv + data_overrides(recipe, data, fmt) + extra
+
+
+@dataclass
+class DataReport:
+    """What the Data tab shows after prepare: the CLI's report plus per-utterance durations and symbols."""
+
+    summary: str
+    kept: int
+    skipped: list[tuple[str, int, str]]  # reason, count, first ids
+    durations: list[float]  # seconds, one per listed utterance that could be read
+    symbols: list[tuple[str, int, bool]]  # symbol, count, known to the text front end
+    unknown: list[str]
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def _summary_of(report: dict[str, Any]) -> str:
+    d = report.get("duration_s") or {}
+    lines = [
+        f"data      {report.get('manifest')} ({report.get('format')})",
+        f"kept      {report.get('kept')} of {report.get('listed')} listed utterances "
+        f"({report.get('train')} train, {report.get('eval')} eval), {float(report.get('hours') or 0):.3f} h",
+    ]
+    if d:
+        lines.append(
+            f"duration  min {d['min']:.2f} s, median {d['median']:.2f} s, p95 {d['p95']:.2f} s, max {d['max']:.2f} s"
+        )
+    c = report.get("cache") or {}
+    lines.append(
+        f"cache     {report.get('cache_dir')}: reused {c.get('reused')}, computed {c.get('computed')} "
+        f"({float(report.get('seconds') or 0):.1f} s)"
+    )
+    lines.append(f"skipped   {report.get('skipped_total', 0)}")
+    return "\n".join(lines)
+
+
+def data_report(report_json: str | Path) -> DataReport:
+    """Read ``prepare --json`` and add the durations histogram data and the symbol inventory."""
+    import json
+
+    import soundfile as sf
+
+    from speechtrain.data.manifest import read_manifest
+
+    report = json.loads(Path(report_json).read_text())
+    skipped = [
+        (reason, len(ids), ", ".join(map(str, ids[:5]))) for reason, ids in (report.get("skipped") or {}).items()
+    ]
+    entries, _ = read_manifest(report["manifest"], report.get("format") or "auto")
+    durations: list[float] = []
+    for e in entries:
+        try:
+            durations.append(float(sf.info(e.audio_path).duration))
+        except (RuntimeError, OSError, sf.LibsndfileError):
+            continue  # prepare has already counted it as skipped
+    symbols, unknown = symbol_inventory([e.text for e in entries])
+    return DataReport(_summary_of(report), int(report.get("kept") or 0), skipped, durations, symbols, unknown, report)
+
+
+def symbol_inventory(texts: list[str]) -> tuple[list[tuple[str, int, bool]], list[str]]:
+    """Symbols the text front end sees in ``texts`` (after its normalisation), with counts and
+    whether it maps them; the characters it cannot map, listed (never silently <unk>)."""
+    from speechtrain.data.text import Tokenizer, normalize_text
+
+    tok = Tokenizer()
+    counts: Counter[str] = Counter()
+    for t in texts:
+        counts.update(normalize_text(t or "", tok.lowercase))
+    rows = []
+    for sym, n in counts.most_common():
+        known = tok.unk_id not in tok.encode(sym)
+        rows.append((sym, n, known))
+    unknown = sorted(s for s, _, k in rows if not k)
+    return rows, unknown
+
+
+def histogram(values: list[float], bins: int = 20) -> list[tuple[str, int]]:
+    """(bin label in seconds, count) for a bar chart."""
+    if not values:
+        return []
+    lo, hi = min(values), max(values)
+    width = (hi - lo) / bins or 1.0
+    counts = [0] * bins
+    for v in values:
+        counts[min(bins - 1, int((v - lo) / width))] += 1
+    return [(f"{lo + i * width:.2f}", n) for i, n in enumerate(counts)]
+
+
+# --------------------------------------------------------------------------------- probe, estimate, plan
+@dataclass
+class Switch:
+    """One acceleration row of the Recipe tab: the probe's value and reason, the recipe's value."""
+
+    key: str
+    recommended: Any
+    recipe: Any
+    reason: str
+
+
+def probe_switches(cfg: Any | None) -> tuple[str, list[Switch]]:
+    """The probe's recommendations for this machine (computed, not a table written by hand)."""
+    from speechtrain.accel.probe import probe_hardware, recommend
+
+    info = probe_hardware(measure=False)
+    where = info.gpu_name or info.cpu_name or "CPU"
+    head = f"{info.device_type} ({where}), {info.cpu_cores} CPU cores, torch {info.torch_version}"
+    rows = []
+    for r in recommend(info):
+        current = None if cfg is None or r.key.startswith("note.") else config_value(cfg, r.key)
+        rows.append(Switch(r.key, _plain(r.value), _plain(current), r.reason))
+    return head, rows
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return getattr(value, "value", value) if value is not None else ""
+
+
+def estimate_text(cfg: Any) -> str:
+    """``speechtrain estimate`` (memory before any run) as text."""
+    from speechtrain.memory.estimate import format_estimate
+    from speechtrain.recipes.estimate import EstimateRecipe
+
+    return format_estimate(EstimateRecipe(cfg).run())
+
+
+def plan_text(cfg: Any) -> str:
+    """``speechtrain plan`` (the epoch's batches and padding) as text; prepares the data when needed."""
+    from speechtrain.recipes.data import DataRecipe
+
+    if cfg.data.manifest is None:
+        raise UserError("the plan needs data: choose a dataset folder (Data tab) or set data.manifest")
+    recipe = DataRecipe(cfg)
+    recipe.ensure_prepared()
+    ds = recipe.dataset("train", fields=())
+    report = recipe.plan(ds.frames, ids=list(ds.ids), hop_length=ds.hop_length, sample_rate=ds.sample_rate)
+    return recipe.format_plan(report)
+
+
+# ----------------------------------------------------------------------------------- train, tune, bench
+def train_argv(recipe: str, overrides: list[str]) -> list[str]:
+    return ["train", "--config", str(recipe_path(recipe)), *overrides]
+
+
+def resume_argv(run_dir: str | Path, overrides: list[str]) -> list[str]:
+    return ["train", "--resume", str(run_dir), *overrides]
+
+
+def tune_argv(recipe: str, overrides: list[str], out_yaml: Path, report_json: Path) -> list[str]:
+    return [
+        "tune",
+        "--config",
+        str(recipe_path(recipe)),
+        "--out",
+        str(out_yaml),
+        "--json",
+        str(report_json),
+        *overrides,
+    ]
+
+
+def bench_argv(
+    recipe: str, overrides: list[str], folder: Path, steps: int, time_limit: float, skip: list[str] | None = None
+) -> list[str]:
+    skips = [a for rung in skip or [] for a in ("--skip", rung)]
+    return [
+        "bench",
+        "--config",
+        str(recipe_path(recipe)),
+        "--ablate",
+        "--steps",
+        str(steps),
+        "--time-limit",
+        str(time_limit),
+        "--json",
+        str(folder / "bench.json"),
+        "--markdown",
+        str(folder / "bench.md"),
+        "--plot",
+        str(folder / "bench.png"),
+        *skips,
+        *overrides,
+    ]
+
+
+def bench_outputs(report_json: Path) -> tuple[str, str]:
+    """The ladder's markdown table and diagnosis from ``bench --json``."""
+    import json
+
+    from speechtrain.bench.report import diagnosis_text, markdown_table
+
+    report = json.loads(Path(report_json).read_text())
+    return markdown_table(report), diagnosis_text(report)
+
+
+def tune_table(report_json: Path) -> str:
+    """The tuner's final per-bucket table text from ``tune --json``."""
+    import json
+
+    d = json.loads(Path(report_json).read_text())
+    lines = ["bucket  longest  batch  padded  audio s/s  limited by"]
+    for b in sorted(d["buckets"], key=lambda r: -r["max_item_frames"]):
+        aps = b.get("audio_seconds_per_second")
+        lines.append(
+            f"{b['bucket']:>6} {b['max_item_frames']:>8} {b['batch_size']:>6} {b['batch_frames']:>7} "
+            f"{'-' if aps is None else f'{aps:.1f}':>10}  {b['limited_by']}"
+        )
+    lines.append(f"grad_accum {d.get('grad_accum')}; device {d.get('device')}; tuned in {d.get('seconds', 0):.1f} s")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- run files
+def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """Every row of ``metrics.jsonl`` (train and eval); a half-written last line is ignored."""
+    import json
+
+    path = Path(run_dir) / "metrics.jsonl"
+    rows = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # the trainer is writing this line right now
+    return rows
+
+
+def checkpoint_steps(run_dir: str | Path) -> list[int]:
+    from speechtrain.train.checkpoint import list_checkpoints
+
+    return [step for step, _ in list_checkpoints(Path(run_dir) / "checkpoints")]
+
+
+def run_config(run_dir: str | Path) -> dict[str, Any]:
+    """The run's saved config.yaml as a plain dict ({} when not written yet)."""
+    from speechtrain.config import read_yaml
+
+    path = Path(run_dir) / "config.yaml"
+    try:
+        return read_yaml(path) if path.is_file() else {}
+    except UserError:
+        return {}
+
+
+def eval_samples(run_dir: str | Path) -> list[Path]:
+    """Eval audio the trainer wrote (samples/step_*/ID.wav), newest step last."""
+    return sorted((Path(run_dir) / "samples").glob("step_*/*.wav"))
+
+
+# ------------------------------------------------------------------------------------------- inference
+@dataclass
+class Inference:
+    audio_path: Path
+    seconds: float  # audio duration
+    compute_seconds: float
+    rtf: float
+    note: str = ""
+
+
+def _write_wav(out: Path, audio: Any, sample_rate: int) -> float:
+    import numpy as np
+    import soundfile as sf
+
+    audio = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(str(out), audio, sample_rate, subtype="PCM_16")
+    return audio.size / sample_rate
+
+
+def synthesize(run_dir: str | Path, text: str, out: Path, seed: int | None = 0) -> Inference:
+    """Text to a wav with a TTS run (``speechtrain synthesize``), timed: RTF = compute s / audio s."""
+    import torch
+
+    from speechtrain.recipes.inference import load_synthesizer
+
+    if not (text or "").strip():
+        raise UserError("give a sentence to speak")
+    cfg, task = load_synthesizer(str(run_dir), None)
+    if seed is not None:
+        torch.manual_seed(seed)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        audio = task.synthesize(text)
+    compute = time.perf_counter() - t0
+    seconds = _write_wav(out, audio, cfg.data.sample_rate)
+    return Inference(out, seconds, compute, compute / seconds if seconds else float("nan"))
+
+
+def vocode(run_dir: str | Path, audio_in: str | Path, out: Path) -> Inference:
+    """A wav's own log-mel through a vocoder run (``speechtrain vocode --audio``), timed."""
+    from speechtrain.data.audio import AudioProblem, load_audio
+    from speechtrain.data.features import log_mel_numpy
+    from speechtrain.recipes.inference import load_task
+
+    cfg, task = load_task(run_dir)
+    if not hasattr(task, "vocode"):
+        raise UserError(
+            f"{run_dir} is a '{cfg.model.name}' run, not a vocoder (train e.g. recipes/vocoder_hifigan.yaml)"
+        )
+    try:
+        wav, _ = load_audio(str(audio_in), cfg.data.sample_rate)
+    except (AudioProblem, OSError) as exc:
+        raise DataError(f"{audio_in}: cannot read audio: {exc}") from None
+    mel = log_mel_numpy(wav, cfg.data)
+    t0 = time.perf_counter()
+    audio = task.vocode(mel)
+    compute = time.perf_counter() - t0
+    seconds = _write_wav(out, audio, cfg.data.sample_rate)
+    return Inference(out, seconds, compute, compute / seconds if seconds else float("nan"))
+
+
+def classify(run_dir: str | Path, audio_in: str | Path) -> tuple[str, dict[str, float], float]:
+    """Label and class probabilities of one file with a classifier run, and the seconds it took."""
+    from speechtrain.recipes.inference import load_task
+
+    if not Path(audio_in).is_file():
+        raise DataError(f"file not found: {audio_in}")
+    cfg, task = load_task(run_dir)
+    if not hasattr(task, "classify"):
+        raise UserError(f"{run_dir} is a '{cfg.model.name}' run, not a classifier (train e.g. classifier_cnn_lstm)")
+    t0 = time.perf_counter()
+    label, probs = task.classify(str(audio_in))
+    return label, {k: float(v) for k, v in probs.items()}, time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------------------------- GPU
+_NVML: Any = None
+
+
+def has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def gpu_stats() -> list[dict[str, float]] | None:
+    """Utilisation %, memory GiB, temperature C and power W per GPU from NVML (None without one).
+
+    pynvml (nvidia-ml-py, the ``gpu`` extra) is imported on first use only."""
+    global _NVML
+    if _NVML is None:
+        from speechtrain.bench.nvml import _load_pynvml
+
+        _NVML = _load_pynvml() or False
+    if not _NVML:
+        return None
+    nv = _NVML
+    out = []
+    try:
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            util = nv.nvmlDeviceGetUtilizationRates(h)
+            mem = nv.nvmlDeviceGetMemoryInfo(h)
+            out.append(
+                {
+                    "gpu": i,
+                    "util_pct": float(util.gpu),
+                    "mem_gib": mem.used / 2**30,
+                    "temp_c": float(nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU)),
+                    "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
+                }
+            )
+    except Exception:  # NVML's own error types; a GPU that went away reads as none
+        return None
+    return out

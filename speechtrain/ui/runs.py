@@ -1,0 +1,176 @@
+"""Run directories as the UI lists them: found by scanning, whoever started them (UI or CLI).
+
+Status comes from the files alone, so a reloaded page or a restarted UI sees the same thing:
+``running`` (its UI process is alive, or metrics.jsonl was written in the last minute by a run
+started elsewhere), ``finished`` (reached train.max_steps), ``stopped`` (a checkpoint short of
+max_steps: resumable), ``failed`` (the command ended with an error; the message is kept) or
+``starting`` (no config.yaml yet: the data is being prepared).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from speechtrain.ui import backend, jobs
+
+ACTIVE_SECONDS = 60.0  # metrics.jsonl younger than this: a run started outside the UI is taken as running
+
+
+@dataclass
+class RunInfo:
+    name: str
+    path: Path
+    status: str
+    model: str
+    step: int
+    max_steps: int | None
+    last_loss: float | None
+    updated: float
+    command: str = ""
+    error: str = ""
+
+    def row(self) -> list[Any]:
+        steps = f"{self.step}/{self.max_steps}" if self.max_steps else str(self.step)
+        loss = "" if self.last_loss is None else f"{self.last_loss:.4g}"
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.updated)) if self.updated else ""
+        return [self.name, self.status, self.model, steps, loss, when, str(self.path), self.error]
+
+
+COLUMNS = ["run", "status", "model", "step", "last loss", "updated", "directory", "error"]
+
+
+def job_folder(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "ui"
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "config.yaml").is_file() or (path / "ui" / "process.json").is_file()
+
+
+def find_runs(root: str | Path, depth: int = 2) -> list[Path]:
+    """Run directories under ``root`` (itself, children, grandchildren)."""
+    root = Path(root)
+    found: list[Path] = []
+    level = [root]
+    for _ in range(depth + 1):
+        nxt: list[Path] = []
+        for d in level:
+            if not d.is_dir() or d.name in ("checkpoints", "samples", "tensorboard", "ui", ".ui"):
+                continue
+            if is_run_dir(d):
+                found.append(d)
+            else:
+                nxt.extend(p for p in sorted(d.iterdir()) if p.is_dir())
+        level = nxt
+    return found
+
+
+def run_info(run_dir: str | Path) -> RunInfo:
+    run_dir = Path(run_dir)
+    cfg = backend.run_config(run_dir)
+    rows = backend.read_metrics(run_dir)
+    train_rows = [r for r in rows if r.get("split", "train") == "train"]
+    ckpts = backend.checkpoint_steps(run_dir)
+    step = max([int(r.get("step", 0)) for r in train_rows] + ckpts + [0])
+    max_steps = (cfg.get("train") or {}).get("max_steps")
+    model = (cfg.get("model") or {}).get("name", "")
+    loss = train_rows[-1].get("loss") if train_rows else None
+    metrics = run_dir / "metrics.jsonl"
+    updated = max([p.stat().st_mtime for p in (metrics, run_dir / "config.yaml") if p.exists()] + [0.0])
+    job = jobs.status(job_folder(run_dir))
+    error = ""
+    if job.status == "running":
+        status = "running" if cfg else "starting"
+    elif max_steps and step >= max_steps and ckpts:
+        status = "finished"
+    elif job.status in ("failed", "gone"):
+        status, error = "failed", job.error or f"exit code {job.exit_code}"
+    elif job.status == "none" and updated and time.time() - updated < ACTIVE_SECONDS and not ckpts:
+        status = "running"  # started outside the UI, writing right now
+    elif ckpts:
+        status = "stopped"
+    else:
+        status = "empty"
+    updated = max(updated, job.started or 0.0)
+    return RunInfo(run_dir.name, run_dir, status, model, step, max_steps, _num(loss), updated, job.command, error)
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def list_runs(root: str | Path) -> list[RunInfo]:
+    """Every run under ``root``, most recently updated first."""
+    return sorted((run_info(p) for p in find_runs(root)), key=lambda r: -r.updated)
+
+
+# ------------------------------------------------------------------------------------------ live view
+LOSS_SKIP = {"step", "epoch", "samples_seen", "audio_seconds_seen", "oom_recoveries", "nonfinite_steps"}
+
+
+def loss_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
+    """(step, series, value) of the train losses (keys ``loss`` and ``*_loss``/``loss_*``/``*_ce``)."""
+    out = []
+    for r in rows:
+        if r.get("split", "train") != "train":
+            continue
+        for k, v in r.items():
+            if _num(v) is not None and k not in LOSS_SKIP and ("loss" in k or k.endswith(("_ce", "_l1"))):
+                out.append((int(r["step"]), k, float(v)))
+    return out
+
+
+def eval_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
+    out = []
+    for r in rows:
+        if r.get("split") != "eval":
+            continue
+        for k, v in r.items():
+            if k != "step" and _num(v) is not None:
+                out.append((int(r["step"]), f"eval {k}", float(v)))
+    return out
+
+
+def speed_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
+    """audio-s/s and the data-wait share (percent) per logged step."""
+    out = []
+    for r in rows:
+        if r.get("split", "train") != "train":
+            continue
+        if _num(r.get("audio_seconds_per_second")) is not None:
+            out.append((int(r["step"]), "audio s/s", float(r["audio_seconds_per_second"])))
+        if _num(r.get("data_wait_fraction")) is not None:
+            out.append((int(r["step"]), "data wait %", 100.0 * float(r["data_wait_fraction"])))
+    return out
+
+
+def memory_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
+    """Memory columns (``mem_*`` bytes) in GiB."""
+    out = []
+    for r in rows:
+        if r.get("split", "train") != "train":
+            continue
+        for k, v in r.items():
+            if k.startswith("mem_") and _num(v) is not None:
+                out.append((int(r["step"]), k[4:], float(v) / 2**30))
+    return out
+
+
+def events(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """Events the trainer reported (OOM recovered, precision fallback, numerics skips, warnings)."""
+    out: list[list[Any]] = []
+    last_nonfinite = 0
+    for r in rows:
+        for e in r.get("events") or []:
+            detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("event", "step"))
+            out.append([e.get("step", r.get("step")), e.get("event", "event"), detail])
+        n = r.get("nonfinite_steps")
+        if isinstance(n, int) and n > last_nonfinite:
+            out.append([r.get("step"), "nonfinite_skipped", f"{n - last_nonfinite} step(s) skipped (NaN/inf)"])
+            last_nonfinite = n
+        if r.get("warning"):
+            out.append([r.get("step"), "warning", r["warning"]])
+    return out
