@@ -3,7 +3,7 @@
 ``make_singing_corpus(out, utterances, seed)`` writes the LJSpeech layout (``out/metadata.csv`` +
 ``out/wavs/ID.wav``, 16-bit PCM) plus ``out/f0/ID.npy``: the true f0 in Hz of every mel frame
 (``T_samples // hop_length`` values, measured at the centre of each hop as in
-:mod:`speechtrain.audio.pitch`; 0 in rests), and ``out/f0/info.json`` with the sample rate and hop.
+:mod:`speechtrain.data.pitch`; 0 in rests), and ``out/f0/info.json`` with the sample rate and hop.
 
 Each utterance is a phrase of sung notes: a vowel per note (harmonics shaped by three formants that
 glide between vowels), a pitch from a major scale between MIDI 45 and 76 (110-659 Hz), a portamento

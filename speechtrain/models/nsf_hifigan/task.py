@@ -3,7 +3,7 @@
 f0 source, in order: the batch's ``f0`` (B, T_frames) when the data pipeline provides it (with an optional
 ``voiced`` mask, else ``f0 > 0``); otherwise, the interim path, f0 is extracted from the batch's own audio
 crop with ``model.f0_method`` (``yin`` runs batched on the device). Either way f0 frame ``i`` is measured at
-the centre of hop ``i`` of the crop (:mod:`speechtrain.audio.pitch`), the frame mel column ``i`` covers, so
+the centre of hop ``i`` of the crop (:mod:`speechtrain.data.pitch`), the frame mel column ``i`` covers, so
 f0, mel and audio stay aligned; the few frames at each crop edge are measured partly on padding.
 Unvoiced frames are filled log-linearly (``model.f0_interpolate``) and f0 is kept below the source's
 Nyquist frequency.
@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from speechtrain.audio.pitch import extract_f0, interpolate_unvoiced, yin_f0
 from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
+from speechtrain.data.pitch import extract_f0, interpolate_unvoiced, yin_f0
 from speechtrain.errors import UserError
 from speechtrain.models.hifigan.task import HiFiGANTask
 from speechtrain.models.nsf_hifigan.model import NSFGenerator

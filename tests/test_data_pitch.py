@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from speechtrain.audio.pitch import (
+from speechtrain.data.demo_singing import frame_f0, plan_singing_corpus, synthesize_phrase
+from speechtrain.data.pitch import (
     extract_f0,
     f0_error,
     frame_centres,
@@ -17,7 +18,6 @@ from speechtrain.audio.pitch import (
     shift_f0,
     yin_f0,
 )
-from speechtrain.data.demo_singing import frame_f0, plan_singing_corpus, synthesize_phrase
 from speechtrain.errors import UserError
 
 SR, HOP = 22050, 256

@@ -1,1 +1,0 @@
-"""Signal processing below the data layer (no model code): pitch (f0) extraction and pitch helpers."""
