@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SerializeAsAny, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SerializeAsAny, ValidationError, model_validator
 
 from speechtrain import registry
 from speechtrain.errors import UserError
@@ -109,6 +109,42 @@ class DataConfig(Section):
     time_mask_width: int = Field(20, ge=0, description="Max width of a time mask in frames.")
     freq_masks: int = Field(0, ge=0, description="SpecAugment frequency masks per item (training only).")
     freq_mask_width: int = Field(10, ge=0, description="Max width of a frequency mask in mel bands.")
+    f0_method: Literal["yin", "parselmouth"] | None = Field(
+        None,
+        description="f0 per mel frame, computed by prepare and cached beside the mel (0 = unvoiced): yin (torch) "
+        "or parselmouth (Praat, pip install 'speechtrain[pitch]'); None: no f0. NSF vocoders need it.",
+    )
+    f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz; SingingVocoders: 65).")
+    f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz; SingingVocoders: 1100).")
+    pitch_shift_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of training crops key-shifted (audio resampled, mel recomputed, f0 scaled together, as "
+        "SingingVocoders' key_aug); needs data.crop_frames. 0: off.",
+    )
+    pitch_shift_semitones: tuple[float, float] = Field(
+        (-1.82, 5.83),
+        description="Range of the key shift in semitones, drawn uniformly (default: SingingVocoders' speed 0.9-1.4).",
+    )
+
+    @model_validator(mode="after")
+    def _check_pitch(self) -> DataConfig:
+        if self.f0_max <= self.f0_min:
+            raise ValueError(f"data.f0_max ({self.f0_max}) must be above data.f0_min ({self.f0_min})")
+        if self.f0_method is not None and self.f0_max >= self.sample_rate / 2:
+            raise ValueError(
+                f"data.f0_max ({self.f0_max} Hz) must be below the Nyquist frequency ({self.sample_rate / 2} Hz)"
+            )
+        lo, hi = self.pitch_shift_semitones
+        if lo > hi:
+            raise ValueError(f"data.pitch_shift_semitones [{lo}, {hi}]: the first must not exceed the second")
+        if self.pitch_shift_prob > 0 and not self.crop_frames:
+            raise ValueError(
+                "data.pitch_shift_prob shifts random crops (a shifted utterance changes length): set "
+                "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
+            )
+        return self
 
 
 class ModelSection(Section):
@@ -286,6 +322,9 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
             elif valid:
                 msg += f"; valid keys here: {', '.join(valid)}"
             lines.append(msg)
+        elif e["type"] == "value_error" and isinstance(e.get("input"), dict):
+            # a section's own cross-field check: its message names the keys and the fix
+            lines.append(str(e["msg"]).removeprefix("Value error, "))
         else:
             value = e.get("input")
             field_cls = _model_for_path(root, loc[:-1])

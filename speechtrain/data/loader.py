@@ -82,6 +82,9 @@ class FieldNeeds(Protocol):
     @property
     def labels(self) -> bool: ...
 
+    @property
+    def f0(self) -> bool: ...
+
 
 class UtteranceSource(Protocol):
     """What the loaders read from: a :class:`~speechtrain.data.dataset.SpeechDataset` or a look-alike
@@ -111,12 +114,14 @@ def item_keys(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
         keys.append("speaker")
     if needs.labels:
         keys.append("label")
+    if needs.f0:
+        keys.append("f0")
     return tuple(keys)
 
 
 def dataset_fields(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
-    """The ``fields`` argument of ``SpeechDataset.from_config`` for a task (mel/audio/tokens only)."""
-    return tuple(k for k in item_keys(data, needs) if k in ("mel", "audio", "tokens"))
+    """The ``fields`` argument of ``SpeechDataset.from_config`` for a task (mel/audio/tokens/f0 only)."""
+    return tuple(k for k in item_keys(data, needs) if k in ("mel", "audio", "tokens", "f0"))
 
 
 def resolve_pin_memory(value: bool | str) -> bool:

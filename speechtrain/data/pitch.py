@@ -45,6 +45,24 @@ def frame_centres(n_frames: int, hop_length: int, sample_rate: int) -> np.ndarra
     return (np.arange(n_frames) + 0.5) * hop_length / sample_rate
 
 
+@dataclass(frozen=True)
+class F0Settings:
+    """How f0 is extracted (a change of any of them changes the cached f0)."""
+
+    method: PitchMethod = "yin"
+    f0_min: float = F0_MIN
+    f0_max: float = F0_MAX
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict (hashed into the f0 cache keys: keep the names)."""
+        return {"f0_method": self.method, "f0_min": float(self.f0_min), "f0_max": float(self.f0_max)}
+
+    def extract(self, audio: np.ndarray | torch.Tensor, sample_rate: int, hop_length: int) -> np.ndarray:
+        """f0 float32 (T_frames,) of one 1-D signal, 0 where unvoiced (the cached layout)."""
+        f0, voiced = extract_f0(audio, sample_rate, hop_length, self.method, self.f0_min, self.f0_max)
+        return np.where(voiced, f0, 0.0).astype(np.float32)
+
+
 # --- YIN in torch ------------------------------------------------------------------------------------------
 
 

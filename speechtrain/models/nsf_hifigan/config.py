@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import Field, model_validator
 
 from speechtrain.models.hifigan.config import HiFiGANConfig
@@ -11,6 +9,8 @@ from speechtrain.models.hifigan.config import HiFiGANConfig
 
 class NSFHiFiGANConfig(HiFiGANConfig):
     """NSF-HiFiGAN: mel (B, n_mels, T_frames) + f0 (B, T_frames) -> waveform (B, 1, T_frames * hop_length).
+
+    f0 comes from the feature cache: set ``data.f0_method`` (and ``data.f0_min`` / ``data.f0_max``).
 
     Every HiFi-GAN key applies (generator, discriminators, losses). The source: ``mini_nsf: false`` is the
     harmonic-plus-noise source of NSF (a sine and ``harmonic_num`` overtones at the output rate, noise where
@@ -35,13 +35,6 @@ class NSFHiFiGANConfig(HiFiGANConfig):
     noise_std: float = Field(0.003, ge=0, description="Std of the noise added to voiced source samples.")
     voiced_threshold: float = Field(0.0, ge=0, description="f0 (Hz) above which a source frame is voiced.")
     noise_sigma: float = Field(0.0, ge=0, description="Std of Gaussian noise added after the input conv (training).")
-    f0_method: Literal["yin", "parselmouth"] = Field(
-        "yin",
-        description="f0 extractor used when a batch carries no f0 (computed from its audio crop): yin (torch, on "
-        "the device) or parselmouth (Praat, CPU, needs speechtrain[pitch]).",
-    )
-    f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz).")
-    f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz).")
     f0_interpolate: bool = Field(
         True, description="Fill unvoiced frames by log-linear interpolation before the source (as SingingVocoders)."
     )
@@ -50,6 +43,4 @@ class NSFHiFiGANConfig(HiFiGANConfig):
     def _check_nsf(self) -> NSFHiFiGANConfig:
         if self.mini_nsf and len(self.upsample_rates) < 2:
             raise ValueError("model.mini_nsf injects its source after the second upsampling stage: use >= 2 stages")
-        if self.f0_max <= self.f0_min:
-            raise ValueError(f"model.f0_max ({self.f0_max}) must be above model.f0_min ({self.f0_min})")
         return self

@@ -1,11 +1,10 @@
 """NSF-HiFiGAN as a Task: HiFi-GAN's two stages (``disc``, ``gen``) on crops of (mel, f0, audio).
 
-f0 source, in order: the batch's ``f0`` (B, T_frames) when the data pipeline provides it (with an optional
-``voiced`` mask, else ``f0 > 0``); otherwise, the interim path, f0 is extracted from the batch's own audio
-crop with ``model.f0_method`` (``yin`` runs batched on the device). Either way f0 frame ``i`` is measured at
-the centre of hop ``i`` of the crop (:mod:`speechtrain.data.pitch`), the frame mel column ``i`` covers, so
-f0, mel and audio stay aligned; the few frames at each crop edge are measured partly on padding.
-Unvoiced frames are filled log-linearly (``model.f0_interpolate``) and f0 is kept below the source's
+f0 comes from the feature cache (``data.f0_method``: ``prepare`` measures it once per utterance, one value
+per mel frame at the centre of the frame's hop, 0 where unvoiced, :mod:`speechtrain.data.pitch`); the
+loader crops it with the mel and the audio, so the three stay aligned frame for frame (and a key-shifted
+crop carries its f0 scaled with it, :mod:`speechtrain.data.augment`). Before the source, unvoiced gaps are
+filled log-linearly (``model.f0_interpolate``, as SingingVocoders) and f0 is kept below the source's
 Nyquist frequency.
 """
 
@@ -20,10 +19,11 @@ from torch import nn
 
 from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
-from speechtrain.data.pitch import extract_f0, interpolate_unvoiced, yin_f0
-from speechtrain.errors import UserError
+from speechtrain.data.pitch import F0Settings, interpolate_unvoiced
+from speechtrain.errors import DataError, UserError
 from speechtrain.models.hifigan.task import HiFiGANTask
 from speechtrain.models.nsf_hifigan.model import NSFGenerator
+from speechtrain.train.task import Needs
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
@@ -58,48 +58,36 @@ class NSFHiFiGANTask(HiFiGANTask):
     generator: NSFGenerator
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
+        self.f0_settings = F0Settings(data_cfg.f0_method or "yin", data_cfg.f0_min, data_cfg.f0_max)
         return build_nsf_generator(model_cfg, int(data_cfg.n_mels), int(data_cfg.sample_rate))
 
+    def needs(self) -> Needs:
+        return Needs(mel=True, audio=True, f0=True)
+
     # --- f0 ------------------------------------------------------------------------------------
-    def f0_from_audio(self, audio: np.ndarray | torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-        """``(f0, voiced)`` (T_frames,) of one 1-D signal at the run's sample rate, with the run's extractor."""
-        m = self.cfg
-        return extract_f0(audio, self.sample_rate, self.hop_length, m.f0_method, m.f0_min, m.f0_max)
+    def f0_from_audio(self, audio: np.ndarray | torch.Tensor) -> np.ndarray:
+        """f0 (T_frames,) Hz, 0 = unvoiced, of one 1-D signal at the run's sample rate, measured as ``prepare``
+        measures it (``data.f0_method``, ``data.f0_min``, ``data.f0_max``)."""
+        return self.f0_settings.extract(audio, self.sample_rate, self.hop_length)
 
     def batch_f0(self, batch: Batch) -> torch.Tensor:
-        """The source f0 (B, T_frames) of a batch: its ``f0`` if present, else extracted from its audio."""
+        """The source f0 (B, T_frames) of a batch: its cached ``f0``, gaps filled."""
+        if "f0" not in batch:
+            raise DataError(
+                "the batch has no f0: an NSF vocoder reads it from the feature cache; build the loader with the "
+                "task's needs (Needs.f0) and prepare with data.f0_method set"
+            )
+        f0 = batch["f0"].float()  # (B, T_frames), 0 = unvoiced
         n_frames = int(batch["mel"].shape[-1])
-        if "f0" in batch:
-            f0 = batch["f0"].float()  # (B, T_frames)
-            voiced = batch.get("voiced")
-        else:
-            f0, voiced = self._extract(batch["audio"], n_frames)
         if f0.shape[-1] != n_frames:
-            raise ValueError(f"batch f0 has {f0.shape[-1]} frames, its mel {n_frames}: one f0 per mel frame")
-        return self.prepare_f0(f0, voiced)
+            raise DataError(f"batch f0 has {f0.shape[-1]} frames, its mel {n_frames}: one f0 per mel frame")
+        return self.prepare_f0(f0)
 
-    def prepare_f0(self, f0: torch.Tensor, voiced: torch.Tensor | None = None) -> torch.Tensor:
-        """Unvoiced gaps filled (``model.f0_interpolate``), kept below the source's Nyquist frequency."""
+    def prepare_f0(self, f0: torch.Tensor) -> torch.Tensor:
+        """Unvoiced gaps (0) filled log-linearly (``model.f0_interpolate``), kept below the source's Nyquist."""
         if self.cfg.f0_interpolate:
-            f0 = interpolate_unvoiced(f0, voiced)
-        elif voiced is not None:
-            f0 = torch.where(voiced.bool(), f0, torch.zeros_like(f0))
+            f0 = interpolate_unvoiced(f0)
         return f0.clamp(max=0.49 * self.generator.source_rate)
-
-    @torch.no_grad()
-    def _extract(self, audio: torch.Tensor, n_frames: int) -> tuple[torch.Tensor, torch.Tensor]:
-        m = self.cfg
-        if m.f0_method == "yin":
-            with torch.autocast(audio.device.type, enabled=False):
-                return yin_f0(audio, self.sample_rate, self.hop_length, m.f0_min, m.f0_max, n_frames=n_frames)
-        rows = audio.reshape(audio.shape[0], -1).float().cpu().numpy()  # host copy: Praat runs on the CPU
-        pairs = [
-            extract_f0(r, self.sample_rate, self.hop_length, m.f0_method, m.f0_min, m.f0_max, n_frames=n_frames)
-            for r in rows
-        ]
-        f0 = torch.from_numpy(np.stack([p[0] for p in pairs])).to(audio.device)
-        voiced = torch.from_numpy(np.stack([p[1] for p in pairs])).to(audio.device)
-        return f0, voiced
 
     # --- stages and inference ------------------------------------------------------------------
     def _generate(self, batch: Batch) -> torch.Tensor:
@@ -112,8 +100,8 @@ class NSFHiFiGANTask(HiFiGANTask):
         shorter than the mel is trimmed or edge-padded; shift f0 (x 2^(n/12)) to change the pitch."""
         if f0 is None:
             raise UserError(
-                "vocode: an NSF vocoder needs f0 (Hz per mel frame): pass f0=..., e.g. from "
-                "task.f0_from_audio(wav) or a .npy file (speechtrain vocode RUN --f0 F0.npy)"
+                "vocode: an NSF vocoder needs f0 (Hz per mel frame, 0 = unvoiced): pass f0=..., e.g. "
+                "task.f0_from_audio(wav), or on the command line --f0 F0.npy (or --audio IN.wav, whose f0 is measured)"
             )
         x = torch.as_tensor(np.asarray(mel) if not isinstance(mel, torch.Tensor) else mel).float()
         f = torch.as_tensor(np.asarray(f0) if not isinstance(f0, torch.Tensor) else f0).float()
@@ -133,7 +121,7 @@ class NSFHiFiGANTask(HiFiGANTask):
         was_training = self.generator.training
         self.generator.eval()
         try:
-            f = self.prepare_f0(f.to(device), f.to(device) > 0)
+            f = self.prepare_f0(f.to(device))
             y = self.generator(x.to(device), f).squeeze(1).float().cpu().numpy()  # (B, T_samples); host copy
         finally:
             self.generator.train(was_training)
@@ -161,7 +149,9 @@ def build_task(model: NSFHiFiGANConfig, data: DataConfig) -> NSFHiFiGANTask:
             f"model.upsample_rates {list(model.upsample_rates)} upsample by {up} but data.hop_length is "
             f"{data.hop_length}: make their product equal the hop length"
         )
-    nyquist = data.sample_rate / 2
-    if model.f0_max >= nyquist:
-        raise ConfigError(f"model.f0_max ({model.f0_max} Hz) must be below the Nyquist frequency ({nyquist} Hz)")
+    if data.f0_method is None:
+        raise ConfigError(
+            "model.name=nsf_hifigan needs f0 per mel frame: set data.f0_method=yin (torch) or parselmouth (Praat, "
+            "pip install 'speechtrain[pitch]'); prepare then computes and caches it"
+        )
     return NSFHiFiGANTask(model, data)
