@@ -25,6 +25,7 @@ from pydantic import (
     PrivateAttr,
     SerializeAsAny,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -238,6 +239,22 @@ class TrainConfig(Section):
     eval_audio_samples: int = Field(4, ge=0, description="Audio samples written at evaluation (tasks with audio).")
     eval_batches: int | None = Field(None, gt=0, description="Cap on evaluation batches (None: the whole eval set).")
     seed: int = Field(1234, description="Seed for Python, NumPy, torch and the sampler.")
+    init_from: list[str] | None = Field(
+        None,
+        description="Start a fresh run from these weights (optimizer, step and schedule start afresh): a "
+        "speechtrain run directory or checkpoint, a jik876/hifi-gan g_ file (and its do_ file), or a "
+        "SingingVocoders NSF-HiFiGAN checkpoint. Modules the file lacks keep their initialisation; "
+        "init_report.txt in the run lists every tensor.",
+    )
+    init_trust_pickle: bool = Field(
+        False, description="init_from: allow files holding pickled Python objects (Lightning checkpoints)."
+    )
+
+    @field_validator("init_from", mode="before")
+    @classmethod
+    def _one_path_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | os.PathLike) else value
+
     output_dir: str = Field("runs/run", description="Run directory.")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
     memory_fraction: float | None = Field(

@@ -498,3 +498,50 @@ def test_tiny_recipe_learns_on_held_out_singing_and_vocodes_with_shifted_f0(tmp_
     np.save(tmp_path / "f0_bad.npy", np.full((2, 10), 220.0, np.float32))
     args = ["vocode", str(run_dir), "--mel", str(tmp_path / "mel.npy"), "--f0", str(tmp_path / "f0_bad.npy")]
     assert main([*args, "--out", str(out)]) == 2
+
+
+@pytest.mark.slow
+def test_init_from_a_published_generator_and_from_our_own_run(tmp_path: Path) -> None:
+    """train.init_from: an exported SingingVocoders generator (discriminators kept fresh), then our own run."""
+    from speechtrain.data.demo_singing import make_singing_corpus
+    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.train import train_from_config
+
+    corpus = make_singing_corpus(tmp_path / "corpus", utterances=6, seed=1)
+    ref = _reference(False)
+    torch.save({"generator": ref.state_dict()}, tmp_path / "model.ckpt")
+    common = [
+        f"data.manifest={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "data.eval_utterances=2",
+        "model.upsample_initial_channel=16",
+        "model.resblock_kernel_sizes=[3,5]",
+        "model.resblock_dilation_sizes=[[1,3,5],[1,3,5]]",
+        "train.max_steps=2",
+        "train.eval_every=2",
+        "train.save_every=2",
+        "train.eval_audio_samples=0",
+    ]
+    over = [*common, f"train.output_dir={tmp_path / 'a'}", f"train.init_from={tmp_path / 'model.ckpt'}"]
+    run_a, _ = train_from_config(load_config(RECIPES / "vocoder_nsf_hifigan_tiny.yaml", over))
+    report = (run_a / "init_report.txt").read_text().splitlines()
+    assert report[0].startswith(f"openvpi/SingingVocoders NSF-HiFiGAN ({tmp_path / 'model.ckpt'}): ")
+    assert f"{len(ref.state_dict())} tensors mapped" in report[0]
+    assert "  mpd: made up (not in the checkpoint: fresh initialisation kept)" in report
+    _, task = load_task(run_a, device="cpu", which="latest")
+    w = task.generator.conv_pre.parametrizations.weight.original1.detach()
+    assert (w - ref.conv_pre.weight_v).abs().max() < 5e-3  # two AdamW steps of lr 1e-3 from the import
+    fresh = _nsf_task().generator.conv_pre.parametrizations.weight.original1.detach()
+    assert (fresh - ref.conv_pre.weight_v).abs().max() > 5e-2
+
+    over_b = [*common, f"train.output_dir={tmp_path / 'b'}", f"train.init_from={run_a}"]
+    run_b, summary = train_from_config(load_config(RECIPES / "vocoder_nsf_hifigan_tiny.yaml", over_b))
+    assert summary["steps"] == 2  # a fresh run: step 0 to 2, not a resume of run a
+    first = (run_b / "init_report.txt").read_text().splitlines()[0]
+    assert first.startswith("speechtrain (") and "0 made up" in first
+
+    bad = tmp_path / "bad.pt"
+    torch.save({"weights": torch.zeros(2)}, bad)
+    over_c = [*common, f"train.output_dir={tmp_path / 'c'}", f"train.init_from={bad}"]
+    with pytest.raises(CheckpointError, match="not a checkpoint layout"):
+        train_from_config(load_config(RECIPES / "vocoder_nsf_hifigan_tiny.yaml", over_c))

@@ -218,3 +218,60 @@ def weight_norm_from_plain(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     """``(g, v)`` of weight norm over dim 0 that reproduce a plain ``weight`` exactly (g = ||w|| per output)."""
     dims = tuple(range(1, weight.dim()))
     return weight.norm(dim=dims, keepdim=True), weight.clone()
+
+
+# --- train.init_from: weights only, from our own runs or a published checkpoint ----------------------------------
+def _own_checkpoint(path: Path) -> Path:
+    """A run directory's ``best.pt`` (else its newest step checkpoint), or the file itself."""
+    if path.is_dir():
+        from speechtrain.train import checkpoint as ckpt
+
+        if (path / "best.pt").is_file():
+            return path / "best.pt"
+        steps = ckpt.list_checkpoints(path / "checkpoints")
+        if not steps:
+            raise CheckpointError(f"{path}: a folder without best.pt or checkpoints/step_*.pt: give a checkpoint file")
+        return steps[-1][1]
+    return path
+
+
+def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedCheckpoint:
+    """The weights named by ``train.init_from``: a speechtrain run directory or checkpoint (every module), a
+    jik876/hifi-gan ``g_`` file (and its ``do_`` file as a second path), or a SingingVocoders / OpenVPI
+    NSF-HiFiGAN file (exported generator or Lightning training checkpoint). The layout is read from the file."""
+    if not paths or len(paths) > 2:
+        raise CheckpointError(f"train.init_from takes one checkpoint (or a g_ and a do_ file), got {paths}")
+    first = _own_checkpoint(Path(paths[0]))
+    obj, name = read_checkpoint(first, trust_pickle)
+    if isinstance(obj, Mapping) and "modules" in obj and isinstance(obj["modules"], Mapping):
+        if len(paths) > 1:
+            raise CheckpointError(f"{name}: a speechtrain checkpoint carries every module: give it alone")
+        report = ImportReport("speechtrain", name)
+        out = {
+            mod: map_state_dict(tensors_only(sd, f"module '{mod}'", name), lambda k: k, report, f"{mod}.", f"{mod}.")
+            for mod, sd in obj["modules"].items()
+        }
+        for key in obj:
+            if key != "modules":
+                report.skipped.append((key, "trainer state: init_from starts a fresh optimizer and step 0"))
+        return ImportedCheckpoint(out, report)
+    if isinstance(obj, Mapping) and ("generator" in obj or "state_dict" in obj):
+        gen = obj.get("generator")
+        source = isinstance(gen, Mapping) and any(str(k).startswith(("m_source.", "source_conv.")) for k in gen)
+        if "state_dict" in obj or source:
+            from speechtrain.models.nsf_hifigan.importers import import_singingvocoders
+
+            if len(paths) > 1:
+                raise CheckpointError(f"{name}: an NSF-HiFiGAN checkpoint is one file; drop {paths[1]}")
+            imported = import_singingvocoders(obj, trust_pickle)
+        else:
+            from speechtrain.models.hifigan.importers import import_jik876
+
+            imported = import_jik876(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
+        imported.report.source = imported.report.source.replace("state dict", name, 1)
+        return imported
+    found = sorted(obj)[:8] if isinstance(obj, Mapping) else type(obj).__name__
+    raise CheckpointError(
+        f"{name}: not a checkpoint layout train.init_from reads (a speechtrain run or checkpoint, jik876/hifi-gan "
+        f"g_/do_ files, SingingVocoders NSF-HiFiGAN); it holds {found}"
+    )
