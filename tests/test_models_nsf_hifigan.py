@@ -314,6 +314,42 @@ def test_lightning_checkpoint_with_mpd_and_msd_imports_every_tensor() -> None:
     assert (a - b).abs().max() < 1e-4
 
 
+def _ref_mrd(resolutions: list[tuple[int, int, int]]) -> nn.Module:
+    """UnivNet's MultiResSpecDiscriminator as SingingVocoders' MRD task builds it (a window buffer per scale)."""
+    mrd = nn.Module()
+    mrd.discriminators = nn.ModuleList()
+    for _n_fft, _hop, win in resolutions:
+        d = nn.Module()
+        d.register_buffer("window", torch.hann_window(win))
+        convs = [nn.Conv2d(1, 32, (3, 9), padding=(1, 4))]
+        convs += [nn.Conv2d(32, 32, (3, 9), stride=(1, 2), padding=(1, 4)) for _ in range(3)]
+        convs.append(nn.Conv2d(32, 32, (3, 3), padding=(1, 1)))
+        d.discriminators = nn.ModuleList(_legacy_wn(c) for c in convs)
+        d.out = _legacy_wn(nn.Conv2d(32, 1, 3, 1, 1))
+        mrd.discriminators.append(d)
+    return mrd
+
+
+def test_lightning_checkpoint_with_mrd_maps_to_our_mrsd() -> None:
+    """SingingVocoders' MRD variant: discriminators.N.discriminators.K / .out -> our mrsd convs.K / conv_post,
+    the STFT window buffers skipped (ours are recomputed)."""
+    resolutions = [(512, 64, 256), (256, 32, 128)]
+    mrd, mpd = _ref_mrd(resolutions), _ref_mpd([2])
+    state = {f"generator.{k}": v for k, v in _reference(False).state_dict().items()}
+    state |= {f"discriminator.mrd.{k}": v for k, v in mrd.state_dict().items()}
+    state |= {f"discriminator.mpd.{k}": v for k, v in mpd.state_dict().items()}
+    imported = import_singingvocoders({"state_dict": state})
+    windows = {f"discriminator.mrd.discriminators.{i}.window" for i in range(2)}
+    assert {k for k, _ in imported.report.skipped} == windows
+    assert len(imported.report.mapped) == len(state) - len(windows)
+    res = "[[512,64,256],[256,32,128]]"
+    over = [f"model.mrsd_resolutions={res}", "model.disc_width=1.0", "model.periods=[2]"]
+    task = _nsf_task("model.scale_discriminator=mrsd", *over)
+    assert sorted(imported.load_into(task)) == ["generator", "mpd", "mrsd"]
+    ours = task.discriminators["mrsd"].discriminators[1].convs[0].parametrizations.weight.original1
+    assert torch.equal(ours, mrd.discriminators[1].discriminators[0].weight_v)
+
+
 def test_training_continues_from_an_exported_generator(tmp_path: Path) -> None:
     """An exported generator file (their export_ckpt.py layout) -> our task (fresh discriminators) -> steps."""
     torch.save({"generator": _reference(False).state_dict()}, tmp_path / "model.ckpt")

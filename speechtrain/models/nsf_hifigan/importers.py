@@ -6,7 +6,10 @@ Two layouts: the exported generator (``export_ckpt.py``: ``{"generator": state d
 hyperparameters, so it needs ``trust_pickle=True``). Our generator uses their module names, so the generator
 and their MPD/MSD map by the weight-norm renaming alone; their MRD (UnivNet's ``MultiResSpecDiscriminator``:
 ``discriminators.N.discriminators.K``, ``discriminators.N.out``) maps to our ``mrsd`` (``convs.K``,
-``conv_post``), its STFT window buffers are left (ours is recomputed). Periods and STFT resolutions are not
+``conv_post``), its STFT window buffers are left (ours is recomputed). Their MRD frames its STFT with
+``torch.stft(center=True)`` and ours as HiFi-GAN's mel (``center=False``, ``(n_fft - hop) / 2`` reflect
+padding), so imported MRD weights see the same spectrogram shifted by about half a window: same shapes and
+weights, not the same outputs to the bit (the generator, MPD and MSD are). Periods and STFT resolutions are not
 recorded in a state dict: keep ``model.periods`` and ``model.mrsd_resolutions`` at the checkpoint's config.
 """
 
