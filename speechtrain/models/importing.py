@@ -84,6 +84,9 @@ class ImportedCheckpoint:
 
     state_dicts: dict[str, StateDict]
     report: ImportReport
+    # module -> key -> why a shape may differ from ours (e.g. another symbol table): such a tensor keeps our
+    # initialisation, recorded in the report as made up, instead of failing the load
+    may_differ: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def load_into(self, modules: Mapping[str, nn.Module] | Any, strict: bool = True) -> list[str]:
         """Load into ``modules`` (a dict of modules or a Task); returns the module names loaded.
@@ -106,6 +109,16 @@ class ImportedCheckpoint:
                 f"{self.report.source}: the task has no module(s) {unknown} (it has {sorted(mods)}): check the "
                 f"config (e.g. model.scale_discriminator) against the checkpoint"
             )
+        for name, allowed in self.may_differ.items():
+            if name not in mods or name not in self.state_dicts:
+                continue
+            sd, want = self.state_dicts[name], mods[name].state_dict()
+            for key, why in allowed.items():
+                if key in sd and key in want and tuple(sd[key].shape) != tuple(want[key].shape):
+                    self.report.filled.append(
+                        (f"{name}.{key}", f"{why}: checkpoint {list(sd[key].shape)} vs ours {list(want[key].shape)}")
+                    )
+                    sd[key] = want[key].detach().clone()
         for name, sd in self.state_dicts.items():
             check_state_dict(mods[name], sd, f"{self.report.source} [{name}]")
         for name, sd in self.state_dicts.items():
@@ -237,8 +250,9 @@ def _own_checkpoint(path: Path) -> Path:
 
 def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedCheckpoint:
     """The weights named by ``train.init_from``: a speechtrain run directory or checkpoint (every module), a
-    jik876/hifi-gan ``g_`` file (and its ``do_`` file as a second path), or a SingingVocoders / OpenVPI
-    NSF-HiFiGAN file (exported generator or Lightning training checkpoint). The layout is read from the file."""
+    jik876/hifi-gan ``g_`` file (and its ``do_`` file as a second path), a SingingVocoders / OpenVPI
+    NSF-HiFiGAN file (exported generator or Lightning training checkpoint), or a jaywalnut310/vits ``G_``
+    file (and its ``D_`` file). The layout is read from the file."""
     if not paths or len(paths) > 2:
         raise CheckpointError(f"train.init_from takes one checkpoint (or a g_ and a do_ file), got {paths}")
     first = _own_checkpoint(Path(paths[0]))
@@ -270,8 +284,14 @@ def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedChe
             imported = import_jik876(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
         imported.report.source = imported.report.source.replace("state dict", name, 1)
         return imported
+    if isinstance(obj, Mapping) and isinstance(obj.get("model"), Mapping):
+        from speechtrain.models.vits.importers import import_jaywalnut310
+
+        imported = import_jaywalnut310(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
+        imported.report.source = imported.report.source.replace("state dict", name, 1)
+        return imported
     found = sorted(obj)[:8] if isinstance(obj, Mapping) else type(obj).__name__
     raise CheckpointError(
         f"{name}: not a checkpoint layout train.init_from reads (a speechtrain run or checkpoint, jik876/hifi-gan "
-        f"g_/do_ files, SingingVocoders NSF-HiFiGAN); it holds {found}"
+        f"g_/do_ files, SingingVocoders NSF-HiFiGAN, jaywalnut310/vits G_/D_ files); it holds {found}"
     )
