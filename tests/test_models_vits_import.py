@@ -14,7 +14,7 @@ import torch
 from speechtrain.config import load_config
 from speechtrain.errors import CheckpointError
 from speechtrain.models.importing import check_state_dict, import_for_init
-from speechtrain.models.vits.importers import import_jaywalnut310
+from speechtrain.models.vits.importers import import_coqui, import_jaywalnut310
 from speechtrain.recipes import build_task
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -87,3 +87,45 @@ def test_errors_say_what_was_found() -> None:
     imported = import_jaywalnut310({"model": _random(LAYOUT["ljs"]["generator"], "meta")})
     with pytest.raises(CheckpointError, match="missing"):
         imported.load_into(ljs, strict=False)  # a multi-speaker model has conditioning layers the file lacks
+
+
+COQUI = json.loads((ROOT / "tests" / "data" / "vits_coqui_layout.json").read_text())
+
+
+@pytest.mark.parametrize(("layout", "speakers"), [("single", 0), ("multi", 109)])
+def test_coqui_layout_maps_key_for_key(layout: str, speakers: int) -> None:
+    """Coqui TTS's Vits (text_encoder, posterior_encoder, flow without Flip modules, duration_predictor with
+    log_scale/translation, waveform_decoder, disc.nets): every tensor lands on ours, shapes equal but the
+    symbol table."""
+    sd = _random(COQUI[layout], "meta")
+    imported = import_coqui({"model": sd, "config": {"model": "vits"}})
+    report = imported.report
+    assert len(report.mapped) == len(sd) + 2  # the two plain decoder convs become g and v
+    assert [k for k, _ in report.skipped] == ["config"]
+    with torch.device("meta"):
+        task = build_task(load_config(ROOT / "recipes" / "vits.yaml", [f"model.n_speakers={speakers}"]))
+    gen = dict(imported.state_dicts["generator"])
+    assert list(gen["enc_p.emb.weight"].shape) == [178, 192]
+    gen["enc_p.emb.weight"] = task.generator.state_dict()["enc_p.emb.weight"]  # another symbol table
+    check_state_dict(task.generator, gen, f"coqui {layout} generator")
+    check_state_dict(task.modules()["discriminator"], imported.state_dicts["discriminator"], "coqui discriminator")
+    targets = {m.source: m.target for m in report.mapped}
+    assert targets["flow.flows.3.pre.weight"] == "generator.flow.flows.6.pre.weight"
+    assert targets["duration_predictor.flows.0.log_scale"] == "generator.dp.flows.0.logs"
+    assert targets["duration_predictor.post_flows.4.proj.bias"] == "generator.dp.post_flows.7.proj.bias"
+    assert targets["text_encoder.encoder.ffn_layers.5.conv_2.bias"] == "generator.enc_p.encoder.ffn.5.conv_2.bias"
+    assert targets["disc.nets.0.conv_post.bias"] == "discriminator.discriminators.0.conv_post.bias"
+
+
+def test_init_from_reads_a_coqui_file(tmp_path: Path) -> None:
+    model = {"text_encoder.emb.weight": torch.zeros(3, 2), "waveform_decoder.conv_pre.weight": torch.ones(4, 2, 7)}
+    torch.save({"model": model, "config": {"run_name": "x"}, "step": 5}, tmp_path / "model.pth")
+    imported = import_for_init([str(tmp_path / "model.pth")])
+    assert imported.report.layout == "coqui-ai/TTS VITS" and imported.report.source == str(tmp_path / "model.pth")
+    assert set(imported.state_dicts["generator"]) == {
+        "enc_p.emb.weight",
+        "dec.conv_pre.parametrizations.weight.original0",
+        "dec.conv_pre.parametrizations.weight.original1",
+    }
+    with pytest.raises(CheckpointError, match="holds its discriminator"):
+        import_for_init([str(tmp_path / "model.pth"), str(tmp_path / "model.pth")])

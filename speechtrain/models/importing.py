@@ -251,8 +251,8 @@ def _own_checkpoint(path: Path) -> Path:
 def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedCheckpoint:
     """The weights named by ``train.init_from``: a speechtrain run directory or checkpoint (every module), a
     jik876/hifi-gan ``g_`` file (and its ``do_`` file as a second path), a SingingVocoders / OpenVPI
-    NSF-HiFiGAN file (exported generator or Lightning training checkpoint), or a jaywalnut310/vits ``G_``
-    file (and its ``D_`` file). The layout is read from the file."""
+    NSF-HiFiGAN file (exported generator or Lightning training checkpoint), a jaywalnut310/vits ``G_``
+    file (and its ``D_`` file) or a Coqui TTS VITS ``model.pth``. The layout is read from the file."""
     if not paths or len(paths) > 2:
         raise CheckpointError(f"train.init_from takes one checkpoint (or a g_ and a do_ file), got {paths}")
     first = _own_checkpoint(Path(paths[0]))
@@ -285,13 +285,18 @@ def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedChe
         imported.report.source = imported.report.source.replace("state dict", name, 1)
         return imported
     if isinstance(obj, Mapping) and isinstance(obj.get("model"), Mapping):
-        from speechtrain.models.vits.importers import import_jaywalnut310
+        from speechtrain.models.vits.importers import import_coqui, import_jaywalnut310
 
-        imported = import_jaywalnut310(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
+        if any(str(k).startswith(("text_encoder.", "module.text_encoder.")) for k in obj["model"]):
+            if len(paths) > 1:
+                raise CheckpointError(f"{name}: a Coqui VITS checkpoint holds its discriminator: drop {paths[1]}")
+            imported = import_coqui(obj, trust_pickle)
+        else:
+            imported = import_jaywalnut310(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
         imported.report.source = imported.report.source.replace("state dict", name, 1)
         return imported
     found = sorted(obj)[:8] if isinstance(obj, Mapping) else type(obj).__name__
     raise CheckpointError(
         f"{name}: not a checkpoint layout train.init_from reads (a speechtrain run or checkpoint, jik876/hifi-gan "
-        f"g_/do_ files, SingingVocoders NSF-HiFiGAN, jaywalnut310/vits G_/D_ files); it holds {found}"
+        f"g_/do_ files, SingingVocoders NSF-HiFiGAN, jaywalnut310/vits G_/D_ files, Coqui VITS); it holds {found}"
     )
