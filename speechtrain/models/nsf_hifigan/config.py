@@ -34,7 +34,12 @@ class NSFHiFiGANConfig(HiFiGANConfig):
     sine_amp: float = Field(0.1, gt=0, description="Amplitude of the sine source.")
     noise_std: float = Field(0.003, ge=0, description="Std of the noise added to voiced source samples.")
     voiced_threshold: float = Field(0.0, ge=0, description="f0 (Hz) above which a source frame is voiced.")
-    noise_sigma: float = Field(0.0, ge=0, description="Std of Gaussian noise added after the input conv (training).")
+    noise_sigma: float = Field(
+        0.0,
+        ge=0,
+        description="Std of Gaussian noise added after the input conv, in training only (SingingVocoders adds it at "
+        "inference too; 0 in their configs and ours).",
+    )
     f0_interpolate: bool = Field(
         True, description="Fill unvoiced frames by log-linear interpolation before the source (as SingingVocoders)."
     )
