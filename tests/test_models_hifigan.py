@@ -254,6 +254,22 @@ def test_tiny_recipe_trains_and_vocodes(demo_corpus: Path, tmp_path: Path) -> No
     assert sf.info(str(out)).frames == 10 * 256
     np.save(tmp_path / "bad.npy", np.zeros((40, 10), np.float32))
     assert main(["vocode", str(run_dir), "--mel", str(tmp_path / "bad.npy"), "--out", str(out)]) == 2
+    np.save(tmp_path / "f0.npy", np.full(10, 220.0, np.float32))  # f0 is for NSF vocoders only
+    assert (
+        main(
+            [
+                "vocode",
+                str(run_dir),
+                "--mel",
+                str(tmp_path / "mel.npy"),
+                "--f0",
+                str(tmp_path / "f0.npy"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
 
 
 @pytest.mark.slow
