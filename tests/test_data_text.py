@@ -24,7 +24,9 @@ def test_round_trip_and_bos_eos() -> None:
 def test_normalisation_and_unknown_symbols() -> None:
     tok = Tokenizer()
     # accents are kept by default now; strip_accents=True is the normalisation of the ascii-set runs
-    assert normalize_text("  Caf\u00e9\u2019s   \u201cbest\u201d \u2014 ok ", strip_accents=True) == 'cafe\'s "best" - ok'
+    assert (
+        normalize_text("  Caf\u00e9\u2019s   \u201cbest\u201d \u2014 ok ", strip_accents=True) == 'cafe\'s "best" - ok'
+    )
     ids = tok.encode("a\u4e2db")
     assert ids[1] == tok.unk_id and tok.decode(ids) == "a_b"
 

@@ -213,7 +213,7 @@ def detect_format(path: str | os.PathLike[str], encoding: str | None = None) -> 
     if len(labels) == 1:
         raise DataError(
             f"{p}: the only sub-folder with audio is {labels[0].name}/ and there is no metadata file: a classifier "
-            f"folder needs two or more ROOT/<label>/ folders, TTS data a manifest (metadata.csv, train.csv, *.jsonl)"
+            f"folder needs at least two ROOT/<label>/ folders, TTS data a manifest (metadata.csv, train.csv, *.jsonl)"
         )
     raise DataError(
         f"{p}: cannot tell the dataset format: no metadata.csv (LJSpeech), train.csv/eval.csv (XTTS), *.jsonl "
