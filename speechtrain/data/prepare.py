@@ -285,7 +285,6 @@ def prepare_dataset(
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
             index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN))
-            store.write_index(plan.ref, index)
             indexes[plan.ref.role] = index
             report.listed += plan.listed
             report.problems.extend(index.problems)
@@ -294,6 +293,10 @@ def prepare_dataset(
             report.downmixed += sum(1 for it in index.items if it.channels > 1)
             report.empty_text_kept += sum(1 for it in index.items if not it.text)
         train, eval_index = indexes[Role.TRAIN], indexes.get(Role.EVAL)
+        if eval_index is not None:  # the run's symbols are the corpus's: an eval-only symbol is no <unk>
+            train.symbols = sorted(set(train.symbols) | set(eval_index.symbols))
+        for plan in plans:
+            store.write_index(plan.ref, indexes[plan.ref.role])
         report.train = len(store.split_items(Role.TRAIN, train, eval_index).items)
         report.eval = len(store.split_items(Role.EVAL, train, eval_index).items)
         report.removed_stale = store.collect_garbage()
@@ -360,7 +363,7 @@ def _report(train: list[TextItem], evaluation: list[TextItem], data: DataConfig)
     from speechtrain.data.text.tokenizer import symbols_of
 
     if data.symbols is None:
-        source, symbols = "learned", learn_symbols(train)
+        source, symbols = "learned", learn_symbols([*train, *evaluation])
     else:
         source, symbols = ("ascii" if data.symbols == "ascii" else "pinned"), list(symbols_of(data.symbols))
     return text_report(

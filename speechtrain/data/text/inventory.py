@@ -1,10 +1,11 @@
 """What the text front end did to a corpus: the symbol inventory and what it could not map.
 
-``prepare`` learns the symbols of a run from the training transcripts (:func:`learn_symbols`) and
-reports, in :class:`TextReport`: every symbol with its count, the characters it could not map (removed
-by the front end, or missing from a pinned symbol set, or -- in an eval manifest -- never seen in
-training) with counts and example utterance ids, and their share of all symbols. Above
-:data:`UNKNOWN_WARN_SHARE` it warns; ``prepare --strict`` fails.
+``prepare`` learns the symbols of a run from the corpus's transcripts (:func:`learn_symbols`; train
+and eval manifests) and reports, in :class:`TextReport`: every symbol with its count, the characters
+it could not map (removed by the front end, or missing from a pinned symbol set) with counts and
+example utterance ids, and their share of all symbols. Above :data:`UNKNOWN_WARN_SHARE` it warns;
+``prepare --strict`` fails. Learned symbols that only the eval transcripts have are listed apart
+(:attr:`TextReport.eval_only`: in the set, but no training item teaches them).
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class TextReport:
     source: str  # learned | pinned | ascii
     symbols: list[tuple[str, int]] = field(default_factory=list)  # (symbol, count), most frequent first
     unknown: list[UnknownChar] = field(default_factory=list)
+    #: learned symbols that only the eval transcripts have (in the set, but no training item teaches them)
+    eval_only: list[UnknownChar] = field(default_factory=list)
     total: int = 0  # symbols in all transcripts, unknown ones included
     utterances: int = 0
 
@@ -98,6 +101,7 @@ class TextReport:
             "symbols_total": self.total,
             "inventory": [{"symbol": s, "count": n} for s, n in self.symbols],
             "unknown": [u.to_dict() for u in self.unknown],
+            "eval_only": [u.to_dict() for u in self.eval_only],
             "unknown_count": self.unknown_count,
             "unknown_share": self.unknown_share,
             "rare": [{"symbol": s, "count": n} for s, n in self.rare],
@@ -114,6 +118,11 @@ class TextReport:
             lines.append(f"  - {u}")
         if len(self.unknown) > max_listed:
             lines.append(f"  ... {len(self.unknown) - max_listed} more (see --json)")
+        if self.eval_only:
+            lines.append(
+                f"eval-only {len(self.eval_only)} symbols only the eval transcripts have (untrained): "
+                + ", ".join(f"{u.char!r} x{u.count}" for u in self.eval_only[:20])
+            )
         if self.rare:
             lines.append("rare      " + ", ".join(f"{s!r} x{n}" for s, n in self.rare[:20]))
         return lines
@@ -140,12 +149,14 @@ def text_report(
 ) -> TextReport:
     """The report of the training (and eval) transcripts against the run's ``symbols``."""
     known = set(symbols)
+    in_training = {c for it in train for c in it.symbols}
     counts: Counter[str] = Counter()
     unknown: dict[tuple[str, str], UnknownChar] = {}
+    eval_only: dict[tuple[str, str], UnknownChar] = {}
     total = 0
 
-    def note(char: str, n: int, uid: str, reason: str) -> None:
-        u = unknown.setdefault((char, reason), UnknownChar(char, 0, [], reason))
+    def note(char: str, n: int, uid: str, reason: str, into: dict[tuple[str, str], UnknownChar] = unknown) -> None:
+        u = into.setdefault((char, reason), UnknownChar(char, 0, [], reason))
         u.count += n
         if len(u.ids) < EXAMPLES and uid not in u.ids:
             u.ids.append(uid)
@@ -159,6 +170,8 @@ def text_report(
             for c, n in here.items():
                 if c in known:
                     counts[c] += n
+                    if missing_reason == REASON_NOT_IN_TRAINING and c not in in_training:
+                        note(c, n, it.id, REASON_NOT_IN_TRAINING, eval_only)
                 else:
                     note(c, n, it.id, REASON_NOT_IN_SET if source != "learned" else missing_reason)
     return TextReport(
@@ -167,6 +180,7 @@ def text_report(
         source=source,
         symbols=counts.most_common(),
         unknown=sorted(unknown.values(), key=lambda u: -u.count),
+        eval_only=sorted(eval_only.values(), key=lambda u: -u.count),
         total=total,
         utterances=sum(1 for it in train if it.symbols or it.unmapped) + sum(1 for it in eval_items if it.symbols),
     )
