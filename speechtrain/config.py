@@ -17,7 +17,16 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, SerializeAsAny, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+)
 
 from speechtrain import registry
 from speechtrain.errors import UserError
@@ -282,6 +291,12 @@ class Config(Section):
     train: TrainConfig = Field(default_factory=TrainConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
     bench: BenchConfig = Field(default_factory=BenchConfig)
+    # the folder of the YAML file it was loaded from (a user's 'module:factory' is looked for there too)
+    _source_dir: Path | None = PrivateAttr(default=None)
+
+    @property
+    def source_dir(self) -> Path | None:
+        return self._source_dir
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (YAML/JSON-safe) of the resolved config."""
@@ -451,7 +466,10 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | None = None) -> Config:
     """Load a YAML config (or defaults when ``path`` is None) and apply ``key=value`` overrides."""
     raw = read_yaml(path) if path is not None else {}
-    return build_config(apply_overrides(raw, overrides or []))
+    cfg = build_config(apply_overrides(raw, overrides or []))
+    if path is not None:
+        cfg._source_dir = Path(path).resolve().parent
+    return cfg
 
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:

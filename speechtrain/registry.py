@@ -23,7 +23,11 @@ from __future__ import annotations
 import difflib
 import importlib
 import inspect
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from speechtrain.errors import UserError
@@ -107,18 +111,49 @@ def model_config_class(name: str) -> type | None:
     return getattr(importlib.import_module(f.package + ".config"), f.config_class)
 
 
-def build_task(model: Any, data: Any) -> Any:
-    """The Task of family ``model.name`` from its model section and the data section."""
+def import_user_module(name: str, module: str, search: Sequence[Path] = ()) -> ModuleType:
+    """The module of a user's ``module:factory`` (``name``): from the import path, else from the
+    working directory or the ``search`` folders (a console script, unlike ``python -m``, does not put
+    the working directory on the path). UserError when it is nowhere, naming where it looked."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        if exc.name is not None and exc.name != top and not module.startswith(exc.name + "."):
+            raise UserError(  # the user's module was found, something it imports was not
+                f"model.name={name}: importing {module} failed: {exc}; install what it imports"
+            ) from None
+    folders = list(dict.fromkeys(p.resolve() for p in [Path.cwd(), *search]))
+    for folder in folders:
+        if (folder / top).is_dir() or (folder / f"{top}.py").is_file():
+            if str(folder) not in sys.path:
+                sys.path.insert(0, str(folder))
+            importlib.invalidate_caches()
+            try:
+                return importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                raise UserError(f"model.name={name}: importing {module} from {folder} failed: {exc}") from None
+    raise UserError(
+        f"model.name={name}: no module '{module}' on the import path, in the working directory or in the "
+        f"config's folder (looked in {', '.join(str(f) for f in folders)}); run from the folder that holds "
+        f"'{top}', or add that folder to PYTHONPATH"
+    )
+
+
+def build_task(model: Any, data: Any, search: Sequence[Path] = ()) -> Any:
+    """The Task of family ``model.name`` from its model section and the data section (a user's
+    ``module:factory`` is also looked for in the ``search`` folders: the config's folder)."""
     name = model.name
     if name is None:
         raise UserError(f"model.name is not set: choose a family ({', '.join(families())}) or 'package.module:factory'")
     if not is_user_factory(name):
         return importlib.import_module(family(name).package + ".task").build_task(model, data)
     module, func = name.split(":", 1)
+    imported = import_user_module(name, module, search)
     try:
-        factory = getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError) as exc:
-        raise UserError(f"model.name={name}: cannot import the factory ({exc})") from None
+        factory = getattr(imported, func)
+    except AttributeError:
+        raise UserError(f"model.name={name}: {module} has no '{func}' (a function taking (model, data))") from None
     try:
         signature = inspect.signature(factory)
     except (TypeError, ValueError):  # no introspectable signature (a C function): call it as it is

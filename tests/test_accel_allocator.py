@@ -27,7 +27,7 @@ _CHILD = textwrap.dedent(
         x = torch.ones(64, 1024, 1024)
         del x
     before = page_faults()
-    for _ in range(10):
+    for _ in range(30):
         y = torch.ones(64, 1024, 1024)  # 256 MiB, far above the mmap threshold
         del y
     print(json.dumps({"applied": rec.applied, "faults": page_faults() - before}))
@@ -43,5 +43,7 @@ def test_reused_heap_blocks_fault_far_less() -> None:
 
     off, on = run("off"), run("on")
     assert on["applied"] and not off["applied"]
-    assert off["faults"] > 10 * 65536  # each fresh 256 MiB mmap faults in its 65536 pages
-    assert on["faults"] < off["faults"] / 10
+    assert off["faults"] > 30 * 65536  # each fresh 256 MiB mmap faults in its 65536 pages
+    # with the setting, at most a few rounds still fault while the heap settles (0 or 3 of 30 seen on
+    # the 2-core machines), never the one-per-round storm
+    assert on["faults"] < off["faults"] / 4

@@ -39,6 +39,17 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     app.close()
 
 
+def _pixels_of(png: bytes, rgb: tuple[int, int, int], tol: int = 40) -> int:
+    """Pixels of a PNG within ``tol`` of colour ``rgb``."""
+    import io
+
+    import matplotlib.image as mpimg
+    import numpy as np
+
+    img = (mpimg.imread(io.BytesIO(png), format="png")[..., :3] * 255).astype(np.int32)
+    return int((np.abs(img - np.asarray(rgb)).max(axis=-1) < tol).sum())
+
+
 def _wait_view(client: Any, run: str, done: Any, timeout: float = 240.0) -> tuple:
     end = time.monotonic() + timeout
     view = client.predict(run, api_name="/run_view")
@@ -72,7 +83,7 @@ def test_prepare_train_stop_resume_synthesize_through_the_http_api(served: tuple
     overrides = "train.log_every=2 train.save_every=10 train.eval_every=10 train.eval_batches=1"
     status, _ = c.predict("gpt_tts_tiny", data, "auto", "", overrides, "tiny", 100000, api_name="/start_train")
     assert status == "started tiny"
-    view = _wait_view(c, "tiny", lambda v: len(v[1]["data"]) >= 6)  # loss points arriving while it runs
+    view = _wait_view(c, "tiny", lambda v: v[1] is not None and len(v[1]["data"]) >= 6)  # loss points arrive
     assert "running" in view[0]
     assert {row[1] for row in view[1]["data"]} >= {"loss"}
 
@@ -127,7 +138,49 @@ def test_the_page_in_headless_chromium(served: tuple[str, Path]) -> None:
         page.get_by_role("tab", name="Train").click()
         for control in ("#start", "#stop", "#resume", "#run-pick"):
             page.locator(control).first.wait_for(state="visible", timeout=10_000)
+        # the finished run of the API test above: its loss curve is drawn (Vega's first series colour #4c78a8)
+        page.locator("#run-pick input").first.fill("tiny")
+        page.locator("#run-pick input").first.press("Enter")
+        page.wait_for_timeout(5_000)  # a timer tick or two
+        shot = page.locator("#loss-plot").first.screenshot()
+        assert _pixels_of(shot, (76, 120, 168)) > 150, "the loss plot shows no curve"
         page.get_by_role("tab", name="Listen").click()
         page.locator("#synthesize").wait_for(state="visible", timeout=10_000)
         browser.close()
     assert not errors, errors
+
+
+def test_a_live_plot_draws_rows_that_arrive_after_an_empty_start() -> None:
+    """The Train tab's plots start with no rows and get them on timer ticks. Gradio's LinePlot takes its
+    axis types and series colours from the first frame it gets: an empty frame first left every later
+    curve undrawn (docs/ui screenshots, Gradio 6.31). ``_series_df`` sends None until there are rows."""
+    import gradio as gr
+    from playwright.sync_api import sync_playwright
+
+    from speechtrain.ui.app import _series_df
+    from speechtrain.ui.browser import launch_browser
+
+    rows = [(i, name, scale / i) for name, scale in (("loss", 1.0), ("mel_loss", 0.5)) for i in range(1, 30)]
+    ticks = {"n": 0}
+
+    def view() -> Any:
+        ticks["n"] += 1
+        return _series_df([] if ticks["n"] == 1 else rows)
+
+    with gr.Blocks() as app:
+        plot = gr.LinePlot(x="step", y="value", color="series", height=260, elem_id="plot")
+        gr.Timer(1.5).tick(view, None, plot)
+    port = _free_port()
+    app.launch(server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        with sync_playwright() as pw:
+            browser = launch_browser(pw)
+            page = browser.new_page(viewport={"width": 900, "height": 500})
+            page.goto(f"http://127.0.0.1:{port}")
+            page.wait_for_timeout(6_000)  # the empty tick, then a few with rows
+            shot = page.locator("#plot").first.screenshot()
+            browser.close()
+    finally:
+        app.close()
+    assert ticks["n"] >= 2
+    assert _pixels_of(shot, (76, 120, 168)) > 150, "the curve of the first series is not drawn"

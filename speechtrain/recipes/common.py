@@ -23,7 +23,8 @@ def seed_everything(seed: int) -> None:
 
 def build_task(cfg: Config) -> Any:
     """The Task of ``cfg``'s model family, built from its model and data sections."""
-    return registry.build_task(cfg.model, cfg.data)
+    search = [cfg.source_dir, cfg.source_dir.parent] if cfg.source_dir else []  # examples/x.yaml -> examples.x
+    return registry.build_task(cfg.model, cfg.data, search=search)
 
 
 def place(task: Any, device: torch.device) -> None:

@@ -111,8 +111,14 @@ def _df(rows: list[Any], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def _series_df(series: list[tuple[Any, str, float]], x: str = "step") -> pd.DataFrame:
-    return pd.DataFrame(series, columns=[x, "series", "value"])
+def _series_df(series: list[tuple[Any, str, float]], x: str = "step") -> pd.DataFrame | None:
+    """(x, series, value) rows as a frame with numeric x and value columns, or None while there are
+    none: the page's plot fixes its axis types and series colours from the first frame it gets, so an
+    empty frame first would leave the later curves undrawn (seen in headless Chromium, Gradio 6.31)."""
+    if not series:
+        return None
+    df = pd.DataFrame(series, columns=[x, "series", "value"])
+    return df.astype({x: "float64", "series": object, "value": "float64"})
 
 
 def _switch_rows(table: Any) -> list[list[Any]]:
@@ -234,7 +240,9 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
                 resume_btn = gr.Button("Resume", elem_id="resume")
             train_status = gr.Markdown(elem_id="train-status")
             with gr.Row():
-                loss_plot = gr.LinePlot(x="step", y="value", color="series", title="train losses", height=260)
+                loss_plot = gr.LinePlot(
+                    x="step", y="value", color="series", title="train losses", height=260, elem_id="loss-plot"
+                )
                 eval_plot = gr.LinePlot(x="step", y="value", color="series", title="eval", height=260)
             with gr.Row():
                 speed_plot = gr.LinePlot(
