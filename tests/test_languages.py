@@ -16,6 +16,7 @@ from speechtrain.config import DataConfig, load_config
 from speechtrain.data.dataset import SpeechDataset
 from speechtrain.data.prepare import prepare_dataset
 from speechtrain.data.speak import SENTENCES, make_language_corpus
+from speechtrain.data.text import normalize_text
 from speechtrain.errors import DataError
 
 pytest.importorskip("espeakng_loader")
@@ -108,6 +109,9 @@ def test_tiny_models_train_and_say_different_sentences_differently(
 
     torch.manual_seed(0)
     run = tmp_path / "run"
+    # after 4 steps GPT-TTS's codes hardly depend on the text yet (greedy decoding gave the same codes
+    # for two sentences in one run of 4); 20 steps make the text matter
+    steps = 4 if recipe == "vits_tiny" else 20
     cfg = load_config(
         ROOT / "recipes" / f"{recipe}.yaml",
         [
@@ -116,18 +120,17 @@ def test_tiny_models_train_and_say_different_sentences_differently(
             f"data.language={language}",
             "data.eval_utterances=2",
             f"train.output_dir={run}",
-            "train.max_steps=4",
+            f"train.max_steps={steps}",
             "train.log_every=2",
-            "train.eval_every=4",
-            "train.save_every=4",
+            f"train.eval_every={steps}",
+            f"train.save_every={steps}",
             "train.progress=false",
             *(["model.n_speakers=2"] if recipe == "vits_tiny" and language == "am" else []),  # its 2 voices
         ],
     )
     run_dir, _ = train_from_config(cfg)
     saved = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))["data"]["symbols"]
-    learned = sorted({c for s in SENTENCES[language] for c in s.lower()} - set("ʻ'‘’`"))
-    assert isinstance(saved, list) and len(saved) >= 20 and set(saved) <= set(learned) | set(".,?!;: ")
+    assert saved == sorted({c for s in SENTENCES[language] for c in normalize_text(s, language=language)})
     _, task = load_synthesizer(str(run_dir), "cpu")
     assert task.tokenizer.symbols == tuple(saved)
     a, b = SENTENCES[language][0], SENTENCES[language][5]
