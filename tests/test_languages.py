@@ -62,6 +62,14 @@ def test_no_unknown_symbols_and_distinct_token_sequences(
         assert "'" not in dict(report.text.symbols) and "ʻ" in dict(report.text.symbols)
     saved = json.loads(json.dumps(report.to_dict()))["text"]
     assert saved["unknown_share"] == 0.0 and {r["symbol"] for r in saved["inventory"]} >= {" ", "."}
+    assert saved["language_hint"] is None
+
+
+@pytest.mark.parametrize(("language", "hint"), [("am", "data.language=am"), ("uz-Cyrl", "data.language=uz-Cyrl")])
+def test_an_unset_language_gets_a_hint(corpora: dict[str, Path], tmp_path: Path, language: str, hint: str) -> None:
+    report = prepare_dataset(_data(corpora[language], "und", tmp_path / "cache"))
+    assert report.text is not None and report.text.unknown_count == 0  # still every symbol, none unknown
+    assert hint in report.summary() and hint in (report.text.language_hint() or "")
 
 
 def test_the_old_ascii_set_is_reported_and_strict_fails(corpora: dict[str, Path], tmp_path: Path) -> None:

@@ -105,6 +105,7 @@ class TextReport:
             "unknown_count": self.unknown_count,
             "unknown_share": self.unknown_share,
             "rare": [{"symbol": s, "count": n} for s, n in self.rare],
+            "language_hint": self.language_hint(),
         }
 
     def summary_lines(self, max_listed: int = 10) -> list[str]:
@@ -118,6 +119,9 @@ class TextReport:
             lines.append(f"  - {u}")
         if len(self.unknown) > max_listed:
             lines.append(f"  ... {len(self.unknown) - max_listed} more (see --json)")
+        hint = self.language_hint()
+        if hint:
+            lines.append(f"hint      {hint}")
         if self.eval_only:
             lines.append(
                 f"eval-only {len(self.eval_only)} symbols only the eval transcripts have (untrained): "
@@ -126,6 +130,24 @@ class TextReport:
         if self.rare:
             lines.append("rare      " + ", ".join(f"{s!r} x{n}" for s, n in self.rare[:20]))
         return lines
+
+    def language_hint(self) -> str | None:
+        """A hint when ``data.language`` is unset (``und``) but the symbols show a language with its own
+        cleaners (Ethiopic script: ``am``; Uzbek Cyrillic letters: ``uz-Cyrl``)."""
+        if self.language.lower() not in ("und", ""):
+            return None
+        chars = {s for s, _ in self.symbols}
+        if any(0x1200 <= ord(c) <= 0x139F for c in chars):
+            return (
+                "the transcripts are in Ethiopic script: for Amharic set data.language=am (its punctuation and "
+                "numerals; data.phonemizer=rules or espeak for phonemes)"
+            )
+        if chars & set("ўқғҳ"):
+            return (
+                "the transcripts have Uzbek Cyrillic letters (ў қ ғ ҳ): set data.language=uz-Cyrl (one symbol per "
+                "apostrophe form; data.transliterate=true for Latin)"
+            )
+        return None
 
     def warning(self) -> str | None:
         """The warning when more than 1% of the symbols are unknown (None otherwise)."""
