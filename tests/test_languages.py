@@ -158,3 +158,12 @@ def test_runs_from_before_learned_symbols_load_with_the_ascii_set(tmp_path: Path
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
     old = load_run_config(tmp_path)
     assert old.data.symbols == "ascii" and old.data.strip_accents is True
+
+
+def test_make_dataset_speaks_a_language(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from speechtrain.cli.main import main
+
+    assert main(["make-dataset", str(tmp_path / "am"), "--language", "am", "--layout", "xtts"]) == 0
+    assert "data.language=am" in capsys.readouterr().out
+    header = (tmp_path / "am" / "train.csv").read_text(encoding="utf-8").splitlines()[0]
+    assert header == "audio_file|text|speaker_name" and (tmp_path / "am" / "eval.csv").is_file()

@@ -1,4 +1,4 @@
-"""speechtrain make-dataset OUT --utterances N --seed S [--labelled]"""
+"""speechtrain make-dataset OUT --utterances N --seed S [--labelled] | OUT --language uz [--layout xtts]"""
 
 from __future__ import annotations
 
@@ -16,13 +16,34 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--utterances", "-n", type=int, default=200, help="number of utterances (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--labelled", action="store_true", help="also write OUT/classes/<label>/*.wav (4 sound classes)")
+    p.add_argument(
+        "--language",
+        default=None,
+        help="instead: a dozen built-in sentences of this language (en, uz, uz-Cyrl, am, ru) spoken by espeak-ng "
+        "in two voices (needs the 'phonemes' extra)",
+    )
+    p.add_argument(
+        "--layout", choices=("ljspeech", "xtts"), default="ljspeech", help="with --language: the dataset layout"
+    )
     return p
+
+
+def _spoken(args: argparse.Namespace) -> int:
+    from speechtrain.data.speak import SENTENCES, make_language_corpus
+
+    out = make_language_corpus(args.out, args.language, layout=args.layout, voices=("", "+f3"))
+    n = len(SENTENCES.get(args.language, ()))
+    print(f"wrote {n} utterances in {args.language} spoken by espeak-ng to {out} ({args.layout} layout)")
+    print(f"next: speechtrain prepare {out} data.language={args.language}")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
     from speechtrain.data.demo import make_demo_corpus, plan_demo_corpus
     from speechtrain.errors import UserError
 
+    if args.language:
+        return _spoken(args)
     if args.utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {args.utterances}")
     out = make_demo_corpus(args.out, utterances=args.utterances, seed=args.seed, labelled=args.labelled)
