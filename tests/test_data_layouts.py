@@ -63,6 +63,10 @@ def test_misread_layouts_are_named_errors(tmp_path: Path) -> None:
     (tmp_path / "b" / "train.csv").write_text("wavs/a.wav|salom|s\n", encoding="utf-8")
     with pytest.raises(DataError, match="header row with the columns audio_file"):
         read_manifest(tmp_path / "b", "xtts")
+    # XTTS rows without their header: the speaker column would become the transcript
+    (tmp_path / "b" / "metadata.csv").write_text("wavs/a.wav|salom dunyo|spk1\n", encoding="utf-8")
+    with pytest.raises(DataError, match="without its header row.*data.format=xtts"):
+        read_manifest(tmp_path / "b" / "metadata.csv")
     # two layouts in one folder: both named, nothing guessed
     both = _xtts(tmp_path / "c", [("wavs/a.wav", "salom", "s")])
     (both / "metadata.csv").write_text("a|salom\n", encoding="utf-8")

@@ -441,11 +441,24 @@ def _read_ljspeech(src: Path, encoding: str | None = None) -> tuple[list[Entry],
             continue
         text = fields[2].strip() if len(fields) == 3 and fields[2].strip() else fields[1].strip()
         if uid.lower().endswith(AUDIO_EXTENSIONS):  # a path, not an id
+            if len(fields) == 3 and _looks_like_speaker(fields[1], fields[2]):
+                raise DataError(
+                    f"{where}: {line[:80]!r} looks like audio_file|text|speaker_name (XTTS/Coqui) without its "
+                    f"header row, not LJSpeech's id|text|normalized_text (the speaker would become the transcript): "
+                    f"add the line 'audio_file|text|speaker_name' at the top and set data.format=xtts"
+                )
             path = Path(uid) if Path(uid).is_absolute() else src.parent / uid
             entries.append(Entry(Path(uid).stem, str(path.absolute()), text, where=where))
             continue
         entries.append(Entry(uid, str((wavs / f"{uid}.wav").absolute()), text, where=where))
     return entries, problems
+
+
+def _looks_like_speaker(text: str, third: str) -> bool:
+    """Whether the third field of a path-id line is a speaker name rather than normalised text: one word
+    where the text has several."""
+    third, text = third.strip(), text.strip()
+    return bool(third) and len(third.split()) == 1 and len(text.split()) > 1
 
 
 def _columns(src: Path, encoding: str | None, required: tuple[str, ...], fmt: str) -> tuple[list[str], str, list]:
