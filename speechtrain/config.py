@@ -54,7 +54,15 @@ class DataConfig(Section):
         None,
         description="LJSpeech folder or metadata.csv, JSONL manifest, or labelled folder ROOT/<label>/*.wav.",
     )
-    format: Literal["auto", "ljspeech", "jsonl", "folder"] = Field("auto", description="Manifest format; auto detects.")
+    format: Literal["auto", "ljspeech", "jsonl", "xtts", "vctk", "commonvoice", "folder"] = Field(
+        "auto",
+        description="Dataset layout: ljspeech, jsonl (NeMo), xtts (Coqui CSV with a header), vctk, commonvoice, "
+        "folder (ROOT/<label>/); auto detects and names the candidates when a folder matches several.",
+    )
+    encoding: str | None = Field(
+        None,
+        description="Text encoding of the metadata (e.g. latin-1, cp1251); None: UTF-8, or UTF-16/UTF-8 with a BOM.",
+    )
     eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
     eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
     cache_dir: str | None = Field(
@@ -71,6 +79,26 @@ class DataConfig(Section):
     max_duration: float = Field(30.0, gt=0, description="Longer utterances are skipped and reported (seconds).")
     require_text: bool | None = Field(None, description="Skip items with empty text; None: as the task needs.")
     lowercase: bool = Field(True, description="Lowercase text before tokenizing.")
+    language: str = Field(
+        "und",
+        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$",
+        description="BCP-47 code of the transcripts (en, uz, uz-Cyrl, am, ...): picks the language's text cleaners "
+        "and the espeak voice; und or any code without cleaners: the generic rules.",
+    )
+    phonemizer: Literal["none", "espeak", "rules"] = Field(
+        "none",
+        description="none: train on characters; espeak: IPA phonemes from espeak-ng (extra 'phonemes'); rules: the "
+        "language's own G2P (am).",
+    )
+    transliterate: bool = Field(False, description="Uzbek (uz, uz-Cyrl): Cyrillic to Latin before tokenizing.")
+    strip_accents: bool = Field(
+        False, description="Remove accents (cafe for café), as runs before learned symbols did."
+    )
+    symbols: list[str] | Literal["ascii"] | None = Field(
+        None,
+        description="The model's text symbols. None: learned from the training transcripts by prepare and recorded "
+        "in the run; a list pins them (fine-tuning); ascii: the fixed set of runs before learned symbols.",
+    )
     batch_size: int = Field(16, gt=0, description="Items per batch when bucketing is off; the mean for random plans.")
     eval_batch_size: int = Field(8, gt=0, description="Items per evaluation batch.")
     bucketing: bool = Field(True, description="Duration-bucketed batches sized in frames (else fixed-count random).")
@@ -157,6 +185,30 @@ class DataConfig(Section):
                 "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
             )
         return self
+
+    @field_validator("symbols")
+    @classmethod
+    def _distinct_characters(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if isinstance(value, list):
+            bad = [s for s in value if len(s) != 1]
+            if bad:
+                raise ValueError(f"every symbol must be one character, got {bad[:5]}")
+            twice = sorted({s for s in value if value.count(s) > 1})
+            if twice:
+                raise ValueError(f"symbols listed twice: {twice[:5]}")
+        return value
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        if value is not None:
+            import codecs
+
+            try:
+                codecs.lookup(value)
+            except LookupError:
+                raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1251, utf-16)") from None
+        return value
 
 
 class ModelSection(Section):

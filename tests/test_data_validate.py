@@ -229,13 +229,14 @@ def test_float_samples_beyond_full_scale_are_reported(tmp_path: Path) -> None:
     assert "clipped   1 float file(s)" in report.summary() and report.to_dict()["clipped"] == report.clipped
 
 
-def test_mp3_in_a_labelled_folder_is_reported(tmp_path: Path) -> None:
+def test_m4a_in_a_labelled_folder_is_reported(tmp_path: Path) -> None:
     root = tmp_path / "classes"
     (root / "dog").mkdir(parents=True)
     sf.write(root / "dog" / "a.wav", _tone(0.5), 22050, subtype="PCM_16")
-    (root / "dog" / "b.mp3").write_bytes(b"ID3 not decoded")
+    # mp3 is read (libsndfile >= 1.1); m4a/aac is not: reported, never passed over in silence
+    (root / "dog" / "b.m4a").write_bytes(b"ftyp not decoded")
     (root / "cat").mkdir()
-    (root / "cat" / "c.mp3").write_bytes(b"ID3 not decoded")  # a folder of mp3 only
+    (root / "cat" / "c.m4a").write_bytes(b"ftyp not decoded")  # a folder of m4a only
     entries, problems = read_manifest(str(root), "folder")
     assert [e.id for e in entries] == ["dog/a"]
     assert sorted((p.reason, p.id) for p in problems) == [("unreadable_audio", "cat/c"), ("unreadable_audio", "dog/b")]

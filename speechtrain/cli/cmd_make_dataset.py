@@ -1,5 +1,5 @@
 """speechtrain make-dataset OUT --utterances N --seed S
-[--labelled | --espeak LANG | --singing [--sample-rate SR --hop-length H]]"""
+[--labelled | --espeak LANG | --singing [--sample-rate SR --hop-length H] | --language LANG [--layout xtts]]"""
 
 from __future__ import annotations
 
@@ -30,6 +30,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         help="instead: sentences spoken by espeak-ng in LANG (built-in sentences: am, Amharic); needs espeakng-loader",
     )
+    kind.add_argument(
+        "--language",
+        default=None,
+        help="instead: a dozen built-in sentences of this language (en, uz, uz-Cyrl, am, ru) spoken by espeak-ng "
+        "in two voices (needs the 'phonemes' extra)",
+    )
+    p.add_argument(
+        "--layout", choices=("ljspeech", "xtts"), default="ljspeech", help="with --language: the dataset layout"
+    )
     p.add_argument("--sample-rate", type=int, default=None, help="--singing: sample rate (default 22050)")
     p.add_argument("--hop-length", type=int, default=None, help="--singing: hop of the true f0 files (default 256)")
     return p
@@ -54,10 +63,22 @@ def _singing(args: argparse.Namespace) -> int:
     return 0
 
 
+def _spoken(args: argparse.Namespace) -> int:
+    from speechtrain.data.speak import SENTENCES, make_language_corpus
+
+    out = make_language_corpus(args.out, args.language, layout=args.layout, voices=("", "+f3"))
+    n = len(SENTENCES.get(args.language, ()))
+    print(f"wrote {n} utterances in {args.language} spoken by espeak-ng to {out} ({args.layout} layout)")
+    print(f"next: speechtrain prepare {out} data.language={args.language}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from speechtrain.data.demo import make_demo_corpus, plan_demo_corpus
     from speechtrain.errors import UserError
 
+    if args.language:
+        return _spoken(args)
     if args.utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {args.utterances}")
     if (args.sample_rate or args.hop_length) and not args.singing:

@@ -11,8 +11,12 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
    log-mel (float32) and, with ``data.f0_method``, its f0 (float32 Hz per mel frame, 0 = unvoiced,
    measured on the stored audio at the centre of each frame's hop: :mod:`speechtrain.data.pitch`)
    -- in ``workers`` spawned processes with a progress bar.
-4. Write one index per manifest, delete feature files nothing refers to, return a
-   :class:`PrepareReport`.
+4. The text front end (:mod:`speechtrain.data.text`) turns every transcript into symbols (phonemes
+   with ``data.phonemizer``; cached in the index and reused while the text settings stay the same);
+   the training transcripts' symbols are the run's symbol set unless ``data.symbols`` pins one.
+5. Write one index per manifest, delete feature files nothing refers to, return a
+   :class:`PrepareReport` with the text report (inventory, unknown characters and their share:
+   above 1% a warning, and with ``strict`` a DataError).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +36,8 @@ from speechtrain.data.features import MelSettings
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
 from speechtrain.data.pitch import F0Settings
 from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role
-from speechtrain.data.text import Tokenizer
+from speechtrain.data.text.frontend import Processed, TextFrontEnd
+from speechtrain.data.text.inventory import TextItem, TextReport, learn_symbols, text_report
 from speechtrain.data.validate import Checked, Probe, totals, validate_entries
 from speechtrain.errors import DataError
 from speechtrain.logs import get_logger
@@ -69,6 +75,7 @@ class PrepareReport:
     seconds: float = 0.0
     up_to_date: bool = False
     clipped: dict[str, int] = field(default_factory=dict)  # id -> samples beyond [-1, 1] clipped (float files)
+    text: TextReport | None = None
 
     @property
     def skipped(self) -> dict[str, list[str]]:
@@ -102,6 +109,7 @@ class PrepareReport:
             "workers": self.workers,
             "seconds": self.seconds,
             "clipped": self.clipped,
+            "text": self.text.to_dict() if self.text is not None else None,
         }
 
     def summary(self, max_listed: int = 20) -> str:
@@ -124,6 +132,11 @@ class PrepareReport:
         if self.clipped:
             ids = ", ".join(list(self.clipped)[:5]) + (" ..." if len(self.clipped) > 5 else "")
             lines.append(f"clipped   {len(self.clipped)} float file(s) beyond [-1, 1] stored clipped: {ids}")
+        if self.text is not None and self.text.total:
+            lines += self.text.summary_lines()
+            warning = self.text.warning()
+            if warning:
+                lines.append(f"WARNING   {warning}")
         lines.append(
             f"cache     {self.cache_dir}: reused {self.reused}, computed {self.computed}"
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
@@ -238,12 +251,12 @@ def prepare_dataset(
     start = time.perf_counter()
     rt = _require_text(data, require_text)
     store = FeatureStore.from_data(data)
-    tokenizer = Tokenizer(lowercase=data.lowercase)
+    front_end = TextFrontEnd(store.settings.text)
 
     plans = []
     for ref in store.manifests():
         previous = store.latest_index(ref)
-        entries, problems = read_manifest(ref.path, ref.format)
+        entries, problems = read_manifest(ref.path, ref.format, data.encoding)
         kept, vproblems, probes = validate_entries(
             entries,
             min_duration=data.min_duration,
@@ -256,9 +269,15 @@ def prepare_dataset(
     all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
+    processed = _process_texts(plans, front_end)
+    if strict:
+        _strict_text(_report_of(plans, processed, data), strict)
 
     report = PrepareReport(
-        manifest=str(data.manifest), format=plans[0].ref.format, cache_dir=str(store.root), eval_manifest=data.eval_manifest
+        manifest=str(data.manifest),
+        format=plans[0].ref.format,
+        cache_dir=str(store.root),
+        eval_manifest=next((plan.ref.path for plan in plans if plan.ref.role == Role.EVAL), None),
     )
     with store.lock():
         todo: dict[str, FeatureTask] = {}
@@ -290,8 +309,7 @@ def prepare_dataset(
 
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
-            index = _index_of(plan, store, lengths, tokenizer, indexes.get(Role.TRAIN))
-            store.write_index(plan.ref, index)
+            index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN))
             indexes[plan.ref.role] = index
             report.listed += plan.listed
             report.problems.extend(index.problems)
@@ -300,6 +318,10 @@ def prepare_dataset(
             report.downmixed += sum(1 for it in index.items if it.channels > 1)
             report.empty_text_kept += sum(1 for it in index.items if not it.text)
         train, eval_index = indexes[Role.TRAIN], indexes.get(Role.EVAL)
+        if eval_index is not None:  # the run's symbols are the corpus's: an eval-only symbol is no <unk>
+            train.symbols = sorted(set(train.symbols) | set(eval_index.symbols))
+        for plan in plans:
+            store.write_index(plan.ref, indexes[plan.ref.role])
         report.train = len(store.split_items(Role.TRAIN, train, eval_index).items)
         report.eval = len(store.split_items(Role.EVAL, train, eval_index).items)
         report.removed_stale = store.collect_garbage()
@@ -314,10 +336,70 @@ def prepare_dataset(
             "p95": float(np.percentile(secs, 95)),
             "max": float(secs.max()),
         }
+    report.text = _text_report(indexes, data)
+    warning = report.text.warning()
+    if warning:
+        log.warning(warning)
     report.seconds = time.perf_counter() - start
     if strict and report.problems:
         raise DataError(_strict_message(report.problems))
+    _strict_text(report.text, strict)
     return report
+
+
+def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd) -> dict[str, Processed]:
+    """Every kept transcript through the front end, once per distinct text; what an earlier index
+    with the same text settings made of a text is reused (phonemes are the costly part)."""
+    known: dict[str, Processed] = {}
+    for plan in plans:
+        if plan.previous is not None and plan.previous.settings.text == front_end.settings:
+            for it in plan.previous.items:
+                known[it.text] = Processed(it.symbols, Counter(it.unmapped))
+    texts = sorted({c.entry.text for plan in plans for c in plan.kept if c.entry.text} - set(known))
+    if texts:
+        log.info("text front end: %d transcript(s) (%s)", len(texts), front_end.settings)
+        known.update(zip(texts, front_end.process_many(texts)))
+    return known
+
+
+def _text_items(items: list[Any]) -> list[TextItem]:
+    return [it if isinstance(it, TextItem) else it.text_item() for it in items]
+
+
+def _report_of(plans: list[_ManifestPlan], processed: dict[str, Processed], data: DataConfig) -> TextReport:
+    """The text report of the validated items (before feature work: ``strict`` fails early)."""
+    by_role: dict[Role, list[TextItem]] = {}
+    for plan in plans:
+        rows = by_role.setdefault(plan.ref.role, [])
+        for c in plan.kept:
+            p = processed.get(c.entry.text)
+            rows.append(
+                TextItem(c.entry.id, p.symbols, "".join(p.unmapped.elements())) if p else TextItem(c.entry.id, "")
+            )
+    return _report(by_role.get(Role.TRAIN, []), by_role.get(Role.EVAL, []), data)
+
+
+def _text_report(indexes: dict[Role, CacheIndex], data: DataConfig) -> TextReport:
+    train, evaluation = indexes[Role.TRAIN], indexes.get(Role.EVAL)
+    return _report(_text_items(train.items), _text_items(evaluation.items) if evaluation else [], data)
+
+
+def _report(train: list[TextItem], evaluation: list[TextItem], data: DataConfig) -> TextReport:
+    from speechtrain.data.text.tokenizer import symbols_of
+
+    if data.symbols is None:
+        source, symbols = "learned", learn_symbols([*train, *evaluation])
+    else:
+        source, symbols = ("ascii" if data.symbols == "ascii" else "pinned"), list(symbols_of(data.symbols))
+    return text_report(
+        train, symbols, source=source, language=data.language, phonemizer=data.phonemizer, eval_items=evaluation
+    )
+
+
+def _strict_text(report: TextReport, strict: bool) -> None:
+    if strict and report.too_many_unknown:
+        lines = [f"--strict: {report.warning()}"] + [f"  - {u}" for u in report.unknown[:10]]
+        raise DataError("\n".join(lines))
 
 
 def _strict_message(problems: list[Problem], show: int = 10) -> str:
@@ -331,7 +413,11 @@ def _strict_message(problems: list[Problem], show: int = 10) -> str:
 
 
 def _index_of(
-    plan: _ManifestPlan, store: FeatureStore, lengths: _Lengths, tokenizer: Tokenizer, train: CacheIndex | None
+    plan: _ManifestPlan,
+    store: FeatureStore,
+    lengths: _Lengths,
+    processed: dict[str, Processed],
+    train: CacheIndex | None,
 ) -> CacheIndex:
     """The index of one manifest; an eval manifest's items are mapped to the training data's names."""
     items = []
@@ -347,6 +433,7 @@ def _index_of(
                 probes[c.entry.audio_path] = Probe(c.sig, problem=found.problem)
             continue
         e = c.entry
+        text = processed.get(e.text) if e.text else None
         items.append(
             CachedItem(
                 id=e.id,
@@ -356,7 +443,8 @@ def _index_of(
                 frames=found.frames,
                 samples=found.samples,
                 text=e.text,
-                tokens=tokenizer.encode(e.text) if e.text else [],
+                symbols=text.symbols if text is not None else "",
+                unmapped="".join(text.unmapped.elements()) if text is not None else "",
                 speaker=e.speaker,
                 label=e.label,
                 orig_sr=c.info.sample_rate,
@@ -380,6 +468,7 @@ def _index_of(
         labels=labels,
         problems=problems,
         probes=probes,
+        symbols=learn_symbols(it.text_item() for it in items),
     )
 
 

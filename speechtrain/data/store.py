@@ -49,15 +49,19 @@ from speechtrain.data.manifest import (
     data_folder,
     file_signature,
     manifest_signature,
+    paired_eval_file,
     resolve_format,
 )
+from speechtrain.data.text.frontend import TextSettings
+from speechtrain.data.text.inventory import TextItem
 from speechtrain.data.validate import Probe
 from speechtrain.errors import DataError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
-CACHE_VERSION = 2  # bump when the index or feature layout changes
+CACHE_VERSION = 3  # bump when the index layout changes (3: symbols from the front end, text settings)
+FEATURE_VERSION = 2  # bump when the feature files change (their keys hash it; an index bump keeps them)
 KEEP_VARIANTS = 4  # settings variants kept per manifest (e.g. 80-mel for a vocoder, 64-mel for a classifier)
 AUDIO_KEYS = ("sample_rate", "hop_length")  # the stored audio depends only on these
 
@@ -81,19 +85,31 @@ class ManifestRef:
 @dataclass(frozen=True)
 class IndexSettings:
     """Everything an index depends on besides the files: the features (with f0 or not), duration limits,
-    lowercase."""
+    the text front end (language, phonemizer, lowercase, ...) and the metadata's encoding."""
 
     mel: MelSettings
     min_duration: float
     max_duration: float
-    lowercase: bool
+    text: TextSettings = field(default_factory=TextSettings)
+    encoding: str | None = None
     version: int = CACHE_VERSION
     f0: F0Settings | None = None
+
+    @property
+    def lowercase(self) -> bool:
+        return self.text.lowercase
 
     @classmethod
     def from_data(cls, data: DataConfig) -> IndexSettings:
         f0 = F0Settings(data.f0_method, data.f0_min, data.f0_max) if data.f0_method is not None else None
-        return cls(MelSettings.from_data(data), data.min_duration, data.max_duration, data.lowercase, f0=f0)
+        return cls(
+            MelSettings.from_data(data),
+            data.min_duration,
+            data.max_duration,
+            TextSettings.from_data(data),
+            data.encoding,
+            f0=f0,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The flat JSON layout of an index's ``settings`` (the f0 keys only with f0, so that the indexes
@@ -103,17 +119,19 @@ class IndexSettings:
             **self.mel.to_dict(),
             "min_duration": self.min_duration,
             "max_duration": self.max_duration,
-            "lowercase": self.lowercase,
+            **self.text.to_dict(),
+            "encoding": self.encoding,
             **(self.f0.to_dict() if self.f0 is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IndexSettings:
         mel = MelSettings(**{f.name: raw[f.name] for f in fields(MelSettings)})
+        text = TextSettings(**{f.name: raw[f.name] for f in fields(TextSettings)})
         f0 = None
         if raw.get("f0_method") is not None:
             f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
-        return cls(mel, raw["min_duration"], raw["max_duration"], bool(raw["lowercase"]), int(raw["version"]), f0)
+        return cls(mel, raw["min_duration"], raw["max_duration"], text, raw["encoding"], int(raw["version"]), f0)
 
     def changes_from(self, other: IndexSettings) -> list[str]:
         """``key old -> new`` for every setting that differs from ``other``."""
@@ -136,8 +154,9 @@ class CachedItem:
     audio_key: str
     frames: int  # mel frames
     samples: int  # stored audio samples (frames * hop_length)
-    text: str
-    tokens: list[int]
+    text: str  # as listed
+    symbols: str  # what the text front end made of it (normalised text or phonemes): one symbol per character
+    unmapped: str  # characters the front end removed because they cannot stand for speech
     speaker: str | None
     label: str | None
     orig_sr: int  # the file's own sample rate
@@ -146,6 +165,9 @@ class CachedItem:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def text_item(self) -> TextItem:
+        return TextItem(self.id, self.symbols, self.unmapped)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CachedItem:
@@ -157,7 +179,8 @@ class CachedItem:
             frames=int(raw["frames"]),
             samples=int(raw["samples"]),
             text=str(raw["text"]),
-            tokens=[int(t) for t in raw["tokens"]],
+            symbols=str(raw["symbols"]),
+            unmapped=str(raw["unmapped"]),
             speaker=None if raw["speaker"] is None else str(raw["speaker"]),
             label=None if raw["label"] is None else str(raw["label"]),
             orig_sr=int(raw["orig_sr"]),
@@ -180,10 +203,12 @@ class CacheIndex:
     labels: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     probes: dict[str, Probe] = field(default_factory=dict)  # audio path -> header probe
+    symbols: list[str] = field(default_factory=list)  # learned from the items' transcripts, sorted
 
     def to_json(self) -> dict[str, Any]:
         return {
             "settings": self.settings.to_dict(),
+            "symbols": list(self.symbols),
             "role": str(self.role),
             "manifest": self.manifest,
             "format": self.format,
@@ -201,7 +226,9 @@ class CacheIndex:
         if not isinstance(raw, dict) or not isinstance(raw.get("settings"), dict):
             raise ValueError("not a cache index")
         if raw["settings"].get("version") != CACHE_VERSION:
-            raise ValueError(f"cache version {raw['settings'].get('version')!r}, this speechtrain writes {CACHE_VERSION}")
+            raise ValueError(
+                f"cache version {raw['settings'].get('version')!r}, this speechtrain writes {CACHE_VERSION}"
+            )
         return cls(
             settings=IndexSettings.from_dict(raw["settings"]),
             role=Role(raw["role"]),
@@ -213,6 +240,7 @@ class CacheIndex:
             labels=[str(s) for s in raw["labels"]],
             problems=[Problem(**p) for p in raw.get("problems", [])],
             probes={str(path): Probe.from_json(rec) for path, rec in raw.get("probes", {}).items()},
+            symbols=[str(s) for s in raw["symbols"]],
         )
 
     @classmethod
@@ -243,6 +271,7 @@ class SplitItems:
     items: list[CachedItem]
     speakers: list[str]
     labels: list[str]
+    symbols: list[str] = field(default_factory=list)  # learned from the training transcripts
 
 
 def _digest(obj: Any) -> str:
@@ -253,8 +282,8 @@ def feature_keys(audio_path: str, sig: list[int] | None, mel: MelSettings) -> tu
     """``(mel_key, audio_key)`` of one file: the mel key hashes every feature setting, the audio key
     only ``sample_rate`` and ``hop_length``, so an n_mels/n_fft/fmax change reuses the stored audio."""
     settings = mel.to_dict()
-    mel_key = _digest([CACHE_VERSION, "mel", audio_path, sig, settings])
-    audio_key = _digest([CACHE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
+    mel_key = _digest([FEATURE_VERSION, "mel", audio_path, sig, settings])
+    audio_key = _digest([FEATURE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
     return mel_key, audio_key
 
 
@@ -309,6 +338,7 @@ class FeatureStore:
         self.settings = settings
         self.eval_utterances = int(eval_utterances)
         self.root = Path(cache_dir).absolute() if cache_dir else data_folder(manifest) / ".speechtrain_cache"
+        self._refs: list[ManifestRef] | None = None
 
     @classmethod
     def from_data(cls, data: DataConfig) -> FeatureStore:
@@ -330,11 +360,26 @@ class FeatureStore:
 
     # ------------------------------------------------------------------ manifests and index files
     def manifests(self) -> list[ManifestRef]:
-        """The training manifest, and the evaluation manifest when there is one."""
-        out = [ManifestRef(Role.TRAIN, self.manifest, resolve_format(self.manifest, self.format))]
-        if self.eval_manifest:
-            out.append(ManifestRef(Role.EVAL, self.eval_manifest, resolve_format(self.eval_manifest, self.format)))
-        return out
+        """The training manifest, and the evaluation manifest when there is one: ``eval_manifest``, else
+        the eval file the layout's folder brings (XTTS ``eval.csv``, Common Voice ``dev.tsv``)."""
+        if self._refs is None:
+            encoding = self.settings.encoding
+            fmt = resolve_format(self.manifest, self.format, encoding)
+            refs = [ManifestRef(Role.TRAIN, self.manifest, fmt)]
+            if self.eval_manifest:
+                eval_fmt = resolve_format(self.eval_manifest, self.format, encoding)
+                refs.append(ManifestRef(Role.EVAL, self.eval_manifest, eval_fmt))
+            else:
+                paired = paired_eval_file(self.manifest, fmt)
+                if paired is not None:
+                    refs.append(ManifestRef(Role.EVAL, str(paired), fmt))
+            self._refs = refs
+        return list(self._refs)
+
+    @property
+    def separate_eval(self) -> bool:
+        """Whether the eval split is a manifest of its own (else items held out of the training one)."""
+        return any(ref.role == Role.EVAL for ref in self.manifests())
 
     def manifest_dir(self, manifest: str) -> Path:
         """The cache folder of one manifest (holds one index per settings variant)."""
@@ -466,14 +511,14 @@ class FeatureStore:
     def split_items(self, split: Role, train: CacheIndex, eval_index: CacheIndex | None = None) -> SplitItems:
         """The items of ``split``: the eval manifest's for ``eval`` when there is one; otherwise the
         training manifest's, less (train) or only (eval) the ids held out by :func:`held_out_ids`."""
-        if self.eval_manifest:
+        if self.separate_eval:
             if split == Role.EVAL and eval_index is None:
                 raise ValueError("the eval split of a separate eval manifest needs that manifest's index")
             items = list(eval_index.items if split == Role.EVAL and eval_index is not None else train.items)
         else:
             held = held_out_ids([it.id for it in train.items], self.eval_utterances)
             items = [it for it in train.items if (it.id in held) == (split == Role.EVAL)]
-        return SplitItems(items, list(train.speakers), list(train.labels))
+        return SplitItems(items, list(train.speakers), list(train.labels), list(train.symbols))
 
     def open_index(self, ref: ManifestRef, require_text: bool | None) -> CacheIndex:
         """The fresh index of ``ref``; DataError (with the command to run) when missing or stale."""

@@ -63,6 +63,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     cfg = build_config(spec.raw)
     if spec.threads:
         torch.set_num_threads(spec.threads)
+    DataRecipe(cfg).resolve_symbols(prepare=not spec.fake_data)
     torch.manual_seed(cfg.train.seed)
     task = build_task(cfg)
     needs = task.needs()

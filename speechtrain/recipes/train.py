@@ -66,7 +66,9 @@ class TrainRecipe:
 
     # ------------------------------------------------------------------ the pieces
     def build_task(self) -> Task:
-        """The seeded, freshly initialised task (model initialisation is part of the run)."""
+        """The seeded, freshly initialised task (model initialisation is part of the run), with the
+        run's text symbols resolved first (learned from the prepared corpus unless pinned)."""
+        self.data_recipe.resolve_symbols()
         seed_everything(self.train.seed)
         return build_task(self.cfg)
 
