@@ -23,13 +23,14 @@ RECIPES = ("gpt_tts_tiny", "classifier_cnn_lstm_tiny")
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipes", nargs="+", default=list(RECIPES), help="recipe names in recipes/")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per configuration")
-    p.add_argument("--warmup", type=int, default=2, help="untimed warm-up steps per configuration")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per measurement, at least (bench.steps)")
+    p.add_argument("--min-seconds", type=float, default=None, help="timed seconds per measurement, at least")
+    p.add_argument("--warmup", type=int, default=None, help="untimed warm-up steps per measurement (bench.warmup)")
     p.add_argument("--data", default="data/demo", help="demo corpus folder (made when missing)")
     p.add_argument("--utterances", type=int, default=200, help="utterances when the corpus is made")
     p.add_argument("--out", default="reports/bench_cpu", help="where the JSON/markdown/PNG go")
-    p.add_argument("--repeat", type=int, default=1, help="passes over the ladder, median per row (shared machines)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per measuring process (default: torch's)")
+    p.add_argument("--repeat", type=int, default=None, help="passes over the rows, interleaved (bench.repeat)")
+    p.add_argument("--threads", default=None, help="torch threads per row, or auto (bench.threads)")
     p.add_argument("--with-compile", action="store_true", help="include the torch.compile rung (minutes on a CPU)")
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (tuned-batch rung)")
     args = p.parse_args(argv)
@@ -66,11 +67,12 @@ def main(argv: list[str] | None = None) -> int:
             cfg,
             steps=args.steps,
             warmup=args.warmup,
+            min_seconds=args.min_seconds,
             ablate=True,
             skip=skip,
             tuned=tuned,
             repeat=args.repeat,
-            threads=args.threads,
+            threads=None if args.threads in (None, "auto") else int(args.threads),
             command=command,
             on_row=on_row,
         )
@@ -101,8 +103,12 @@ def section(name: str, report: dict) -> str:
         if base.get("audio_seconds_per_cpu_second") and all_on.get("audio_seconds_per_cpu_second"):
             per_cpu = all_on["audio_seconds_per_cpu_second"] / base["audio_seconds_per_cpu_second"]
             ratio += f"; per CPU second: {per_cpu:.2f}x"
+        spread = all_on.get("speedup_spread") or {}
+        if spread.get("passes", 0) >= 2:
+            ratio += f"; passes {spread['low']:.2f}-{spread['high']:.2f}x ({all_on.get('verdict')})"
     else:
         ratio = "all vs baseline: not measured (a row failed; see the table)"
+    notes = [n for n in report.get("notes", []) if n.startswith(("headline inconclusive", "other processes"))]
     return "\n".join(
         [
             f"### {name}",
@@ -112,6 +118,7 @@ def section(name: str, report: dict) -> str:
             f"- date: {dev.get('date')}",
             f"- command: `{report.get('command')}`",
             f"- {ratio}",
+            *[f"- {n}" for n in notes],
             "",
             markdown_table(report),
             "```",

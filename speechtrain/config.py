@@ -276,6 +276,11 @@ class AccelConfig(Section):
     compile_dynamic: bool | None = Field(None, description="torch.compile dynamic shapes (None: torch decides).")
     sdpa: Switch = Field("auto", description="Use scaled_dot_product_attention in attention layers.")
     activation_checkpointing: Switch = Field(False, description="Recompute repeated blocks in backward.")
+    cpu_allocator: Switch = Field(
+        "auto",
+        description="Tune glibc malloc (no mmap per large block, freed memory kept): no page-fault storm from "
+        "per-step activations. auto: on for CPU training on glibc Linux. Process-wide; same maths.",
+    )
     deterministic: bool = Field(False, description="Deterministic algorithms (slower; turns cudnn_benchmark off).")
 
 
@@ -346,8 +351,24 @@ class TuneConfig(Section):
 class BenchConfig(Section):
     """Defaults of `speechtrain bench`."""
 
-    steps: int = Field(20, gt=0, description="Timed steps per configuration.")
+    steps: int = Field(20, gt=0, description="Timed steps per measurement, at least (see min_seconds).")
     warmup: int = Field(3, ge=0, description="Warm-up steps excluded from timing.")
+    min_seconds: float = Field(
+        10.0, ge=0, description="Timed seconds per measurement, at least: the window is >= steps AND >= min_seconds."
+    )
+    repeat: int = Field(
+        3, gt=0, description="Passes over the rows, interleaved round-robin; each row shows its median and range."
+    )
+    threads: Literal["auto"] | PositiveInt = Field(
+        "auto",
+        description="torch threads per row; auto: the usable cores minus the row's loader workers (no oversubscribing)",
+    )
+    max_spread: float = Field(
+        0.2,
+        gt=0,
+        description="A speed-up whose per-pass ratios range wider than this fraction of the median (or across "
+        "1.0x) is reported as inconclusive.",
+    )
 
 
 class Config(Section):

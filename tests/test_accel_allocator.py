@@ -47,3 +47,28 @@ def test_reused_heap_blocks_fault_far_less() -> None:
     # with the setting, at most a few rounds still fault while the heap settles (0 or 3 of 30 seen on
     # the 2-core machines), never the one-per-round storm
     assert on["faults"] < off["faults"] / 4
+
+
+def test_apply_accelerations_records_the_allocator_and_auto_follows_the_probe() -> None:
+    from speechtrain.accel import apply_accelerations
+    from speechtrain.accel.probe import cached_probe, decide
+    from speechtrain.config import AccelConfig
+
+    plan = apply_accelerations(AccelConfig(cpu_allocator=False), {}, "cpu")
+    rec = plan.record("cpu_allocator")
+    assert rec is not None and not rec.applied and plan.resolved["cpu_allocator"]["value"] is False
+    assert "cpu_allocator" in {r["name"] for r in plan.records_dict()["records"]}  # what accel.json holds
+    rule = decide(cached_probe("cpu"))["accel.cpu_allocator"]
+    assert rule.value is (_glibc() is not None)  # auto: on for CPU training on glibc Linux
+    auto = apply_accelerations(AccelConfig(), {}, "cpu")
+    assert auto.resolved["cpu_allocator"]["value"] is rule.value
+    assert auto.record("cpu_allocator").applied is rule.value
+
+
+def test_ladder_has_an_allocator_row_on_top_of_glibc_defaults() -> None:
+    from speechtrain.bench.ablate import all_off, plan_ladder
+    from speechtrain.config import DataConfig
+
+    row = next(v for v in plan_ladder(DataConfig(), "cpu") if v.key == "cpu_allocator")
+    assert row.overrides == {"accel.cpu_allocator": True} and row.records == ("cpu_allocator",)
+    assert all_off("cpu")["accel.cpu_allocator"] is False

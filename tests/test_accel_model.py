@@ -231,6 +231,7 @@ def test_apply_accelerations_cpu_defaults_say_why():
         "deterministic",
         "tf32",
         "cudnn_benchmark",
+        "cpu_allocator",  # issue 12: the new process-wide acceleration
         "precision",
         "channels_last",
         "sdpa",

@@ -45,6 +45,19 @@ def test_timed_loop_counts_only_timed_steps() -> None:
     assert out["gpu_busy_fraction"] is None
 
 
+def test_timed_loop_window_is_at_least_the_steps_and_the_seconds() -> None:
+    batches = iter([fake_batch([3])] * 100000)
+    out = timed_loop(lambda b: None, batches, steps=3, warmup=0, device="cpu", min_seconds=0.05)
+    assert out["steps"] >= 3 and out["seconds"] >= 0.05
+    out = timed_loop(lambda b: None, iter([fake_batch([3])] * 10), steps=5, warmup=0, device="cpu", min_seconds=0)
+    assert out["steps"] == 5
+
+
+def test_timed_loop_counts_page_faults_of_the_window() -> None:
+    out = timed_loop(lambda b: torch.ones(256, 1024), iter([fake_batch([3])] * 5), steps=4, warmup=1, device="cpu")
+    assert isinstance(out["page_faults"], int) and out["page_faults"] >= 0
+
+
 def test_timed_loop_time_limit_keeps_two_steps() -> None:
     batches = iter([fake_batch([3])] * 10)
     out = timed_loop(lambda b: None, batches, steps=8, warmup=0, device="cpu", time_limit=0.0)
@@ -79,7 +92,7 @@ def test_run_bench_json_shape_and_consistency(tmp_path) -> None:
     from speechtrain.recipes.bench import run_bench
 
     cfg = load_config(None, TINY)
-    rep = run_bench(cfg, steps=2, warmup=1, isolate=False, fake_data=12, measure_peak=False)
+    rep = run_bench(cfg, steps=2, warmup=1, min_seconds=0, repeat=1, isolate=False, fake_data=12, measure_peak=False)
     json.dumps(rep)
     assert [r["key"] for r in rep["runs"]] == ["baseline", "config"]
     base = rep["runs"][0]
@@ -103,7 +116,8 @@ def test_bench_cli_ablate_writes_outputs(tmp_path, capsys) -> None:
     from speechtrain.cli.main import main
 
     skips = ["compile", "activation_checkpointing", "channels_last", "fused_optimizer", "loader", "precision", "engine"]
-    args = ["bench", "--ablate", "--steps", "2", "--warmup", "1", "--fake-data", "10"]
+    args = ["bench", "--ablate", "--steps", "2", "--warmup", "1", "--min-seconds", "0", "--repeat", "2"]
+    args += ["--fake-data", "10"]
     args += [a for s in skips for a in ("--skip", s)]
     args += [
         "--json",
@@ -116,10 +130,13 @@ def test_bench_cli_ablate_writes_outputs(tmp_path, capsys) -> None:
     assert main(args + TINY) == 0
     rep = json.loads((tmp_path / "b.json").read_text())
     keys = [r["key"] for r in rep["runs"]]
-    assert keys == ["baseline", "bucketing", "sdpa", "all"]
+    # the "+ SDPA" rung is gone: SDPA is the model's default and the baseline's; the naive row is listed beside it
+    assert keys == ["baseline", "naive_attention", "bucketing", "all"]
     assert {s["key"] for s in rep["skipped"]} >= set(skips) | {"tf32", "cudnn_benchmark", "tuned_batch"}
-    sdpa = next(r for r in rep["runs"] if r["key"] == "sdpa")
+    sdpa = next(r for r in rep["runs"] if r["key"] == "all")
     assert sdpa["applied"]["sdpa"]["applied"] is True
+    naive = next(r for r in rep["runs"] if r["key"] == "naive_attention")
+    assert naive["applied"]["explicit_attention"]["info"]["modules"] > 0
     assert (tmp_path / "b.png").stat().st_size > 0
     assert "| + bucketing |" in (tmp_path / "b.md").read_text()
     assert "Bottleneck:" in capsys.readouterr().out
@@ -139,7 +156,7 @@ def test_run_bench_on_cuda_reports_device_memory_busy_share_and_mfu() -> None:
     from speechtrain.recipes.bench import run_bench
 
     cfg = load_config(None, [*TINY, "train.device=cuda"])
-    rep = run_bench(cfg, steps=4, warmup=2, isolate=True, fake_data=16)
+    rep = run_bench(cfg, steps=4, warmup=2, min_seconds=0, repeat=1, isolate=True, fake_data=16)
     assert rep["device"]["type"] == "cuda" and rep["device"]["total_memory_bytes"] > 0
     for r in rep["runs"]:
         assert 0 < r["peak_memory_bytes"] < rep["device"]["total_memory_bytes"]
@@ -151,3 +168,32 @@ def test_run_bench_on_cuda_reports_device_memory_busy_share_and_mfu() -> None:
             assert r["gpu_busy_fraction"] is None or 0.0 <= r["gpu_busy_fraction"] <= 1.0
     if rep["device"]["probe"].get("peak_fp32_tflops"):
         assert rep["runs"][0]["mfu"] is not None and 0 < rep["runs"][0]["mfu"] < 1
+
+
+def test_families_default_to_sdpa_and_the_plain_loop_keeps_it() -> None:
+    from speechtrain.accel.sdpa import attention_modules
+    from speechtrain.bench.baseline import PlainLoop
+    from speechtrain.config import load_config
+    from speechtrain.recipes.common import build_task
+
+    cfg = load_config(None, TINY)
+    for explicit in (False, True):
+        task = build_task(cfg)
+        mods = [m for module in task.modules().values() for _, m in attention_modules(module)]
+        assert mods and all(m.use_sdpa for m in mods)  # the family's default: SDPA
+        loop = PlainLoop(cfg, task, torch.device("cpu"), explicit_attention=explicit)
+        assert all(m.use_sdpa is not explicit for m in mods)
+        assert loop.explicit_attention_modules == (len(mods) if explicit else 0)
+
+
+def test_ladder_reference_is_the_sdpa_baseline_and_the_naive_row_is_not() -> None:
+    from speechtrain.bench.ablate import RUNGS, all_off, plan_ladder
+    from speechtrain.config import load_config
+
+    cfg = load_config(None, TINY)
+    rows = plan_ladder(cfg.data, "cpu")
+    keys = [r.key for r in rows]
+    assert "sdpa" not in RUNGS and keys[0] == "baseline"
+    naive = next(r for r in rows if r.key == "naive_attention")
+    assert naive.kind == "baseline" and naive.overrides == {"accel.sdpa": False}
+    assert all_off("cpu")["accel.sdpa"] is True  # "all off" attends as the baseline does

@@ -171,3 +171,90 @@ def test_repeated_ladder_keeps_the_median_run() -> None:
     failed = LadderRow(v, None, error="failed: x")
     assert _median_row([failed, runs[0]]).result.seconds == 1.0
     assert _median_row([failed]).error == "failed: x"
+
+
+def test_verdict_needs_every_pass_on_one_side_of_one_and_a_narrow_range() -> None:
+    from speechtrain.bench.ablate import Spread, Verdict, verdict
+
+    assert verdict(Spread.of([1.40, 1.45, 1.50]), 0.2)[0] is Verdict.FASTER
+    assert verdict(Spread.of([0.70, 0.72, 0.75]), 0.2)[0] is Verdict.SLOWER
+    assert verdict(Spread.of([0.97, 1.01, 1.05]), 0.2)[0] is Verdict.INCONCLUSIVE  # across 1.0x
+    kind, why = verdict(Spread.of([1.5, 2.0, 3.0]), 0.2)
+    assert kind is Verdict.INCONCLUSIVE and "wider than 20%" in why  # all above 1.0x, but 75% wide
+    assert verdict(Spread.of([2.0]), 0.2)[0] is Verdict.UNREPEATED
+    assert verdict(None, 0.2)[0] is Verdict.UNREPEATED
+
+
+def _repeated(rates: dict[str, list[float]]) -> list[LadderRow]:
+    rows = []
+    for key, rs in rates.items():
+        v = Variant(key, key, kind="baseline" if key == "baseline" else "engine")
+        runs = [LadderRow(v, result(key, 10.0 / r, 10.0, 1000)) for r in rs]
+        from speechtrain.bench.ablate import _median_row
+
+        row = _median_row(runs)
+        row.rates = list(rs)
+        rows.append(row)
+    return rows
+
+
+def test_report_gives_ranges_verdicts_and_a_headline() -> None:
+    rows = _repeated({"baseline": [1.0, 1.1, 0.9], "engine": [1.05, 1.0, 0.93], "all": [1.5, 1.6, 1.4]})
+    rep = build_report(rows, dict(CPU), max_spread=0.2)
+    by = {r["key"]: r for r in rep["runs"]}
+    assert by["baseline"]["verdict"] == "reference"
+    assert by["engine"]["verdict"] == "inconclusive"  # 1.05, 0.91, 1.03: across 1.0x
+    assert by["all"]["verdict"] == "faster"
+    assert by["all"]["speedup_spread"]["low"] == pytest.approx(1.4545, abs=1e-3)  # paired: 1.6/1.1
+    assert by["all"]["speedup_spread"]["high"] == pytest.approx(1.5556, abs=1e-3)  # 1.4/0.9
+    assert by["all"]["speedup_vs_baseline"] == pytest.approx(1.5)  # ratio of the medians
+    assert by["engine"]["rate_spread_fraction"] == pytest.approx((1.05 - 0.93) / 1.0)
+    assert rep["headline"]["key"] == "all" and rep["headline"]["verdict"] == "faster"
+    table = markdown_table(rep)
+    assert "inconclusive" in table.splitlines()[3] and "1.50x (1.45-1.56)" in table
+    json.dumps(rep)
+
+
+def test_an_inconclusive_headline_is_said_so_with_the_load() -> None:
+    rows = _repeated({"baseline": [1.0, 1.2, 0.8], "all": [1.3, 0.9, 1.2]})
+    for row in rows:
+        row.result.host_load = 5.0
+    rep = build_report(rows, dict(CPU))
+    assert rep["headline"]["verdict"] == "inconclusive"
+    assert any(n.startswith("headline inconclusive: the machine was too loaded") for n in rep["notes"])
+
+
+def test_ladder_passes_are_interleaved_round_robin_and_failures_not_retried() -> None:
+    from speechtrain.bench.ablate import run_ladder
+    from speechtrain.bench.measure import RowNotApplicable, RunFailed, RunSpec
+
+    order: list[str] = []
+
+    def execute(spec: RunSpec) -> RunResult:
+        order.append(spec.name)
+        if spec.name == "broken":
+            raise RunFailed("boom")
+        if spec.name == "naive":
+            raise RowNotApplicable("not applicable: no attention")
+        return result(spec.name, 1.0 + len(order) / 100, 10.0, 1000)
+
+    names = ["baseline", "a", "b", "broken", "naive"]
+    variants = [Variant(n, n) for n in names] + [Variant("skipped", "skipped", skip_reason="--skip")]
+    specs = [RunSpec(name=n, raw={}) for n in names] + [None]
+    rows = run_ladder(variants, specs, repeat=3, isolate=False, execute=execute)
+    assert order[:5] == names and order[5] == "a"  # pass 2 starts 5 // 3 rows down the ladder
+    assert order.count("baseline") == order.count("a") == 3
+    assert order.count("broken") == order.count("naive") == 1
+    by = {r.variant.key: r for r in rows}
+    assert len(by["a"].rates) == 3 and all(r is not None for r in by["a"].rates)
+    assert by["broken"].error == "failed: boom" and by["naive"].error == "not applicable: no attention"
+    assert by["skipped"].result is None and by["skipped"].rates == []
+
+
+def test_auto_threads_leave_a_core_per_loader_worker() -> None:
+    from speechtrain.recipes.bench import row_threads
+
+    assert row_threads("auto", {"data": {"num_workers": 0}}, 4) == 4
+    assert row_threads("auto", {"data": {"num_workers": 1}}, 4) == 3
+    assert row_threads("auto", {"data": {"num_workers": 8}}, 2) == 1
+    assert row_threads(2, {"data": {"num_workers": 1}}, 4) == 2

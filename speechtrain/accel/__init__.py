@@ -6,6 +6,7 @@ Each ``apply_xxx`` works on a model (or the process backends) and returns an
 :func:`recommend`'s rules for the device. See docs/accelerations.md.
 """
 
+from speechtrain.accel.allocator import apply_cpu_allocator
 from speechtrain.accel.apply import AccelPlan, apply_accelerations
 from speechtrain.accel.backends import apply_cudnn_benchmark, apply_deterministic, apply_tf32
 from speechtrain.accel.checkpointing import (
@@ -49,6 +50,7 @@ __all__ = [
     "apply_activation_checkpointing",
     "apply_channels_last",
     "apply_compile",
+    "apply_cpu_allocator",
     "apply_cudnn_benchmark",
     "apply_deterministic",
     "apply_sdpa",

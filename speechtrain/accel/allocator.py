@@ -46,6 +46,13 @@ def apply_cpu_allocator(enabled: bool) -> AccelRecord:
     """Tune glibc malloc for training (process-wide, idempotent): see the module docstring."""
     global _applied
     if not enabled:
+        if _applied:  # mallopt is process-wide and not undone here
+            return AccelRecord(
+                "cpu_allocator",
+                False,
+                True,
+                "disabled here, but an earlier call already tuned malloc in this process (process-wide, not undone)",
+            )
         return AccelRecord("cpu_allocator", False, True, "disabled (glibc defaults: large blocks mmap'ed per use)")
     libc = _glibc()
     if libc is None:

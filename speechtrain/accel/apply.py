@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from speechtrain.accel.allocator import apply_cpu_allocator
 from speechtrain.accel.backends import apply_cudnn_benchmark, apply_deterministic, apply_tf32
 from speechtrain.accel.checkpointing import apply_activation_checkpointing
 from speechtrain.accel.compile import apply_compile
@@ -115,6 +116,8 @@ def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device:
     records.append(noted(apply_tf32(bool(setting("tf32")), dev), "tf32"))
     rec = apply_cudnn_benchmark(bool(setting("cudnn_benchmark")), dev, deterministic)
     records.append(noted(rec, "cudnn_benchmark"))
+
+    records.append(noted(apply_cpu_allocator(bool(setting("cpu_allocator"))), "cpu_allocator"))
 
     precision = resolve_precision(acc.precision, dev)
     resolved["precision"] = {"config": acc.precision, "value": precision.name, "why": precision.reason}

@@ -176,6 +176,12 @@ def _cpu_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _glibc_linux() -> bool:
+    from speechtrain.accel.allocator import _glibc
+
+    return _glibc() is not None
+
+
 def _triton_available() -> bool:
     import importlib.util
 
@@ -353,6 +359,15 @@ def decide(info: HardwareInfo) -> dict[str, Recommendation]:
         add("accel.channels_last", False, "CPU: channels-last gains are model-dependent; set true to try")
         add("accel.sdpa", True, "the CPU has a fused attention kernel behind scaled_dot_product_attention")
         add("accel.activation_checkpointing", False, "CPU RAM is rarely the limit; recompute costs time")
+        glibc = _glibc_linux()
+        add(
+            "accel.cpu_allocator",
+            glibc,
+            "CPU training on glibc Linux: keep large activations in the heap instead of mmap/munmap per step "
+            "(page faults fall 5-70x; bench/bench_allocator.py)"
+            if glibc
+            else "needs glibc on Linux (mallopt)",
+        )
         add(
             "accel.compile",
             False,
@@ -389,6 +404,7 @@ def decide(info: HardwareInfo) -> dict[str, Recommendation]:
         "tensor cores read NHWC natively (2-D conv models only)" if cc >= (7, 0) else f"{cc_text}: no tensor cores",
     )
     add("accel.sdpa", True, "fused attention (flash / memory-efficient): less memory, faster")
+    add("accel.cpu_allocator", False, "GPU training: the step's tensors live in CUDA memory, not in the host heap")
     if mem < 8:
         add(
             "accel.activation_checkpointing",

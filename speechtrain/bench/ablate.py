@@ -2,44 +2,58 @@
 
 Rows, all on the same model, data and device, measured in one invocation:
 
-1. ``baseline``: the plain PyTorch loop (:mod:`speechtrain.bench.baseline`).
+1. ``baseline``: the plain PyTorch loop (:mod:`speechtrain.bench.baseline`) with the model's standard
+   attention (``scaled_dot_product_attention``, the families' default): the reference of every ratio.
+   ``naive_attention``: the same loop with the explicit softmax(QK^T)V path, listed for reference only.
+   ``lightning``: the same Task in a LightningModule (:mod:`speechtrain.bench.lightning_row`).
 2. ``speechtrain, all off``: our Trainer and loader with every change switched off (fp32,
-   fixed-count random batches, no workers, plain AdamW kernel). Its ratio to the baseline is the
-   engine's own overhead (OOM guard, numerics guard), so the rungs below are not flattered by it.
+   fixed-count random batches, no workers, plain AdamW kernel, glibc's malloc). Its ratio to the
+   baseline is the engine's own overhead (OOM guard, numerics guard), so the rungs below are not
+   flattered by it.
 3. one row per change on top of (2): bucketing, loader settings, precision, TF32 and cuDNN
-   autotune (CUDA), SDPA, activation checkpointing, compile, channels-last, fused optimizer,
-   tuned per-bucket batch sizes (from ``speechtrain tune``).
+   autotune (CUDA), activation checkpointing, compile, channels-last, fused optimizer, the CPU
+   allocator, tuned per-bucket batch sizes (from ``speechtrain tune``).
 4. ``all``: every setting the hardware recommendation switches on, plus bucketing and the tuned
    batch sizes.
 
-Every row's speed-up is its audio-seconds/s over the baseline's. Whether a change took effect
-comes from the AccelRecords the Trainer wrote (``applied``), never from the switch alone.
+The rows run ``repeat`` passes, interleaved (:func:`run_ladder`); every speed-up is the ratio of a
+row's median audio-seconds/s to the baseline's, with the range of the per-pass ratios and a
+:func:`verdict`. Whether a change took effect comes from the AccelRecords the Trainer wrote
+(``applied``), never from the switch alone. The recipe (:mod:`speechtrain.recipes.bench`) reads the
+Config and builds one :class:`~speechtrain.bench.measure.RunSpec` per row; this module takes the data
+section and the specs.
 """
 
 from __future__ import annotations
 
-import copy
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
-from speechtrain.bench.measure import Execute, RunFailed, RunResult, RunSpec, run_spec
-from speechtrain.registry import registered_families
+from speechtrain.bench.lightning_row import INSTALL_HINT, lightning_available
+from speechtrain.bench.measure import Execute, RowNotApplicable, RunFailed, RunResult, RunSpec, run_spec
+
+if TYPE_CHECKING:
+    from speechtrain.config import DataConfig
 
 #: rung keys in ladder order (``--skip`` takes these)
 RUNGS = (
     "baseline",
+    "naive_attention",
+    "lightning",
     "engine",
     "bucketing",
     "loader",
     "precision",
     "tf32",
     "cudnn_benchmark",
-    "sdpa",
     "activation_checkpointing",
     "compile",
     "channels_last",
     "fused_optimizer",
+    "cpu_allocator",
     "tuned_batch",
     "all",
 )
@@ -82,8 +96,10 @@ def all_off(device_type: str) -> dict[str, Any]:
         "accel.cudnn_benchmark": False,
         "accel.channels_last": False,
         "accel.compile": False,
-        "accel.sdpa": False,
+        # the model's standard attention, as in the baseline (the families default to SDPA)
+        "accel.sdpa": True,
         "accel.activation_checkpointing": False,
+        "accel.cpu_allocator": False,  # glibc's default malloc, as in the plain loop
         # torch's own default kernel choice for a plain AdamW: foreach on CUDA, a for-loop on the CPU
         "optim.implementation": "foreach" if device_type == "cuda" else "for_loop",
     }
@@ -116,27 +132,23 @@ def _loader_overrides(rec: dict[str, Any], device_type: str) -> tuple[dict[str, 
 TUNED_KEYS = ("bucket_boundaries", "bucket_batch_sizes", "max_frames", "batch_size")
 
 
-def tuned_overrides(tuned_cfg: Any, cfg: Any) -> dict[str, Any]:
-    """The data keys the tuner changed (``tuned_cfg`` is ``TuneReport.config``), as overrides."""
-    out = {
-        f"data.{k}": getattr(tuned_cfg.data, k)
-        for k in TUNED_KEYS
-        if getattr(tuned_cfg.data, k) != getattr(cfg.data, k)
-    }
-    if tuned_cfg.data.bucket_batch_sizes:
+def tuned_overrides(tuned_data: DataConfig, data: DataConfig) -> dict[str, Any]:
+    """The data keys the tuner changed (``tuned_data`` is ``TuneReport.config.data``), as overrides."""
+    out = {f"data.{k}": getattr(tuned_data, k) for k in TUNED_KEYS if getattr(tuned_data, k) != getattr(data, k)}
+    if tuned_data.bucket_batch_sizes:
         out["data.bucketing"] = True
     return out
 
 
-def _config_tuned(cfg: Any) -> dict[str, Any] | None:
-    d = cfg.data
-    if not d.bucket_batch_sizes:
+def config_tuned(data: DataConfig) -> dict[str, Any] | None:
+    """The per-bucket sizes already in the data section, as overrides (None when there are none)."""
+    if not data.bucket_batch_sizes:
         return None
     return {
         "data.bucketing": True,
-        "data.bucket_batch_sizes": d.bucket_batch_sizes,
-        "data.bucket_boundaries": d.bucket_boundaries,
-        "data.max_frames": d.max_frames,
+        "data.bucket_batch_sizes": data.bucket_batch_sizes,
+        "data.bucket_boundaries": data.bucket_boundaries,
+        "data.max_frames": data.max_frames,
     }
 
 
@@ -152,7 +164,7 @@ def tuned_batch_size(tuned: dict[str, Any] | None) -> float | None:
 
 
 def plan_ladder(
-    cfg: Any,
+    data: DataConfig,
     device_type: str,
     probe_result: Any = None,
     skip: Sequence[str] = (),
@@ -161,7 +173,7 @@ def plan_ladder(
     """The rows for ``cfg`` on this device; skipped or inapplicable rows carry their reason.
 
     ``tuned``: the tuner's overrides (:func:`tuned_overrides`); default: the per-bucket sizes
-    already in ``cfg``, if any.
+    already in the data section ``data``, if any.
     """
     unknown = [s for s in skip if s not in RUNGS]
     if unknown:
@@ -169,7 +181,7 @@ def plan_ladder(
 
         raise UserError(f"--skip {', '.join(unknown)}: unknown rung; valid: {', '.join(RUNGS)}")
     rec = recommendation(probe_result)
-    tuned = tuned if tuned is not None else _config_tuned(cfg)
+    tuned = tuned if tuned is not None else config_tuned(data)
     tuned_over = dict(tuned or {})
     loader_over, loader_note = _loader_overrides(rec, device_type)
     if device_type == "cuda":
@@ -179,13 +191,14 @@ def plan_ladder(
         precision = "bf16"  # CPU autocast exists; measured, though the recommendation keeps fp32 on CPUs
     rows = [
         Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
+        Variant("naive_attention", "naive (explicit attention)", {"accel.sdpa": False}, kind="baseline"),
+        Variant("lightning", "Lightning (same model and loss, plain DataLoader)", kind="lightning"),
         Variant("engine", "speechtrain, all off"),
         Variant("bucketing", "+ bucketing", {"data.bucketing": True}, records=("bucketing",)),
         Variant("loader", "+ loader workers/pin/prefetch" + loader_note, loader_over, records=("loader",)),
         Variant("precision", f"+ {precision} autocast", {"accel.precision": precision}, records=("precision",)),
         Variant("tf32", "+ TF32", {"accel.tf32": True}, records=("tf32",)),
         Variant("cudnn_benchmark", "+ cuDNN autotune", {"accel.cudnn_benchmark": True}, records=("cudnn_benchmark",)),
-        Variant("sdpa", "+ SDPA attention", {"accel.sdpa": True}, records=("sdpa",)),
         Variant(
             "activation_checkpointing",
             "+ activation checkpointing",
@@ -195,6 +208,12 @@ def plan_ladder(
         Variant("compile", "+ torch.compile", {"accel.compile": True}, records=("compile",)),
         Variant("channels_last", "+ channels-last", {"accel.channels_last": True}, records=("channels_last",)),
         Variant("fused_optimizer", "+ fused AdamW", {"optim.implementation": "fused"}, records=("optimizer",)),
+        Variant(
+            "cpu_allocator",
+            "+ CPU allocator (glibc malloc tuned)",
+            {"accel.cpu_allocator": True},
+            records=("cpu_allocator",),
+        ),
         Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)),
     ]
     all_over = {k: v for k, v in rec.items() if k.startswith(("accel.", "optim.", "data."))}
@@ -208,6 +227,8 @@ def plan_ladder(
             row.skip_reason = "skipped (--skip " + row.key + ")"
         elif row.key in CUDA_ONLY and device_type != "cuda":
             row.skip_reason = f"not applicable on {device_type}: {CUDA_ONLY[row.key]}"
+        elif row.key == "lightning" and not lightning_available():
+            row.skip_reason = INSTALL_HINT
         elif row.key == "tuned_batch" and not tuned:
             row.skip_reason = "no tuned batch sizes in the config: run `speechtrain tune` first or pass --tune"
     return rows
@@ -222,15 +243,6 @@ def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def variant_raw(cfg: Any, variant: Variant, device_type: str) -> dict[str, Any]:
-    """The raw config of a row: ``cfg`` + all-off + the row's overrides (``config``: ``cfg`` as it is)."""
-    raw = copy.deepcopy(cfg.to_dict())
-    base = COMMON if variant.key == "config" else all_off(device_type)
-    for key, value in {**base, **variant.overrides}.items():
-        set_dotted(raw, key, value)
-    return raw
-
-
 def applied_text(result: RunResult | None, variant: Variant) -> str:
     """The 'applied?' cell: yes / no with the reason from the records."""
     if variant.skip_reason:
@@ -241,6 +253,12 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
         return "reference"
     if variant.key == "engine":
         return "everything off"
+    if variant.key == "lightning":
+        rec = result.applied.get("lightning") or {}
+        return f"not speechtrain: {rec.get('detail', 'lightning')}"
+    if variant.key == "naive_attention":
+        n = (result.applied.get("explicit_attention") or {}).get("info", {}).get("modules", 0)
+        return f"not the reference: {n} attention modules on the explicit softmax path"
     if variant.key in ("all", "config"):
         on = sorted(name for name, rec in result.applied.items() if isinstance(rec, dict) and rec.get("applied"))
         return "on: " + (", ".join(on) if on else "nothing")
@@ -263,51 +281,95 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
 
 @dataclass
 class LadderRow:
-    """A row of the finished ladder: the variant and its result (None when skipped or failed)."""
+    """A row of the finished ladder: the variant, its median pass (None when skipped or failed) and
+    the audio-s/s of every pass (``rates[r]``: pass ``r``, None where that pass did not measure it)."""
 
     variant: Variant
     result: RunResult | None
     error: str | None = None
+    rates: list[float | None] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Median and range of repeated measurements (rates, or ratios of paired passes)."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+
+    @property
+    def width(self) -> float:
+        """(high - low) / median: the spread as a fraction of the median (0 for one value)."""
+        return (self.high - self.low) / self.median if self.median > 0 else float("inf")
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread | None:
+        """The spread of ``values`` (None when there are none)."""
+        vals = sorted(values)
+        if not vals:
+            return None
+        return cls(statistics.median(vals), vals[0], vals[-1], len(vals))
 
 
 def run_ladder(
-    cfg: Any,
     variants: Sequence[Variant],
+    specs: Sequence[RunSpec | None],
     *,
-    device_type: str,
-    steps: int,
-    warmup: int,
-    isolate: bool = True,
-    fake_data: int | None = None,
-    time_limit: float | Callable[[int], float] | None = None,
-    on_row: Callable[[int, Variant], None] | None = None,
     repeat: int = 1,
-    threads: int | None = None,
+    isolate: bool = True,
+    time_limit: float | Callable[[int], float] | None = None,
+    on_row: Callable[[int, Variant, int], None] | None = None,
     execute: Execute | None = None,
 ) -> list[LadderRow]:
-    """Measure every row that is not skipped; a row that fails is kept with its error.
+    """Measure every row that has a spec, ``repeat`` passes, interleaved round-robin.
 
-    ``time_limit``: seconds of timing per row, or a function of the row index (a demo that shares
-    out what is left of its budget). The task's data-dependent setup runs once; later rows load it.
-    ``repeat``: run the ladder that many times, every other pass in reverse order (so a load that
-    drifts during the ladder hits every row alike), and keep each row's median run by audio-s/s.
-    ``execute``: measures a row in this process (needed with ``isolate=False``).
+    Pass ``r`` runs the rows in ladder order rotated by ``r * rows / repeat``, so a load that drifts
+    during the ladder falls on every row alike and no row always runs first or last after another.
+    Each row keeps its median pass by audio-s/s and the rate of every pass (the spread). A row that
+    fails, or does not apply, in one pass is not measured again. ``time_limit``: seconds of timing
+    per measurement, or a function of the row index (a demo that shares out what is left of its
+    budget). ``on_row(i, variant, pass)`` is called before each measurement. ``execute`` measures a
+    row in this process (needed with ``isolate=False``).
     """
-    import tempfile
-    from pathlib import Path
-
-    passes: list[list[LadderRow | None]] = []
-    with tempfile.TemporaryDirectory(prefix="speechtrain-ladder-") as tmp:
-        setup_state = str(Path(tmp) / "setup.pt")
-        for r in range(max(1, repeat)):
-            done: list[LadderRow | None] = [None] * len(variants)
-            order = list(range(len(variants)))
-            for i in order if r % 2 == 0 else order[::-1]:
-                limit = time_limit(i) if callable(time_limit) else time_limit
-                args = (device_type, steps, warmup, isolate, fake_data, limit, setup_state, threads)
-                done[i] = _run_row(cfg, variants[i], i, *args, on_row, execute)
-            passes.append(done)
-    return [_median_row([p[i] for p in passes]) for i in range(len(variants))]
+    repeat = max(1, repeat)
+    measured = [i for i, spec in enumerate(specs) if spec is not None and not variants[i].skip_reason]
+    runs: dict[int, list[RunResult | None]] = {i: [] for i in measured}
+    errors: dict[int, str] = {}
+    for r in range(repeat):
+        shift = (r * len(measured)) // repeat
+        for i in measured[shift:] + measured[:shift]:
+            if i in errors:
+                runs[i].append(None)
+                continue
+            if on_row is not None:
+                on_row(i, variants[i], r)
+            limit = time_limit(i) if callable(time_limit) else time_limit
+            spec = specs[i]
+            assert spec is not None
+            if limit is not None:
+                spec = replace(spec, time_limit=limit)
+            try:
+                runs[i].append(run_spec(spec, isolate=isolate, execute=execute))
+            except RowNotApplicable as exc:
+                errors[i] = str(exc)
+                runs[i].append(None)
+            except RunFailed as exc:
+                errors[i] = f"failed: {exc}"
+                runs[i].append(None)
+    rows = []
+    for i, variant in enumerate(variants):
+        if i not in runs:
+            rows.append(LadderRow(variant, None))
+            continue
+        rates = [None if res is None else res.audio_seconds_per_second for res in runs[i]]
+        row = _median_row([LadderRow(variant, res, errors.get(i)) for res in runs[i]])
+        if row.result is None:
+            row.error = errors.get(i, row.error)
+        row.rates = rates
+        rows.append(row)
+    return rows
 
 
 def _median_row(runs: list[LadderRow | None]) -> LadderRow:
@@ -322,39 +384,30 @@ def _rate(row: LadderRow) -> float:
     return row.result.audio_seconds_per_second if row.result is not None else 0.0
 
 
-def _run_row(
-    cfg: Any,
-    variant: Variant,
-    i: int,
-    device_type: str,
-    steps: int,
-    warmup: int,
-    isolate: bool,
-    fake_data: int | None,
-    time_limit: float | None,
-    setup_state: str,
-    threads: int | None,
-    on_row: Callable[[int, Variant], None] | None,
-    execute: Execute | None = None,
-) -> LadderRow:
-    if on_row is not None:
-        on_row(i, variant)
-    if variant.skip_reason:
-        return LadderRow(variant, None)
-    spec = RunSpec(
-        name=variant.label,
-        raw=variant_raw(cfg, variant, device_type),
-        kind=variant.kind,
-        steps=steps,
-        warmup=warmup,
-        count_flops=variant.kind == "baseline",
-        fake_data=fake_data,
-        time_limit=time_limit,
-        setup_state=setup_state,
-        threads=threads,
-        families=registered_families(),
-    )
-    try:
-        return LadderRow(variant, run_spec(spec, isolate=isolate, execute=execute))
-    except RunFailed as exc:
-        return LadderRow(variant, None, error=f"failed: {exc}")
+def paired_ratios(row: LadderRow, reference: LadderRow) -> list[float]:
+    """``row``'s rate over the reference's in each pass where both were measured: the rows of one
+    pass ran minutes apart at most, so these ratios carry less of the machine's drift than the rates."""
+    return [a / b for a, b in zip(row.rates, reference.rates) if a is not None and b]
+
+
+class Verdict(str, Enum):
+    """What a speed-up ratio with its spread allows one to say."""
+
+    REFERENCE = "reference"
+    FASTER = "faster"
+    SLOWER = "slower"
+    INCONCLUSIVE = "inconclusive"
+    UNREPEATED = "one pass"
+
+
+def verdict(ratio: Spread | None, max_spread: float) -> tuple[Verdict, str]:
+    """Faster or slower only when every pass agrees (the range of the paired ratios stays on one side
+    of 1.0x) and the range is no wider than ``max_spread`` of the median; else inconclusive."""
+    if ratio is None or ratio.count < 2:
+        return Verdict.UNREPEATED, "one pass: no spread to judge (use --repeat 3 or more)"
+    if ratio.low <= 1.0 <= ratio.high:
+        return Verdict.INCONCLUSIVE, f"passes range {ratio.low:.2f}-{ratio.high:.2f}x, across 1.0x"
+    if ratio.width > max_spread:
+        return Verdict.INCONCLUSIVE, f"passes range {ratio.low:.2f}-{ratio.high:.2f}x, wider than {max_spread:.0%}"
+    kind = Verdict.FASTER if ratio.low > 1.0 else Verdict.SLOWER
+    return kind, f"passes range {ratio.low:.2f}-{ratio.high:.2f}x"

@@ -1,7 +1,9 @@
 """The baseline every speed-up is measured against: a plain PyTorch loop, written the way a user
 writes it before optimizing anything.
 
-- fp32, no autocast, no compile, default module settings;
+- fp32, no autocast, no compile, default module settings: the model's attention is what the family
+  builds by default, ``scaled_dot_product_attention`` (what a PyTorch 2 user calls, or gets from
+  ``nn.MultiheadAttention``); ``explicit_attention=True`` gives the naive softmax(QK^T)V row instead;
 - ``torch.utils.data.DataLoader(dataset, batch_size=data.batch_size, shuffle=True)`` with default
   settings (no workers, no pinning) and a simple pad-to-longest collate (random crops of
   ``data.crop_frames`` for vocoders, as a user's vocoder loop would do);
@@ -101,13 +103,22 @@ def endless(loader: torch.utils.data.DataLoader) -> Iterator[Batch]:
 class PlainLoop:
     """The user's loop: modules on the device, one AdamW per stage, fp32 steps."""
 
-    def __init__(self, cfg: Any, task: Any, device: torch.device) -> None:
+    def __init__(self, cfg: Any, task: Any, device: torch.device, explicit_attention: bool = False) -> None:
         self.cfg = cfg
         self.task = task
         self.device = device
         modules = task.modules()
         for module in modules.values():
             module.to(device).train()
+        #: attention modules switched to the explicit path (``explicit_attention``; 0 when the model has none)
+        self.explicit_attention_modules = 0
+        if explicit_attention:
+            from speechtrain.accel.sdpa import attention_modules
+
+            for module in modules.values():
+                for _, attn in attention_modules(module):
+                    setattr(attn, "use_sdpa", False)  # noqa: B010 - the attention class's own switch
+                    self.explicit_attention_modules += 1
         from speechtrain.data.loader import DeviceFeatures
 
         features = DeviceFeatures(cfg.data, task.needs())

@@ -109,7 +109,7 @@ def diagnose(runs: Sequence[dict[str, Any]], device_info: dict[str, Any]) -> dic
         evidence += "; the model's maths sets the pace)"
     advice = [
         "lower precision where it is safe: accel.precision=bf16 (fp16 on pre-Ampere GPUs)",
-        "torch.compile to fuse elementwise work (accel.compile=true), SDPA attention (accel.sdpa=true)",
+        "torch.compile to fuse elementwise work (accel.compile=true); keep SDPA attention on (accel.sdpa, the default)",
         "TF32 for fp32 matmuls on Ampere+ (accel.tf32=true)",
     ]
     if not on_gpu:

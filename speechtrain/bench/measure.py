@@ -39,14 +39,16 @@ class RunSpec:
     name: str
     raw: dict[str, Any]
     kind: str = "engine"  # "baseline" (plain loop) or "engine" (speechtrain Trainer)
-    steps: int = 20
+    steps: int = 20  # timed steps at least
     warmup: int = 3
     count_flops: bool = False
     fake_data: int | None = None  # synthetic LJSpeech-like utterances instead of the manifest
     time_limit: float | None = None  # stop timing after this many seconds (at least 2 timed steps)
+    min_seconds: float = 0.0  # and time at least this long (the window is both: >= steps and >= min_seconds)
     setup_state: str | None = None  # file with the task's modules after Task.setup, shared by the rows
     threads: int | None = None  # torch intra-op threads in the measuring process (None: torch's default)
     families: dict[str, Any] | None = None  # registry.registered_families(): registered again in a child process
+    source_dir: str | None = None  # the config file's folder: a user's 'module:factory' is looked for there too
 
 
 @dataclass
@@ -72,6 +74,8 @@ class RunResult:
     cpu_seconds: float | None = None  # this process's CPU time (all threads) over the timed steps
     host_load: float | None = None  # 1-minute load average around the timed steps (other processes count)
     items_per_batch_limit: float | None = None  # items a batch can hold at most from this data (per bucket)
+    threads: int | None = None  # torch intra-op threads the row ran with
+    page_faults: int | None = None  # minor page faults of this process over the timed steps (CPU allocator)
 
     @property
     def steps_per_second(self) -> float:
@@ -101,6 +105,11 @@ class RunResult:
         return self.audio_seconds / self.cpu_seconds if self.cpu_seconds else None
 
     @property
+    def page_faults_per_step(self) -> float | None:
+        """Minor page faults per timed step: what ``accel.cpu_allocator`` lowers on a CPU."""
+        return self.page_faults / self.steps if self.page_faults is not None and self.steps else None
+
+    @property
     def mean_batch_size(self) -> float:
         return self.samples / self.steps if self.steps else 0.0
 
@@ -118,6 +127,9 @@ class RunResult:
             "cpu_seconds": self.cpu_seconds,
             "audio_seconds_per_cpu_second": self.audio_seconds_per_cpu_second,
             "host_load": self.host_load,
+            "threads": self.threads,
+            "page_faults": self.page_faults,
+            "page_faults_per_step": self.page_faults_per_step,
             "mean_batch_size": self.mean_batch_size,
             "tuned_batch_size": self.tuned_batch_size,
             "items_per_batch_limit": self.items_per_batch_limit,
@@ -215,8 +227,11 @@ def timed_loop(
     device: Any,
     time_limit: float | None = None,
     progress: Callable[[int], None] | None = None,
+    min_seconds: float = 0.0,
 ) -> dict[str, Any]:
-    """Run ``warmup`` untimed then up to ``steps`` timed steps; returns raw counts and seconds.
+    """Run ``warmup`` untimed steps, then time a window of at least ``steps`` steps AND at least
+    ``min_seconds`` seconds (a fixed step count is too short to be stable for fast rows, a fixed
+    time too few steps for slow ones); returns raw counts and seconds.
 
     Host-side counts only (``Batch`` keeps lengths on the host), so the loop adds no device syncs.
     ``time_limit`` stops after that many timed seconds once 2 steps are done (bounded demo runs).
@@ -231,10 +246,12 @@ def timed_loop(
     index = getattr(device, "index", None)
     cuda_index = (index or 0) if getattr(device, "type", "") == "cuda" else None
     load_before = _load_average()
+    faults_before = minor_faults()
     with GpuBusySampler(cuda_index) as busy:
         cpu_start = time.process_time()
         start = time.perf_counter()
-        for i in range(steps):
+        i = 0
+        while True:
             t0 = time.perf_counter()
             batch = next(batches)
             wait += time.perf_counter() - t0
@@ -244,13 +261,18 @@ def timed_loop(
             counts["padded_frames"] += batch.padded_frames
             counts["real_frames"] += batch.real_frames
             step(batch)
+            i += 1
             if progress is not None:
-                progress(i + 1)
-            if time_limit is not None and i >= 1 and time.perf_counter() - start > time_limit:
+                progress(i)
+            elapsed = time.perf_counter() - start
+            if time_limit is not None and i >= 2 and elapsed > time_limit:
+                break
+            if i >= steps and elapsed >= min_seconds:
                 break
         synchronize(device)
         seconds = time.perf_counter() - start
         cpu_seconds = time.process_time() - cpu_start
+    faults_after = minor_faults()
     loads = [x for x in (load_before, _load_average()) if x is not None]
     return {
         **counts,
@@ -259,7 +281,17 @@ def timed_loop(
         "gpu_busy_fraction": busy.fraction,
         "cpu_seconds": cpu_seconds,
         "host_load": max(loads) if loads else None,
+        "page_faults": None if faults_before is None or faults_after is None else faults_after - faults_before,
     }
+
+
+def minor_faults() -> int | None:
+    """Minor page faults of this process so far (None where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:  # not on every platform
+        return None
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
 
 def _load_average() -> float | None:
@@ -299,6 +331,9 @@ def run_spec(
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise RunFailed(f"timed out after {timeout:.0f} s") from None
+        if proc.returncode == NOT_APPLICABLE_EXIT:
+            lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
+            raise RowNotApplicable(lines[-1] if lines else "not applicable")
         if proc.returncode != 0 or not out_path.is_file():
             lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
             raise RunFailed(lines[-1] if lines else f"exit status {proc.returncode}")
@@ -307,3 +342,12 @@ def run_spec(
 
 class RunFailed(RuntimeError):
     """A configuration that could not be measured (its error is listed in the report)."""
+
+
+class RowNotApplicable(RunFailed):
+    """A configuration that means nothing for this model (e.g. explicit attention in a model without
+    attention); listed with the reason, not as a failure."""
+
+
+#: exit status of a measuring process whose configuration does not apply (:class:`RowNotApplicable`)
+NOT_APPLICABLE_EXIT = 3

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from speechtrain.bench.ablate import LadderRow, applied_text
+from speechtrain.bench.ablate import LadderRow, Spread, Verdict, applied_text, paired_ratios, verdict
 from speechtrain.bench.diagnose import diagnose
 from speechtrain.bench.flops import mfu, peak_flops_for
 from speechtrain.errors import UserError
@@ -36,6 +36,58 @@ def _finish_runs(rows: Sequence[LadderRow], probe_result: Any) -> None:
         res.mfu = mfu(flops, res.seconds, peak)
 
 
+#: the rows a headline ratio is read from, first found wins
+HEADLINE_KEYS = ("all", "config")
+
+
+def _spread_dict(spread: Spread | None) -> dict[str, Any] | None:
+    if spread is None:
+        return None
+    return {"median": spread.median, "low": spread.low, "high": spread.high, "passes": spread.count}
+
+
+def _row_stats(row: LadderRow, reference: LadderRow | None, max_spread: float) -> dict[str, Any]:
+    """The row's rate range over its passes and its ratio to the reference with a verdict."""
+    rates = Spread.of([r for r in row.rates if r is not None])
+    out: dict[str, Any] = {
+        "passes": 0 if rates is None else rates.count,
+        "rate_spread": _spread_dict(rates),
+        "rate_spread_fraction": None if rates is None or rates.count < 2 else rates.width,
+    }
+    if reference is None:
+        return out
+    if row is reference:
+        out["verdict"], out["verdict_detail"] = Verdict.REFERENCE.value, "the reference of every ratio"
+        return out
+    ratio = Spread.of(paired_ratios(row, reference))
+    kind, detail = verdict(ratio, max_spread)
+    out["speedup_spread"] = _spread_dict(ratio)
+    out["verdict"], out["verdict_detail"] = kind.value, detail
+    return out
+
+
+def _headline(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    by_key = {r["key"]: r for r in runs}
+    row = next((by_key[k] for k in HEADLINE_KEYS if k in by_key), None)
+    if row is None or row.get("speedup_vs_baseline") is None:
+        return None
+    spread = row.get("speedup_spread") or {}
+    text = f"{row['name']} vs the baseline (plain PyTorch loop): {row['speedup_vs_baseline']:.2f}x"
+    if spread.get("passes", 0) >= 2:
+        text += f" (passes {spread['low']:.2f}-{spread['high']:.2f}x)"
+    if row.get("verdict") == Verdict.INCONCLUSIVE.value:
+        text += ": inconclusive, " + str(row.get("verdict_detail"))
+    elif row.get("verdict") == Verdict.UNREPEATED.value:
+        text += ": one pass, no spread"
+    return {
+        "key": row["key"],
+        "speedup": row["speedup_vs_baseline"],
+        "spread": spread or None,
+        "verdict": row.get("verdict"),
+        "text": text,
+    }
+
+
 def build_report(
     rows: Sequence[LadderRow],
     device: dict[str, Any],
@@ -43,15 +95,18 @@ def build_report(
     command: str = "",
     notes: Sequence[str] = (),
     tuned_batch_size: float | None = None,
+    max_spread: float = 0.2,
 ) -> dict[str, Any]:
-    """The report dict (JSON-ready) of a finished ladder, with the diagnosis.
+    """The report dict (JSON-ready) of a finished ladder, with the diagnosis and the headline.
 
     ``tuned_batch_size``: the tuner's mean items per batch, if known (the diagnosis compares it
-    with each run's mean batch)."""
+    with each run's mean batch). ``max_spread``: the widest range of a ratio's passes (as a fraction
+    of its median) that still counts as a speed-up or slow-down; wider, or across 1.0x: inconclusive."""
     _finish_runs(rows, probe_result)
     for row in rows:
         if row.result is not None and tuned_batch_size is not None:
             row.result.tuned_batch_size = tuned_batch_size
+    reference = next((r for r in rows if r.variant.key == "baseline" and r.result is not None), None)
     runs = []
     skipped = []
     for index, row in enumerate(rows):
@@ -60,20 +115,27 @@ def build_report(
             rec["key"] = row.variant.key
             rec["index"] = index
             rec["applied_summary"] = applied_text(row.result, row.variant)
+            rec.update(_row_stats(row, reference, max_spread))
             runs.append(rec)
         else:
             reason = row.error or row.variant.skip_reason
             skipped.append({"name": row.variant.label, "key": row.variant.key, "reason": reason, "index": index})
     bottleneck = diagnose(runs, device)
     loads = [r["host_load"] for r in runs if r.get("host_load") is not None]
-    cores = device.get("cpu_count") or 1
-    if loads and max(loads) > 0.75 * cores:
+    cores = device.get("usable_cores") or device.get("cpu_count") or 1
+    loaded = bool(loads) and max(loads) > 0.75 * cores
+    if loaded:
         notes = [
             *notes,
             f"other processes loaded the machine (1-minute load average up to {max(loads):.1f} on {cores} cores "
             "while rows were timed): wall-clock rates and their ratios are unreliable; on a CPU compare "
             "audio-s per CPU-s, and re-run on a quiet machine before quoting a figure",
         ]
+    headline = _headline(runs)
+    if headline is not None and headline["verdict"] == Verdict.INCONCLUSIVE.value:
+        why = "the machine was too loaded to conclude" if loaded else "the passes disagree too much to conclude"
+        advice = "re-run with more --repeat or on a quiet machine"
+        notes = [*notes, f"headline inconclusive: {why} ({headline['text']}); {advice}"]
     peak_note = (
         "MFU: FLOPs counted once on the baseline (torch.utils.flop_counter, forward+backward) per padded frame, "
         "scaled by each run's padded frames; peak from the probe ("
@@ -85,6 +147,7 @@ def build_report(
         "runs": runs,
         "skipped": skipped,
         "bottleneck": bottleneck,
+        "headline": headline,
         "command": command,
         "notes": [*notes, peak_note],
     }
@@ -105,27 +168,30 @@ def _cell(text: str) -> str:
 def markdown_table(report: dict[str, Any]) -> str:
     """The ladder as a markdown table (ladder order; skipped and failed rows carry their reason).
 
-    On a CPU device two more columns: audio seconds per CPU second of the row's process, and the
-    host's load average while it was timed."""
+    ``speed-up`` is the ratio of medians to the baseline, with the range of the per-pass ratios and
+    "inconclusive" when that range crosses 1.0x or is too wide; ``spread`` is the range of the row's
+    own audio-s/s over its passes, as a share of its median. On a CPU device two more columns: audio
+    seconds per CPU second of the row's process, the host's load average while it was timed, and the
+    process's minor page faults per timed step (what ``accel.cpu_allocator`` lowers)."""
     runs = report["runs"]
     cpu = report.get("device", {}).get("type") == "cpu"
     base = next((r for r in runs if r.get("key") == "baseline"), None)
     base_peak = base.get("peak_memory_bytes") if base else None
-    extra = " audio-s/CPU-s | load |" if cpu else ""
+    extra = " audio-s/CPU-s | load | faults/step |" if cpu else ""
     header = (
-        "| configuration | audio-s/s | speed-up | steps/s | samples/s | peak memory | memory saved | padding "
-        "| data wait | GPU busy | MFU |" + extra + " applied? |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|" if cpu else "") + "---|\n"
+        "| configuration | audio-s/s | speed-up | spread | steps/s | samples/s | peak memory | memory saved "
+        "| padding | data wait | GPU busy | MFU |" + extra + " applied? |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if cpu else "") + "---|\n"
     )
     lines: list[tuple[int, str]] = []
     for r in runs:
         peak = r.get("peak_memory_bytes")
         saved = 1.0 - peak / base_peak if (peak and base_peak) else None
-        speedup = r.get("speedup_vs_baseline")
         cells = [
             _cell(r["name"]),
             f"{r['audio_seconds_per_second']:.1f}",
-            "-" if speedup is None else f"{speedup:.2f}x",
+            _speedup_cell(r),
+            "-" if r.get("rate_spread_fraction") is None else f"{r['rate_spread_fraction']:.0%}",
             f"{r['steps_per_second']:.2f}",
             f"{r['samples_per_second']:.1f}",
             _gib(peak),
@@ -137,13 +203,28 @@ def markdown_table(report: dict[str, Any]) -> str:
         ]
         if cpu:
             per_cpu, load = r.get("audio_seconds_per_cpu_second"), r.get("host_load")
+            faults = r.get("page_faults_per_step")
             cells += ["-" if per_cpu is None else f"{per_cpu:.1f}", "-" if load is None else f"{load:.1f}"]
+            cells.append("-" if faults is None else f"{faults:.0f}")
         cells.append(_cell(r.get("applied_summary", "")))
         lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
-        dashes = " - |" * (12 if cpu else 10)
+        dashes = " - |" * (14 if cpu else 11)
         lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{dashes} {_cell(s['reason'])} |"))
     return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
+
+
+def _speedup_cell(r: dict[str, Any]) -> str:
+    speedup = r.get("speedup_vs_baseline")
+    if speedup is None:
+        return "-"
+    text = f"{speedup:.2f}x"
+    spread = r.get("speedup_spread") or {}
+    if spread.get("passes", 0) >= 2:
+        text += f" ({spread['low']:.2f}-{spread['high']:.2f})"
+    if r.get("verdict") == Verdict.INCONCLUSIVE.value:
+        text += " inconclusive"
+    return text
 
 
 def diagnosis_text(report: dict[str, Any]) -> str:
@@ -164,6 +245,7 @@ def markdown_report(report: dict[str, Any], title: str = "speechtrain bench") ->
         f"- date: {dev.get('date')}",
         f"- command: `{report.get('command', '')}`",
         f"- peak memory: {dev.get('peak_memory_kind')}",
+        *([f"- headline: {report['headline']['text']}"] if report.get("headline") else []),
         "",
         markdown_table(report),
         "```",

@@ -18,20 +18,40 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "With --ablate: every change alone on top of the baseline, then all recommended settings.",
     )
     add_config_args(p)
-    p.add_argument("--steps", type=int, default=None, help="timed steps per configuration (default: bench.steps)")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per measurement, at least (bench.steps)")
+    p.add_argument(
+        "--min-seconds", type=float, default=None, help="timed seconds per measurement, at least (bench.min_seconds)"
+    )
     p.add_argument("--warmup", type=int, default=None, help="untimed warm-up steps (default: bench.warmup)")
     p.add_argument("--ablate", action="store_true", help="run the whole ladder of changes")
     p.add_argument("--skip", action="append", default=[], metavar="RUNG", help="leave a rung out (e.g. compile)")
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (for the tuned-batch rung)")
     p.add_argument("--fake-data", type=int, default=None, metavar="N", help="N synthetic utterances, no manifest")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="cap each configuration's timing")
-    p.add_argument("--repeat", type=int, default=1, help="passes over the rows (median kept; for shared machines)")
-    p.add_argument("--threads", type=int, default=None, help="torch threads per measuring process")
+    p.add_argument(
+        "--repeat", type=int, default=None, help="passes over the rows, interleaved; median and range (bench.repeat)"
+    )
+    p.add_argument("--threads", type=_threads, default=None, help="torch threads per row, or auto (bench.threads)")
+    p.add_argument(
+        "--max-spread",
+        type=float,
+        default=None,
+        help="widest range of a ratio's passes, as a fraction, still called a speed-up (bench.max_spread)",
+    )
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
     p.add_argument("--markdown", default=None, metavar="OUT", help="write the report as markdown")
     p.add_argument("--plot", default=None, metavar="OUT.png", help="write a chart (needs matplotlib)")
     return p
+
+
+def _threads(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of threads or auto") from None
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -41,8 +61,14 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError(f"--steps must be >= 1, got {args.steps}")
     if args.warmup is not None and args.warmup < 0:
         raise UserError(f"--warmup must be >= 0, got {args.warmup}")
-    if args.repeat < 1:
+    if args.repeat is not None and args.repeat < 1:
         raise UserError(f"--repeat must be >= 1, got {args.repeat}")
+    if args.min_seconds is not None and args.min_seconds < 0:
+        raise UserError(f"--min-seconds must be >= 0, got {args.min_seconds}")
+    if isinstance(args.threads, int) and args.threads < 1:
+        raise UserError(f"--threads must be >= 1 or auto, got {args.threads}")
+    if args.max_spread is not None and args.max_spread <= 0:
+        raise UserError(f"--max-spread must be > 0, got {args.max_spread}")
     if args.fake_data is not None and args.fake_data < 2:
         raise UserError(f"--fake-data needs at least 2 utterances, got {args.fake_data}")
     if args.plot and not args.plot.lower().endswith(".png"):
@@ -56,7 +82,7 @@ def tune_overrides(cfg: Any) -> dict[str, Any]:
 
     report = TuneRecipe(cfg).run()
     print(report.table())
-    return tuned_overrides(report.config, cfg)
+    return tuned_overrides(report.config.data, cfg.data)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         cfg,
         steps=args.steps,
         warmup=args.warmup,
+        min_seconds=args.min_seconds,
+        max_spread=args.max_spread,
         ablate=args.ablate,
         skip=args.skip,
         isolate=not args.in_process,
@@ -89,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
     )
     print()
     print(markdown_table(report))
+    if report.get("headline"):
+        print(f"headline: {report['headline']['text']}")
     print(diagnosis_text(report))
     if args.json:
         print(f"wrote {write_json(report, args.json)}")

@@ -139,6 +139,11 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     except UserError as exc:
         print(f"no chart: {exc}")
     print(markdown_table(report))
+    if report.get("headline"):
+        print(f"headline: {report['headline']['text']}")
+    for note in report.get("notes", []):
+        if note.startswith(("headline inconclusive", "other processes loaded")):
+            print(f"note: {note}")
     print(diagnosis_text(report))
     print("\nwrote " + ", ".join(str(p) for p in paths) + f"; run directory {run_dir}")
     print(f"demo finished in {stages.elapsed():.0f}s")
@@ -181,7 +186,7 @@ def _tune(cfg: Any) -> dict[str, Any] | None:
         print(f"tuning failed: {exc}; the tuned-batch rung will be skipped")
         return None
     print(report.table())
-    return tuned_overrides(report.config, cfg)
+    return tuned_overrides(report.config.data, cfg.data)
 
 
 def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) -> Path:
@@ -207,35 +212,33 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
 
 
 class Pacer:
-    """Shares what is left of the ladder's time among the rows still to run: each row's timed
-    region gets (time left / rows left) minus the start-up cost seen so far (a fresh process,
-    the model, the data: ~5 s per row on 2 idle cores)."""
+    """Shares what is left of the ladder's time among the measurements still to run (every measured
+    row, ``repeat`` passes): each timed window gets (time left / measurements left) minus the
+    start-up cost seen so far (a fresh process, the model, the data: ~5 s per row on 2 idle cores)."""
 
-    def __init__(self, rows: list[Any], seconds: float, overhead: float = 5.0) -> None:
-        self.measured = [i for i, v in enumerate(rows) if not v.skip_reason]
+    def __init__(self, rows: list[Any], seconds: float, repeat: int = 1, overhead: float = 5.0) -> None:
+        self.total = sum(1 for v in rows if not v.skip_reason) * max(1, repeat)
         self.deadline = time.perf_counter() + seconds
         self.overhead = overhead
-        self.limits: dict[int, float] = {}
-        self._started: tuple[int, float] | None = None
+        self.limits: list[float] = []
+        self._started: float | None = None
         self._costs: list[float] = []
 
-    def row_started(self, i: int) -> None:
+    def row_started(self) -> None:
         now = time.perf_counter()
-        if self._started is not None and self._started[0] in self.limits:
-            prev, t0 = self._started
-            self._costs.append(max(0.0, now - t0 - self.limits[prev]))
-        self._started = (i, now)
+        if self._started is not None and self.limits:
+            self._costs.append(max(0.0, now - self._started - self.limits[-1]))
+        self._started = now
 
     def limit(self, i: int) -> float:
         left = max(0.0, self.deadline - time.perf_counter())
-        rows_left = sum(1 for j in self.measured if j >= i) or 1
+        measurements_left = max(1, self.total - len(self.limits))
         overhead = sum(self._costs) / len(self._costs) if self._costs else self.overhead
-        self.limits[i] = max(1.0, left / rows_left - overhead)
-        return self.limits[i]
+        self.limits.append(max(1.0, left / measurements_left - overhead))
+        return self.limits[-1]
 
     def summary(self) -> str:
-        values = list(self.limits.values())
-        return f"{min(values):.0f}-{max(values):.0f}s" if values else "-"
+        return f"{min(self.limits):.0f}-{max(self.limits):.0f}s" if self.limits else "-"
 
 
 def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, info: Any, seconds: float) -> dict:
@@ -245,21 +248,24 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
     from speechtrain.recipes.bench import run_bench
 
     skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
-    rows = plan_ladder(cfg, info.device_type, info, skip, tuned)
-    bar = tqdm(total=len(rows), desc="ladder", unit="config", file=sys.stdout)
-    pacer = Pacer(rows, seconds)
+    rows = plan_ladder(cfg.data, info.device_type, info, skip, tuned)
+    repeat = cfg.bench.repeat
+    pacer = Pacer(rows, seconds, repeat)
+    bar = tqdm(total=pacer.total, desc="ladder", unit="run", file=sys.stdout)
 
     def on_row(i: int, n: int, label: str) -> None:
-        pacer.row_started(i)
-        bar.n = i
+        pacer.row_started()
+        bar.n = len(pacer.limits)
         bar.set_postfix_str(label[:40])
         bar.refresh()
 
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     report = run_bench(
         cfg,
-        steps=1000,
+        steps=1000,  # the same method as `bench`, the window set by the time left: min_seconds 0, time_limit
+        min_seconds=0.0,
         warmup=3 if info.has_gpu else 1,  # GPU: cuDNN autotune and compile settle in the first steps
+        repeat=repeat,
         ablate=True,
         skip=skip,
         time_limit=pacer.limit,
@@ -267,12 +273,12 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
         command=command.strip() or "speechtrain demo",
         on_row=on_row,
     )
-    pacer.row_started(len(rows))
-    bar.n = len(rows)
+    pacer.row_started()
+    bar.n = pacer.total
     bar.refresh()
     bar.close()
     report["notes"].append(
-        f"demo: each configuration timed for {pacer.summary()} (bounded demo; run `speechtrain bench --ablate` "
-        "with more steps for steadier figures)"
+        f"demo: each measurement timed for {pacer.summary()}, {repeat} passes (bounded demo; run "
+        "`speechtrain bench --ablate` for longer windows)"
     )
     return report

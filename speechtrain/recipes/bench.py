@@ -9,31 +9,174 @@ plain PyTorch loop or the Trainer the training recipe builds. A row measured in 
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from speechtrain.bench.measure import RunResult, RunSpec, timed_loop
+from speechtrain.bench.measure import NOT_APPLICABLE_EXIT, RowNotApplicable, RunResult, RunSpec, timed_loop
 from speechtrain.config import Config, build_config
 from speechtrain.data.loader import TrainLoader
 from speechtrain.errors import UserError
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
-from speechtrain.registry import register_all
+from speechtrain.registry import register_all, registered_families
 from speechtrain.train.task import Needs
 
+if TYPE_CHECKING:
+    from speechtrain.bench.ablate import Variant
 
-def run_bench(cfg: Config, **kwargs: Any) -> dict[str, Any]:
-    """:func:`speechtrain.bench.run_bench` with this recipe measuring the rows run in this process."""
-    from speechtrain.bench import run_bench as measure_ladder
 
-    return measure_ladder(cfg, execute=execute, **kwargs)
+def run_bench(
+    cfg: Config,
+    *,
+    steps: int | None = None,
+    warmup: int | None = None,
+    min_seconds: float | None = None,
+    repeat: int | None = None,
+    threads: int | str | None = None,
+    max_spread: float | None = None,
+    ablate: bool = False,
+    skip: Sequence[str] = (),
+    isolate: bool = True,
+    fake_data: int | None = None,
+    time_limit: float | Callable[[int], float] | None = None,
+    measure_peak: bool = True,
+    tuned: dict[str, Any] | None = None,
+    command: str = "",
+    on_row: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
+
+    ``steps`` (at least this many timed steps), ``warmup``, ``min_seconds`` (and at least this long),
+    ``repeat`` (passes over the rows, interleaved), ``threads`` (torch threads per row; ``"auto"``:
+    the cores left over by the row's loader workers) and ``max_spread`` (widest range of a ratio that
+    still counts as a speed-up) default to ``cfg.bench``. ``isolate`` runs each measurement in a fresh
+    process (per-configuration peak memory on the CPU). ``fake_data`` benchmarks on that many
+    synthetic LJSpeech-like utterances instead of ``data.manifest``. ``time_limit`` bounds each
+    measurement's timed region (seconds, at least 2 steps; or a function of the row index).
+    ``measure_peak`` times a matmul on the CPU so that MFU has a (measured, not specified) peak.
+    ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config.data,
+    cfg.data)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called
+    before each measurement.
+    """
+    import tempfile
+
+    from speechtrain.bench.ablate import Variant, config_tuned, plan_ladder, run_ladder, tuned_batch_size
+    from speechtrain.bench.measure import device_info, probe
+    from speechtrain.bench.report import build_report
+    from speechtrain.device import resolve_device
+
+    b = cfg.bench
+    steps = b.steps if steps is None else steps
+    warmup = b.warmup if warmup is None else warmup
+    min_seconds = b.min_seconds if min_seconds is None else min_seconds
+    repeat = b.repeat if repeat is None else repeat
+    threads = b.threads if threads is None else threads
+    max_spread = b.max_spread if max_spread is None else max_spread
+    dev = resolve_device(cfg.train.device)
+    cores = usable_cores()
+    saved_threads = torch.get_num_threads()
+    torch.set_num_threads(cores if threads == "auto" else int(threads))  # the CPU peak at the rows' thread count
+    try:
+        probe_result = probe(measure=measure_peak and dev.type == "cpu")
+    finally:
+        torch.set_num_threads(saved_threads)
+    if ablate:
+        variants = plan_ladder(cfg.data, dev.type, probe_result, skip, tuned)
+    else:
+        variants = [
+            Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
+            Variant("config", "speechtrain (this config)", records=()),
+        ]
+    n = len(variants)
+    with tempfile.TemporaryDirectory(prefix="speechtrain-ladder-") as tmp:
+        setup_state = str(Path(tmp) / "setup.pt")  # the task's data-dependent setup runs once; later rows load it
+        specs = []
+        for v in variants:
+            raw = variant_raw(cfg, v, dev.type)
+            spec = RunSpec(
+                name=v.label,
+                raw=raw,
+                kind=v.kind,
+                steps=steps,
+                warmup=warmup,
+                min_seconds=min_seconds,
+                count_flops=v.kind == "baseline" and v.key == "baseline",
+                fake_data=fake_data,
+                setup_state=setup_state,
+                threads=row_threads(threads, raw, cores),
+                families=registered_families(),
+                source_dir=str(cfg.source_dir) if cfg.source_dir else None,
+            )
+            specs.append(None if v.skip_reason else spec)
+        rows = run_ladder(
+            variants,
+            specs,
+            repeat=repeat,
+            isolate=isolate,
+            time_limit=time_limit,
+            on_row=(lambda i, v, r: on_row(i, n, v.label + (f" (pass {r + 1}/{repeat})" if repeat > 1 else "")))
+            if on_row
+            else None,
+            execute=execute,
+        )
+    window = f"at least {steps} timed steps and {min_seconds:g} s" + (
+        " (fewer if time-limited)" if time_limit is not None else ""
+    )
+    notes = [f"each measurement: {warmup} warm-up steps, then {window}"]
+    if repeat > 1:
+        notes.append(
+            f"{repeat} passes over the rows, interleaved round-robin; each row shows its median pass and the "
+            "range of its passes; a speed-up is the ratio of medians, its range that of the ratios within each pass"
+        )
+    notes.append(
+        f"torch threads per row: {threads}"
+        + (" (the cores left over by the row's loader workers)" if threads == "auto" else "")
+        + f"; {cores} usable cores"
+    )
+    if fake_data:
+        notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
+    info = device_info(probe_result, cfg.train.device)
+    info["torch_threads"] = threads
+    info["usable_cores"] = cores
+    tuned_size = tuned_batch_size(tuned) or tuned_batch_size(config_tuned(cfg.data))
+    return build_report(rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread)
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def row_threads(threads: int | str, raw: dict[str, Any], cores: int) -> int:
+    """Torch threads for a row: ``threads``, or with ``"auto"`` the cores its loader workers leave
+    (each worker process takes a core; torch runs its workers single-threaded), at least 1."""
+    if threads != "auto":
+        return int(threads)
+    workers = int((raw.get("data") or {}).get("num_workers") or 0)
+    return max(1, cores - workers)
+
+
+def variant_raw(cfg: Config, variant: Variant, device_type: str) -> dict[str, Any]:
+    """The raw config of a row: ``cfg`` + all-off + the row's overrides (``config``: ``cfg`` as it is)."""
+    from speechtrain.bench.ablate import COMMON, all_off, set_dotted
+
+    raw = copy.deepcopy(cfg.to_dict())
+    base = COMMON if variant.key == "config" else all_off(device_type)
+    for key, value in {**base, **variant.overrides}.items():
+        set_dotted(raw, key, value)
+    return raw
 
 
 def load_train_dataset(cfg: Config, needs: Needs, fake_data: int | None = None) -> Any:
@@ -57,10 +200,12 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     from speechtrain.bench.baseline import PlainLoop, endless, plain_loader
     from speechtrain.bench.flops import count_flops
     from speechtrain.device import resolve_device
-    from speechtrain.memory.stats import peak_bytes, reset_peak
+    from speechtrain.memory.stats import reset_peak
     from speechtrain.recipes.train import TrainRecipe
 
     cfg = build_config(spec.raw)
+    if spec.source_dir:
+        cfg._source_dir = Path(spec.source_dir)  # the YAML's folder, lost in the raw dict (own models live there)
     if spec.threads:
         torch.set_num_threads(spec.threads)
     DataRecipe(cfg).resolve_symbols(prepare=not spec.fake_data)
@@ -76,7 +221,17 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     if spec.kind == "baseline":
         device = resolve_device(cfg.train.device)
         reset_peak(device)
-        loop = PlainLoop(cfg, task, device)
+        explicit = cfg.accel.sdpa is False  # the naive row; the reference keeps the model's SDPA attention
+        loop = PlainLoop(cfg, task, device, explicit_attention=explicit)
+        if explicit:
+            if not loop.explicit_attention_modules:
+                raise RowNotApplicable("not applicable: the model has no attention module with a `use_sdpa` switch")
+            applied["explicit_attention"] = {
+                "applied": True,
+                "exact": True,
+                "detail": "explicit softmax(QK^T)V attention",
+                "info": {"modules": loop.explicit_attention_modules},
+            }
         batches = endless(plain_loader(cfg, dataset, needs))
         if spec.count_flops:
             first = loop.prepare(next(batches))
@@ -84,6 +239,28 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
             loop.zero_grad()
             flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
         step = loop.step
+    elif spec.kind == "lightning":
+        from speechtrain.bench.lightning_row import run_lightning
+        from speechtrain.data.loader import DeviceFeatures
+
+        device = resolve_device(cfg.train.device)
+        reset_peak(device)
+        features = DeviceFeatures(cfg.data, needs)
+        counts, extra = run_lightning(
+            task,
+            plain_loader(cfg, dataset, needs),
+            cfg.optim,
+            device,
+            steps=spec.steps,
+            warmup=spec.warmup,
+            min_seconds=spec.min_seconds,
+            time_limit=spec.time_limit,
+            features=features if features.active else None,
+            progress=progress,
+        )
+        precision = extra.pop("precision")
+        applied.update(extra)
+        return _result(spec, cfg, dataset, None, device, None, precision, applied, counts)
     elif spec.kind == "engine":
         recipe = TrainRecipe(cfg)
         loader = recipe.data_recipe.train_loader(dataset, needs)
@@ -98,10 +275,26 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
             trainer.train_step([batch])
 
     else:
-        raise ValueError(f"unknown run kind {spec.kind!r} (baseline or engine)")
-    counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress)
+        raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
+    counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds)
     if loader is not None:
         applied.update(_data_record(cfg, loader))
+    return _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
+
+
+def _result(
+    spec: RunSpec,
+    cfg: Config,
+    dataset: Any,
+    loader: Any,
+    device: torch.device,
+    flops_per_frame: float | None,
+    precision: str,
+    applied: dict[str, Any],
+    counts: dict[str, Any],
+) -> RunResult:
+    from speechtrain.memory.stats import peak_bytes
+
     bucketed = spec.kind == "engine" and cfg.data.bucketing and not cfg.data.crop_frames
     buckets = loader.num_buckets if bucketed and isinstance(loader, TrainLoader) else 1
     return RunResult(
@@ -111,6 +304,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         flops_per_padded_frame=flops_per_frame,
         precision=precision,
         applied=applied,
+        threads=torch.get_num_threads(),
         **counts,
     )
 
@@ -176,7 +370,11 @@ def _main(argv: list[str]) -> int:
         return 2
     spec = RunSpec(**json.loads(Path(argv[0]).read_text()))
     register_all(spec.families or {})  # the plug-in families of the parent (the test-suite's toy tasks)
-    result = execute(spec)
+    try:
+        result = execute(spec)
+    except RowNotApplicable as exc:
+        print(str(exc), file=sys.stderr)
+        return NOT_APPLICABLE_EXIT
     Path(argv[1]).write_text(json.dumps(asdict(result), default=str))
     return 0
 

@@ -6,8 +6,8 @@ to the batch's longest text, so audio always starts at the same index; padded ke
 attention (``attention_mask=True``), which makes a padded item compute exactly what it would alone.
 
 Attention uses ``torch.nn.functional.scaled_dot_product_attention`` when the attention module's
-``use_sdpa`` is True (set by the SDPA acceleration), else an explicit softmax(QK^T)V with the same
-result. ``blocks`` is an ``nn.ModuleList`` of identical blocks whose forward returns one tensor, so
+``use_sdpa`` is True (the default; ``accel.sdpa=false`` turns it off), else an explicit softmax(QK^T)V with
+the same result. ``blocks`` is an ``nn.ModuleList`` of identical blocks whose forward returns one tensor, so
 activation checkpointing can wrap them. Generation keeps a KV cache (or recomputes the whole
 sequence each step with ``use_cache=False``: same tokens).
 """
@@ -41,7 +41,8 @@ class CausalSelfAttention(nn.Module):
         self.heads, self.head_dim, self.dropout = heads, width // heads, dropout
         self.qkv = nn.Linear(width, 3 * width)
         self.proj = nn.Linear(width, width)
-        self.use_sdpa = False
+        # SDPA by default, as a PyTorch 2 user writes attention; the explicit path stays for `accel.sdpa=false`
+        self.use_sdpa = True
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor | None = None, cache: LayerCache | None = None

@@ -2,7 +2,7 @@
 and a convolutional feed-forward, post-norm.
 
 Attention has two paths, chosen by the boolean attribute ``use_sdpa`` of each
-:class:`RelativeMultiHeadAttention` (an acceleration may flip it):
+:class:`RelativeMultiHeadAttention` (SDPA by default; ``accel.sdpa=false`` selects the math path):
 
 - math: explicit scores ``(B, H, T, T)``, softmax, dropout on the weights;
 - SDPA: one ``scaled_dot_product_attention`` call. The relative-key logits go in as an additive
@@ -48,7 +48,7 @@ class RelativeMultiHeadAttention(nn.Module):
         assert channels % n_heads == 0
         self.channels, self.n_heads, self.window_size, self.p_dropout = channels, n_heads, window_size, p_dropout
         self.k_channels = channels // n_heads
-        self.use_sdpa = False
+        self.use_sdpa = True  # SDPA by default; the explicit path serves attention dropout and accel.sdpa=false
         self.conv_q = nn.Conv1d(channels, channels, 1)
         self.conv_k = nn.Conv1d(channels, channels, 1)
         self.conv_v = nn.Conv1d(channels, channels, 1)

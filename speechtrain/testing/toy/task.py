@@ -40,7 +40,7 @@ class ToyAttention(nn.Module):
         self.heads = heads
         self.qkv = nn.Linear(channels, 3 * channels)
         self.out = nn.Linear(channels, channels)
-        self.use_sdpa = False
+        self.use_sdpa = True  # SDPA by default, as a PyTorch 2 user writes it
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, C)
         b, t, c = x.shape
