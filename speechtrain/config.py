@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, SerializeAsAny, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from speechtrain import registry
 from speechtrain.errors import UserError
@@ -32,7 +42,9 @@ class ConfigError(UserError, ValueError):
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+    model_config = ConfigDict(
+        extra="forbid", validate_assignment=True, protected_namespaces=(), allow_inf_nan=False
+    )  # inf/NaN in a float setting (optim.lr=.inf) is refused
 
 
 class DataConfig(Section):
@@ -42,7 +54,15 @@ class DataConfig(Section):
         None,
         description="LJSpeech folder or metadata.csv, JSONL manifest, or labelled folder ROOT/<label>/*.wav.",
     )
-    format: Literal["auto", "ljspeech", "jsonl", "folder"] = Field("auto", description="Manifest format; auto detects.")
+    format: Literal["auto", "ljspeech", "jsonl", "xtts", "vctk", "commonvoice", "folder"] = Field(
+        "auto",
+        description="Dataset layout: ljspeech, jsonl (NeMo), xtts (Coqui CSV with a header), vctk, commonvoice, "
+        "folder (ROOT/<label>/); auto detects and names the candidates when a folder matches several.",
+    )
+    encoding: str | None = Field(
+        None,
+        description="Text encoding of the metadata (e.g. latin-1, cp1251); None: UTF-8, or UTF-16/UTF-8 with a BOM.",
+    )
     eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
     eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
     cache_dir: str | None = Field(
@@ -59,6 +79,26 @@ class DataConfig(Section):
     max_duration: float = Field(30.0, gt=0, description="Longer utterances are skipped and reported (seconds).")
     require_text: bool | None = Field(None, description="Skip items with empty text; None: as the task needs.")
     lowercase: bool = Field(True, description="Lowercase text before tokenizing.")
+    language: str = Field(
+        "und",
+        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{2,8})*$",
+        description="BCP-47 code of the transcripts (en, uz, uz-Cyrl, am, ...): picks the language's text cleaners "
+        "and the espeak voice; und or any code without cleaners: the generic rules.",
+    )
+    phonemizer: Literal["none", "espeak", "rules"] = Field(
+        "none",
+        description="none: train on characters; espeak: IPA phonemes from espeak-ng (extra 'phonemes'); rules: the "
+        "language's own G2P (am).",
+    )
+    transliterate: bool = Field(False, description="Uzbek (uz, uz-Cyrl): Cyrillic to Latin before tokenizing.")
+    strip_accents: bool = Field(
+        False, description="Remove accents (cafe for café), as runs before learned symbols did."
+    )
+    symbols: list[str] | Literal["ascii"] | None = Field(
+        None,
+        description="The model's text symbols. None: learned from the training transcripts by prepare and recorded "
+        "in the run; a list pins them (fine-tuning); ascii: the fixed set of runs before learned symbols.",
+    )
     batch_size: int = Field(16, gt=0, description="Items per batch when bucketing is off; the mean for random plans.")
     eval_batch_size: int = Field(8, gt=0, description="Items per evaluation batch.")
     bucketing: bool = Field(True, description="Duration-bucketed batches sized in frames (else fixed-count random).")
@@ -109,6 +149,66 @@ class DataConfig(Section):
     time_mask_width: int = Field(20, ge=0, description="Max width of a time mask in frames.")
     freq_masks: int = Field(0, ge=0, description="SpecAugment frequency masks per item (training only).")
     freq_mask_width: int = Field(10, ge=0, description="Max width of a frequency mask in mel bands.")
+    f0_method: Literal["yin", "parselmouth"] | None = Field(
+        None,
+        description="f0 per mel frame, computed by prepare and cached beside the mel (0 = unvoiced): yin (torch) "
+        "or parselmouth (Praat, pip install 'speechtrain[pitch]'); None: no f0. NSF vocoders need it.",
+    )
+    f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz; SingingVocoders: 65).")
+    f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz; SingingVocoders: 1100).")
+    pitch_shift_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of training crops key-shifted (audio resampled, mel recomputed, f0 scaled together, as "
+        "SingingVocoders' key_aug); needs data.crop_frames. 0: off.",
+    )
+    pitch_shift_semitones: tuple[float, float] = Field(
+        (-1.82, 5.83),
+        description="Range of the key shift in semitones, drawn uniformly (default: SingingVocoders' speed 0.9-1.4).",
+    )
+
+    @model_validator(mode="after")
+    def _check_pitch(self) -> DataConfig:
+        if self.f0_max <= self.f0_min:
+            raise ValueError(f"data.f0_max ({self.f0_max}) must be above data.f0_min ({self.f0_min})")
+        if self.f0_method is not None and self.f0_max >= self.sample_rate / 2:
+            raise ValueError(
+                f"data.f0_max ({self.f0_max} Hz) must be below the Nyquist frequency ({self.sample_rate / 2} Hz)"
+            )
+        lo, hi = self.pitch_shift_semitones
+        if lo > hi:
+            raise ValueError(f"data.pitch_shift_semitones [{lo}, {hi}]: the first must not exceed the second")
+        if self.pitch_shift_prob > 0 and not self.crop_frames:
+            raise ValueError(
+                "data.pitch_shift_prob shifts random crops (a shifted utterance changes length): set "
+                "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
+            )
+        return self
+
+    @field_validator("symbols")
+    @classmethod
+    def _distinct_characters(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if isinstance(value, list):
+            bad = [s for s in value if len(s) != 1]
+            if bad:
+                raise ValueError(f"every symbol must be one character, got {bad[:5]}")
+            twice = sorted({s for s in value if value.count(s) > 1})
+            if twice:
+                raise ValueError(f"symbols listed twice: {twice[:5]}")
+        return value
+
+    @field_validator("encoding")
+    @classmethod
+    def _known_encoding(cls, value: str | None) -> str | None:
+        if value is not None:
+            import codecs
+
+            try:
+                codecs.lookup(value)
+            except LookupError:
+                raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1251, utf-16)") from None
+        return value
 
 
 class ModelSection(Section):
@@ -136,6 +236,15 @@ class OptimConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
     muon_lr: float = Field(0.02, gt=0, description="Muon learning rate for 2-D hidden weights.")
     muon_momentum: float = Field(0.95, ge=0, lt=1, description="Muon momentum.")
+    muon_variant: Literal["torch", "singingvocoders"] = Field(
+        "torch",
+        description="Muon's parameter rule and update scale: torch (lr x sqrt(max(1, rows/cols)), heads and "
+        "vectors to AdamW) or singingvocoders (their Muon_AdamW: lr x sqrt(max(rows, cols)), every >=2-D "
+        "tensor but embeddings and weight-norm magnitudes).",
+    )
+    muon_weight_decay: float | None = Field(
+        None, ge=0, description="Weight decay of the Muon part (None: weight_decay, which the AdamW part uses)."
+    )
     implementation: Literal["auto", "fused", "foreach", "for_loop"] = Field(
         "auto", description="AdamW kernel: fused on CUDA, foreach elsewhere (auto)."
     )
@@ -189,6 +298,22 @@ class TrainConfig(Section):
     eval_audio_samples: int = Field(4, ge=0, description="Audio samples written at evaluation (tasks with audio).")
     eval_batches: int | None = Field(None, gt=0, description="Cap on evaluation batches (None: the whole eval set).")
     seed: int = Field(1234, description="Seed for Python, NumPy, torch and the sampler.")
+    init_from: list[str] | None = Field(
+        None,
+        description="Start a fresh run from these weights (optimizer, step and schedule start afresh): a "
+        "speechtrain run directory or checkpoint, a jik876/hifi-gan g_ file (and its do_ file), or a "
+        "SingingVocoders NSF-HiFiGAN checkpoint. Modules the file lacks keep their initialisation; "
+        "init_report.txt in the run lists every tensor.",
+    )
+    init_trust_pickle: bool = Field(
+        False, description="init_from: allow files holding pickled Python objects (Lightning checkpoints)."
+    )
+
+    @field_validator("init_from", mode="before")
+    @classmethod
+    def _one_path_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | os.PathLike) else value
+
     output_dir: str = Field("runs/run", description="Run directory.")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
     memory_fraction: float | None = Field(
@@ -196,6 +321,11 @@ class TrainConfig(Section):
     )
     nan_fallback_after: int = Field(
         3, gt=0, description="Non-finite steps in a row under fp16 before reloading and switching precision."
+    )
+    oom_single_utterance: Literal["skip", "stop"] = Field(
+        "skip",
+        description="An utterance that runs out of memory on its own: skip it for the rest of the run and "
+        "report it (skip), or stop with the fix (stop).",
     )
     progress: bool = Field(True, description="Show a progress bar.")
     tensorboard: bool = Field(True, description="Write TensorBoard events (needs the tensorboard package).")
@@ -304,6 +434,9 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
             elif valid:
                 msg += f"; valid keys here: {', '.join(valid)}"
             lines.append(msg)
+        elif e["type"] == "value_error" and isinstance(e.get("input"), dict):
+            # a section's own cross-field check: its message names the keys and the fix
+            lines.append(str(e["msg"]).removeprefix("Value error, "))
         else:
             value = e.get("input")
             field_cls = _model_for_path(root, loc[:-1])
@@ -345,20 +478,31 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_yaml(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_yaml(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read a config YAML file; ``extends: other.yaml`` (relative to this file) merges a base first."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"config file not found: {path}" + (f" (extended by {_chain[-1]})" if _chain else ""))
+    resolved = path.resolve()
+    if resolved in _chain:
+        loop = " -> ".join(str(p) for p in (*_chain[_chain.index(resolved) :], resolved))
+        raise ConfigError(f"{path}: 'extends:' loops back to a file that extends it ({loop}); break the loop")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
+        ) from None
+    try:
+        raw = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections ({', '.join(SECTIONS)})")
     base = raw.pop("extends", None)
     if base is not None:
-        raw = _deep_merge(read_yaml(path.parent / str(base)), raw)
+        raw = _deep_merge(read_yaml(path.parent / str(base), (*_chain, resolved)), raw)
     return raw
 
 
@@ -433,5 +577,12 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
 
 
 def save_config(cfg: Config, path: str | os.PathLike[str]) -> None:
-    """Write the resolved config as YAML."""
-    Path(path).write_text(cfg.to_yaml())
+    """Write the resolved config as YAML, atomically (a temporary file renamed over ``path``): a kill or a
+    full disk leaves the previous file whole."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(cfg.to_yaml())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

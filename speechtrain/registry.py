@@ -24,6 +24,7 @@ import difflib
 import importlib
 import inspect
 import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,9 +47,11 @@ BUILT_IN: dict[str, Family] = {
     f.name: f
     for f in (
         Family("hifigan", "speechtrain.models.hifigan", "HiFiGANConfig"),
+        Family("nsf_hifigan", "speechtrain.models.nsf_hifigan", "NSFHiFiGANConfig"),
         Family("gpt_tts", "speechtrain.models.gpt_tts", "GPTTTSConfig"),
         Family("cnn_lstm", "speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
         Family("vits", "speechtrain.models.vits", "VITSConfig"),
+        Family("xtts", "speechtrain.models.xtts", "XttsConfig"),
     )
 }
 _added: dict[str, Family] = {}
@@ -166,4 +169,16 @@ def build_task(model: Any, data: Any, search: Sequence[Path] = ()) -> Any:
             f"model.name={name}: the factory must take (model, data): the model section (your keys in "
             f"model.model_extra) and the data section, and return a Task; see examples/own_model.py"
         ) from None
-    return factory(model, data)
+    try:
+        return factory(model, data)
+    except UserError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code: say where it failed, without a traceback
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        message = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise UserError(
+            f"model.name={name}: the factory {func}(model, data) raised {type(exc).__name__}{where}"
+            + (f": {message}" if message else "")
+            + "; fix your model code or the model.* keys it reads"
+        ) from None

@@ -239,3 +239,17 @@ def test_rank_and_world_size_come_from_torch_distributed(tmp_path) -> None:  # n
             resolve_rank(1, 2)
     finally:
         dist.destroy_process_group()
+
+
+def test_resume_after_a_data_filter_changed_replans_when_allowed() -> None:
+    """Issue 14, defect 7: `data.max_duration` lowered to drop an utterance was refused on resume."""
+    s = _sampler(_frames(60), seed=0)
+    s.position = len(s) // 2
+    state = s.state_dict()
+    fewer = _sampler(_frames(60)[:59], seed=0)
+    fewer.replan_changed_data = True  # what the training loader sets
+    with pytest.warns(UserWarning, match="60 -> 59 utterances"):
+        fewer.load_state_dict(state)
+    assert abs(fewer.position / len(fewer) - 0.5) < 0.1
+    batches = list(fewer)
+    assert batches and max(i for b in batches for i in b) < 59

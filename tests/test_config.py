@@ -82,3 +82,35 @@ def test_config_show_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert main(["config", "show", "data.n_mel=3"]) == 2  # a user error: message, no traceback
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "did you mean 'data.n_mels'" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- issue 14, defect 10: config loading
+def test_an_extends_loop_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text("extends: b.yaml\ntrain:\n  max_steps: 3\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\n")
+    with pytest.raises(ConfigError, match=r"loops back.*a\.yaml -> .*b\.yaml -> .*a\.yaml"):  # RecursionError before
+        load_config(tmp_path / "a.yaml")
+
+
+def test_a_config_that_is_not_utf8_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("train:\n  output_dir: runs/caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1\.yaml:2: not UTF-8 text \(byte 0xe9\)"):  # UnicodeDecodeError
+        load_config(path)
+
+
+@pytest.mark.parametrize("value", [".inf", "-.inf", ".nan"])
+def test_infinite_or_nan_floats_are_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="optim.lr.*finite"):
+        load_config(None, [f"optim.lr={value}"])
+
+
+def test_a_model_factory_that_raises_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from speechtrain.errors import UserError
+    from speechtrain.recipes.common import build_task
+
+    (tmp_path / "broken_model.py").write_text("def make(model, data):\n    raise ValueError('hidden must be even')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = load_config(None, ["model.name=broken_model:make"])
+    with pytest.raises(UserError, match=r"make\(model, data\) raised ValueError at .*broken_model\.py:2: hidden must"):
+        build_task(cfg)

@@ -77,6 +77,7 @@ def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path, m
     assert len(_features(corpus)) == 6 + 2 * 6  # audio shared; both mel variants stay usable
     assert SpeechDataset.from_config(cfg64, "train")[0]["mel"].shape[0] == 64
     assert SpeechDataset.from_config(cfg, "train")[0]["mel"].shape[0] == 80
+    del ds  # no dataset of the 80-mel variant stays open (an open one keeps its files: a reader lease)
     for n_mels in (40, 48, 56, 72):  # only the 4 most recent variants are kept
         prepare_dataset(_cfg(corpus, f"data.n_mels={n_mels}"), workers=1, progress=False)
     assert is_prepared(cfg) is not None and is_prepared(_cfg(corpus, "data.n_mels=72")) is None
@@ -155,3 +156,35 @@ def test_worker_processes_give_the_same_cache(corpus: Path, tmp_path: Path) -> N
     for i in range(len(a)):
         np.testing.assert_array_equal(a[i]["audio"], b[i]["audio"])
         np.testing.assert_allclose(a[i]["mel"], b[i]["mel"], atol=1e-5)
+
+
+def test_prepare_during_a_training_keeps_the_files_it_reads(corpus: Path) -> None:
+    """Issue 14, defect 5: a prepare run while a training reads the cache deleted feature files in use."""
+    import gc
+
+    cfg = _cfg(corpus)
+    prepare_dataset(cfg, workers=1, progress=False)
+    ds = SpeechDataset.from_config(cfg, "train")  # a training has the cache open
+    sub = ds.subset([0, 1])
+    wav = sorted((corpus / "wavs").glob("*.wav"))[2]
+    data, sr = sf.read(wav, dtype="int16")
+    sf.write(wav, data[:sr], sr, subtype="PCM_16")  # the file changes: its old features become garbage
+    assert prepare_dataset(cfg, workers=1, progress=False).removed_stale == 0  # in use: kept
+    for i in range(len(ds)):
+        assert ds[i]["mel"].shape[0] == 80  # FileNotFoundError before
+    del ds
+    assert sub[0]["mel"].shape[0] == 80  # a subset holds the lease too
+    del sub
+    gc.collect()
+    assert prepare_dataset(cfg, workers=1, progress=False).removed_stale == 2  # released: collected
+    assert not list((corpus / ".speechtrain_cache" / "leases").iterdir())
+
+
+def test_a_lease_of_a_dead_process_is_removed(corpus: Path) -> None:
+    cfg = _cfg(corpus)
+    prepare_dataset(cfg, workers=1, progress=False)
+    leases = corpus / ".speechtrain_cache" / "leases"
+    leases.mkdir(exist_ok=True)
+    (leases / "999999999-1.keys").write_text("0123456789abcdef01234567\n")  # nobody holds its lock
+    prepare_dataset(cfg, workers=1, progress=False)
+    assert not (leases / "999999999-1.keys").exists()

@@ -215,3 +215,29 @@ def test_truncated_flac_found_when_decoding(tmp_path: Path) -> None:
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     report = prepare_dataset(_cfg(tmp_path / "m.jsonl"), workers=1, progress=False)
     assert report.kept == 1 and report.skipped == {"truncated_audio": ["cut"]}
+
+
+# ---------------------------------------------------------------- issue 14, defect 12: said, not silent
+def test_float_samples_beyond_full_scale_are_reported(tmp_path: Path) -> None:
+    root = tmp_path / "lj"
+    (root / "wavs").mkdir(parents=True)
+    sf.write(root / "wavs" / "loud.wav", 5 * _tone(0.5), 22050, subtype="FLOAT")  # peaks at 1.5: clipped
+    sf.write(root / "wavs" / "fine.wav", 0.5 * _tone(0.5), 22050, subtype="FLOAT")
+    (root / "metadata.csv").write_text("loud|Loud.|Loud.\nfine|Fine.|Fine.\n")
+    report = prepare_dataset(_cfg(root), workers=1, progress=False)
+    assert report.kept == 2 and list(report.clipped) == ["loud"] and report.clipped["loud"] > 0
+    assert "clipped   1 float file(s)" in report.summary() and report.to_dict()["clipped"] == report.clipped
+
+
+def test_m4a_in_a_labelled_folder_is_reported(tmp_path: Path) -> None:
+    root = tmp_path / "classes"
+    (root / "dog").mkdir(parents=True)
+    sf.write(root / "dog" / "a.wav", _tone(0.5), 22050, subtype="PCM_16")
+    # mp3 is read (libsndfile >= 1.1); m4a/aac is not: reported, never passed over in silence
+    (root / "dog" / "b.m4a").write_bytes(b"ftyp not decoded")
+    (root / "cat").mkdir()
+    (root / "cat" / "c.m4a").write_bytes(b"ftyp not decoded")  # a folder of m4a only
+    entries, problems = read_manifest(str(root), "folder")
+    assert [e.id for e in entries] == ["dog/a"]
+    assert sorted((p.reason, p.id) for p in problems) == [("unreadable_audio", "cat/c"), ("unreadable_audio", "dog/b")]
+    assert "ffmpeg" in problems[0].detail

@@ -50,3 +50,106 @@ def test_oom_on_one_rank_does_not_hang_and_ranks_stay_in_sync(tmp_path: Path, mo
     assert r0["oom"] == 1 and r1["oom"] == 0
     assert r0["caps"] == {0: 2}
     assert torch.allclose(r0["params"], r1["params"], atol=0)
+
+
+class _SignalAt:
+    """Batches of one rank; sends this process SIGTERM when batch ``at`` is taken (``at`` None: never)."""
+
+    def __init__(self, at: int | None) -> None:
+        from tests.test_train_engine import make_batch
+
+        self.batch, self.at, self.taken = make_batch(3, [9, 8]), at, 0
+        self.notes: list[str] = []
+        self.mean_batch_size, self.epoch = 2.0, 0
+
+    def __iter__(self):
+        import signal
+
+        while True:
+            self.taken += 1
+            if self.taken == self.at:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield self.batch
+
+    def state_dict(self) -> dict:
+        return {"taken": self.taken}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.taken = state["taken"]
+
+
+def _stop_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        from tests.test_train_engine import cfg_for, trainer_for
+
+        cfg = cfg_for("train.max_steps=50", "train.save_every=100", "optim.name=sgd")
+        tr = trainer_for(cfg, _SignalAt(3 if rank == 1 else None), Path(out_dir) / "run")
+        summary = tr.fit()
+        torch.save({"step": tr.step, "stopped": summary["stopped"]}, Path(out_dir) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_and_saves(tmp_path: Path, monkeypatch) -> None:
+    """Issue 14, defect 9: a stop on rank 1 left rank 0 dying in its next all-reduce, and saved nothing."""
+    from speechtrain.train import checkpoint as ckpt
+
+    monkeypatch.setenv(
+        "PYTHONPATH", str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    ctx = mp.spawn(_stop_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=240)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "a rank hung"
+    assert all(p.exitcode == 0 for p in ctx.processes)
+    r0, r1 = (torch.load(tmp_path / f"{r}.pt") for r in (0, 1))
+    assert r0["step"] == r1["step"] < 50
+    assert r1["stopped"] == "signal SIGTERM" and r0["stopped"] == "a stop on another rank"
+    assert [s for s, _ in ckpt.list_checkpoints(tmp_path / "run" / "checkpoints")] == [r0["step"]]
+
+
+_JOIN = (
+    "from speechtrain.train.distributed import init_from_env, world\n"
+    "import torch.distributed as dist\n"
+    "assert init_from_env()\n"
+    "print('world', *world())\n"
+    "dist.barrier()\n"
+    "dist.destroy_process_group()\n"
+)
+
+
+def test_a_torchrun_environment_joins_one_process_group(tmp_path: Path) -> None:
+    """Issue 14, defect 4: `torchrun -m speechtrain train` ran N world-size-1 trainings into one directory."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1]) + os.pathsep + env.get("PYTHONPATH", "")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _JOIN], env={**env, "RANK": str(r), "LOCAL_RANK": str(r)}, stdout=subprocess.PIPE
+        )
+        for r in range(2)
+    ]
+    outs = [p.communicate(timeout=240)[0].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert [o.split() for o in outs] == [["world", "0", "2"], ["world", "1", "2"]]
+
+
+def test_world_size_without_a_launcher_is_a_clear_error(monkeypatch) -> None:
+    from speechtrain.errors import UserError
+    from speechtrain.train.distributed import init_from_env
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for key in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(UserError, match="torchrun"):
+        init_from_env()

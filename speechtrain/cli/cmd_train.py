@@ -17,21 +17,39 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     add_config_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR exactly where it stopped")
+    p.add_argument(
+        "--start-over",
+        action="store_true",
+        help="with --resume: when no checkpoint of RUN_DIR loads, train it again from step 0 (else an error)",
+    )
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from speechtrain.errors import UserError
     from speechtrain.recipes.train import TrainRecipe
+    from speechtrain.train.distributed import init_from_env, world
 
     if args.resume:
         if args.config:
             raise UserError("--resume uses the run's own config.yaml; pass changes as key=value, not --config")
-        recipe = TrainRecipe.from_run(args.resume, args.overrides)
-    else:  # --config CFG, or the defaults with key=value overrides
+        recipe = TrainRecipe.from_run(args.resume, args.overrides, start_over=args.start_over)
+    else:
+        if args.start_over:
+            raise UserError(
+                "--start-over goes with --resume RUN_DIR"
+            )  # --config CFG, or the defaults with key=value overrides
         from speechtrain.cli.common import config_from_args
 
         recipe = TrainRecipe(config_from_args(args))
-    run_dir, summary = recipe.run()
-    print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
+    joined = init_from_env()  # under torchrun: one run over N ranks, not N runs in one directory
+    try:
+        run_dir, summary = recipe.run()
+    finally:
+        if joined:
+            torch.distributed.destroy_process_group()
+    if world()[0] == 0:
+        print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
     return 0

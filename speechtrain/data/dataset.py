@@ -5,11 +5,13 @@ cache that ``speechtrain prepare`` wrote for a :class:`speechtrain.config.DataCo
 :class:`~speechtrain.data.store.FeatureStore` (``SpeechDataset.from_store`` takes a store of your
 own), and fails with a DataError (and the command to run) when it is missing or stale. ``ds[i]`` is
 a dict with ``id``, ``text``, ``speaker``, ``label`` and the requested fields among ``mel`` float32
-(n_mels, T_frames), ``audio`` float32 (T_frames * hop,) and ``tokens`` int64 (L,); only those arrays
-are read from disk.
+(n_mels, T_frames), ``audio`` float32 (T_frames * hop,), ``tokens`` int64 (L,) and ``f0`` float32
+(T_frames,) Hz, 0 = unvoiced (prepared with ``data.f0_method``); only those arrays are read from disk.
 
 Eval split: ``data.eval_manifest`` when set; otherwise ``data.eval_utterances`` items held out by a
 stable hash of their id (:meth:`speechtrain.data.store.FeatureStore.split_items`, the one rule).
+Tokens: ``ds.tokenizer`` maps the symbols ``prepare`` cached for each transcript to ids, with the
+symbol set learned from the training transcripts (or ``data.symbols`` when pinned).
 Speakers and labels: ``ds.speakers`` / ``ds.labels`` are the sorted names of the training data;
 an item's ``speaker`` / ``label`` is the index into them, -1 when the item has none.
 """
@@ -23,13 +25,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from speechtrain.data.features import MelSettings
-from speechtrain.data.store import CachedItem, FeatureStore, audio_path, mel_path
+from speechtrain.data.store import CachedItem, FeatureStore, ReaderLease, audio_path, f0_path, mel_path
 from speechtrain.data.text import Tokenizer
+from speechtrain.errors import DataError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
-FIELDS = ("mel", "audio", "tokens")
+FIELDS = ("mel", "audio", "tokens", "f0")
+DEFAULT_FIELDS = ("mel", "audio", "tokens")
 
 
 class SpeechDataset:
@@ -43,8 +47,8 @@ class SpeechDataset:
         *,
         speakers: Sequence[str] = (),
         labels: Sequence[str] = (),
-        lowercase: bool = True,
-        fields: Sequence[str] = FIELDS,
+        tokenizer: Tokenizer | None = None,
+        fields: Sequence[str] = DEFAULT_FIELDS,
     ) -> None:
         unknown = [f for f in fields if f not in FIELDS]
         if unknown:
@@ -57,40 +61,62 @@ class SpeechDataset:
         self.n_mels = int(mel.n_mels)
         self.speakers = list(speakers)
         self.labels = list(labels)
-        self.tokenizer = Tokenizer(lowercase=lowercase)
+        self.tokenizer = tokenizer if tokenizer is not None else Tokenizer()
         self._items = list(items)
+        self._lease: ReaderLease | None = None  # held while this dataset (or a subset of it) is alive
         self.ids: list[str] = [it.id for it in self._items]
         self.frames = np.asarray([it.frames for it in self._items], dtype=np.int64)  # mel frames per item
         self.durations = self.frames.astype(np.float64) * self.hop_length / self.sample_rate
-        self.token_lengths = np.asarray([len(it.tokens) for it in self._items], dtype=np.int64)
+        self.token_lengths = np.asarray([len(it.symbols) for it in self._items], dtype=np.int64)
         self.texts: list[str] = [it.text for it in self._items]
         spk = {n: i for i, n in enumerate(self.speakers)}
         lab = {n: i for i, n in enumerate(self.labels)}
         self.speaker_ids = np.asarray([spk.get(it.speaker, -1) if it.speaker is not None else -1 for it in self._items], dtype=np.int64)
         self.label_ids = np.asarray([lab.get(it.label, -1) if it.label is not None else -1 for it in self._items], dtype=np.int64)
+        if "f0" in self.fields and any(it.f0_key is None for it in self._items):
+            raise DataError(
+                "the task needs f0 but the feature cache has none: set data.f0_method (yin or parselmouth) and run "
+                "`speechtrain prepare` again (only the f0 is computed; mel and audio are reused)"
+            )
 
     @classmethod
     def from_store(
-        cls, store: FeatureStore, split: str = "train", fields: Sequence[str] = FIELDS, require_text: bool | None = None
+        cls,
+        store: FeatureStore,
+        split: str = "train",
+        fields: Sequence[str] = DEFAULT_FIELDS,
+        require_text: bool | None = None,
+        symbols: Sequence[str] | str | None = None,
     ) -> SpeechDataset:
-        """Open ``split`` (``train`` or ``eval``) of a prepared store (DataError when missing or stale)."""
+        """Open ``split`` (``train`` or ``eval``) of a prepared store (DataError when missing or stale).
+        ``symbols``: a pinned symbol set (None: the symbols ``prepare`` learned from the training data)."""
         part = store.open_split(split, require_text)
-        return cls(
+        lease = store.lease(part.items)  # a prepare run meanwhile keeps these feature files
+        gone = [it.id for it in part.items if not store.has_features(it.key, it.audio_key)]
+        if gone:  # removed between reading the index and taking the lease
+            raise DataError(
+                f"feature files of {len(gone)} item(s) (e.g. '{gone[0]}') were removed while the dataset was "
+                f"opened: a `speechtrain prepare` ran on {store.root} at the same time; run again"
+            )
+        tokenizer = Tokenizer(symbols if symbols is not None else part.symbols, store.settings.text)
+        ds = cls(
             part.items,
             store.root,
             store.mel,
             speakers=part.speakers,
             labels=part.labels,
-            lowercase=store.settings.lowercase,
+            tokenizer=tokenizer,
             fields=fields,
         )
+        ds._lease = lease
+        return ds
 
     @classmethod
-    def from_config(cls, data: DataConfig, split: str = "train", fields: Sequence[str] = FIELDS) -> SpeechDataset:
+    def from_config(cls, data: DataConfig, split: str = "train", fields: Sequence[str] = DEFAULT_FIELDS) -> SpeechDataset:
         """Open the prepared cache for ``split`` (``train`` or ``eval``) of a data section."""
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-        return cls.from_store(FeatureStore.from_data(data), split, fields, data.require_text)
+        return cls.from_store(FeatureStore.from_data(data), split, fields, data.require_text, data.symbols)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -110,19 +136,24 @@ class SpeechDataset:
             pcm = np.load(audio_path(self.root, it.audio_key), mmap_mode="r")  # int16 (T_frames * hop,)
             out["audio"] = pcm.astype(np.float32) / np.float32(32767.0)
         if "tokens" in self.fields:
-            out["tokens"] = np.asarray(it.tokens, dtype=np.int64)  # (L,)
+            out["tokens"] = np.asarray(self.tokenizer.encode_symbols(it.symbols), dtype=np.int64)  # (L,)
+        if "f0" in self.fields:
+            assert it.f0_key is not None  # checked in __init__
+            out["f0"] = np.array(np.load(f0_path(self.root, it.f0_key), mmap_mode="r"), dtype=np.float32)  # (T_frames,)
         return out
 
     def _like(self, items: Sequence[CachedItem], fields: Sequence[str]) -> SpeechDataset:
-        return SpeechDataset(
+        ds = SpeechDataset(
             items,
             self.root,
             self.mel_settings,
             speakers=self.speakers,
             labels=self.labels,
-            lowercase=self.tokenizer.lowercase,
+            tokenizer=self.tokenizer,
             fields=fields,
         )
+        ds._lease = self._lease  # the subset reads the same files
+        return ds
 
     def with_fields(self, fields: Sequence[str]) -> SpeechDataset:
         """The same items, reading other fields."""

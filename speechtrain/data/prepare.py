@@ -7,10 +7,16 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
 2. Validation pass (headers only; reused across runs for unchanged files); ``strict`` raises
    :class:`DataError` here, before any feature work, when anything was skipped.
 3. Features for items whose cache files are missing: decode, downmix, resample to
-   ``data.sample_rate``, trim to ``frames * hop_length`` samples, store the audio (int16) and its
-   log-mel (float32) -- in ``workers`` spawned processes with a progress bar.
-4. Write one index per manifest, delete feature files nothing refers to, return a
-   :class:`PrepareReport`.
+   ``data.sample_rate``, trim to ``frames * hop_length`` samples, store the audio (int16), its
+   log-mel (float32) and, with ``data.f0_method``, its f0 (float32 Hz per mel frame, 0 = unvoiced,
+   measured on the stored audio at the centre of each frame's hop: :mod:`speechtrain.data.pitch`)
+   -- in ``workers`` spawned processes with a progress bar.
+4. The text front end (:mod:`speechtrain.data.text`) turns every transcript into symbols (phonemes
+   with ``data.phonemizer``; cached in the index and reused while the text settings stay the same);
+   the training transcripts' symbols are the run's symbol set unless ``data.symbols`` pins one.
+5. Write one index per manifest, delete feature files nothing refers to, return a
+   :class:`PrepareReport` with the text report (inventory, unknown characters and their share:
+   above 1% a warning, and with ``strict`` a DataError).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +34,10 @@ import numpy as np
 
 from speechtrain.data.features import MelSettings
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
+from speechtrain.data.pitch import F0Settings
 from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role
-from speechtrain.data.text import Tokenizer
+from speechtrain.data.text.frontend import Processed, TextFrontEnd
+from speechtrain.data.text.inventory import TextItem, TextReport, learn_symbols, text_report
 from speechtrain.data.validate import Checked, Probe, totals, validate_entries
 from speechtrain.errors import DataError
 from speechtrain.logs import get_logger
@@ -65,6 +74,8 @@ class PrepareReport:
     workers: int = 1
     seconds: float = 0.0
     up_to_date: bool = False
+    clipped: dict[str, int] = field(default_factory=dict)  # id -> samples beyond [-1, 1] clipped (float files)
+    text: TextReport | None = None
 
     @property
     def skipped(self) -> dict[str, list[str]]:
@@ -97,6 +108,8 @@ class PrepareReport:
             "cache": {"reused": self.reused, "computed": self.computed, "removed_stale": self.removed_stale},
             "workers": self.workers,
             "seconds": self.seconds,
+            "clipped": self.clipped,
+            "text": self.text.to_dict() if self.text is not None else None,
         }
 
     def summary(self, max_listed: int = 20) -> str:
@@ -116,6 +129,14 @@ class PrepareReport:
         lines.append(f"converted {self.resampled} resampled, {self.downmixed} downmixed to mono")
         if self.empty_text_kept:
             lines.append(f"note      {self.empty_text_kept} kept items have empty text (fine for vocoders/classifiers)")
+        if self.clipped:
+            ids = ", ".join(list(self.clipped)[:5]) + (" ..." if len(self.clipped) > 5 else "")
+            lines.append(f"clipped   {len(self.clipped)} float file(s) beyond [-1, 1] stored clipped: {ids}")
+        if self.text is not None and self.text.total:
+            lines += self.text.summary_lines()
+            warning = self.text.warning()
+            if warning:
+                lines.append(f"WARNING   {warning}")
         lines.append(
             f"cache     {self.cache_dir}: reused {self.reused}, computed {self.computed}"
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
@@ -174,6 +195,7 @@ class FeatureResult:
     frames: int  # mel frames
     samples: int  # stored audio samples
     problem: tuple[str, str] | None = None  # (reason, detail)
+    clipped: int = 0  # samples beyond [-1, 1] (a float file) clipped to full scale in the stored int16 audio
 
 
 @dataclass(frozen=True)
@@ -185,6 +207,8 @@ class FeatureTask:
     audio_file: str
     root: str
     mel: MelSettings
+    f0_key: str | None = None
+    f0: F0Settings | None = None
 
 
 class _Lengths:
@@ -227,12 +251,12 @@ def prepare_dataset(
     start = time.perf_counter()
     rt = _require_text(data, require_text)
     store = FeatureStore.from_data(data)
-    tokenizer = Tokenizer(lowercase=data.lowercase)
+    front_end = TextFrontEnd(store.settings.text)
 
     plans = []
     for ref in store.manifests():
         previous = store.latest_index(ref)
-        entries, problems = read_manifest(ref.path, ref.format)
+        entries, problems = read_manifest(ref.path, ref.format, data.encoding)
         kept, vproblems, probes = validate_entries(
             entries,
             min_duration=data.min_duration,
@@ -245,9 +269,15 @@ def prepare_dataset(
     all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
+    processed = _process_texts(plans, front_end)
+    if strict:
+        _strict_text(_report_of(plans, processed, data), strict)
 
     report = PrepareReport(
-        manifest=str(data.manifest), format=plans[0].ref.format, cache_dir=str(store.root), eval_manifest=data.eval_manifest
+        manifest=str(data.manifest),
+        format=plans[0].ref.format,
+        cache_dir=str(store.root),
+        eval_manifest=next((plan.ref.path for plan in plans if plan.ref.role == Role.EVAL), None),
     )
     with store.lock():
         todo: dict[str, FeatureTask] = {}
@@ -255,18 +285,31 @@ def prepare_dataset(
         for plan in plans:
             for c in plan.kept:
                 key, akey = store.feature_keys(c.entry.audio_path, c.sig)
+                fkey = store.f0_key(c.entry.audio_path, c.sig)
                 kept_keys.add(key)
-                if not store.has_features(key, akey):
-                    todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel)
+                if not store.has_features(key, akey, fkey):
+                    f0 = store.settings.f0
+                    todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel, fkey, f0)
         report.reused = len(kept_keys - set(todo))
         computed, report.workers = _compute_all(todo, workers, progress)
         report.computed = sum(1 for r in computed.values() if r.problem is None)
+        for plan in plans:
+            for c in plan.kept:
+                found = computed.get(store.feature_keys(c.entry.audio_path, c.sig)[0])
+                if found is not None and found.problem is None and found.clipped:
+                    report.clipped[c.entry.id] = found.clipped
+        if report.clipped:
+            first = next(iter(report.clipped))
+            log.warning(
+                f"warning: {len(report.clipped)} file(s) hold float samples beyond [-1, 1], clipped to full scale "
+                f"in the cache (e.g. '{first}': {report.clipped[first]} samples); scale them down (peak-normalise) "
+                f"and prepare again to keep their waveform"
+            )
         lengths = _Lengths(computed, [p.previous for p in plans if p.previous is not None], store)
 
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
-            index = _index_of(plan, store, lengths, tokenizer, indexes.get(Role.TRAIN))
-            store.write_index(plan.ref, index)
+            index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN))
             indexes[plan.ref.role] = index
             report.listed += plan.listed
             report.problems.extend(index.problems)
@@ -275,6 +318,10 @@ def prepare_dataset(
             report.downmixed += sum(1 for it in index.items if it.channels > 1)
             report.empty_text_kept += sum(1 for it in index.items if not it.text)
         train, eval_index = indexes[Role.TRAIN], indexes.get(Role.EVAL)
+        if eval_index is not None:  # the run's symbols are the corpus's: an eval-only symbol is no <unk>
+            train.symbols = sorted(set(train.symbols) | set(eval_index.symbols))
+        for plan in plans:
+            store.write_index(plan.ref, indexes[plan.ref.role])
         report.train = len(store.split_items(Role.TRAIN, train, eval_index).items)
         report.eval = len(store.split_items(Role.EVAL, train, eval_index).items)
         report.removed_stale = store.collect_garbage()
@@ -289,10 +336,70 @@ def prepare_dataset(
             "p95": float(np.percentile(secs, 95)),
             "max": float(secs.max()),
         }
+    report.text = _text_report(indexes, data)
+    warning = report.text.warning()
+    if warning:
+        log.warning(warning)
     report.seconds = time.perf_counter() - start
     if strict and report.problems:
         raise DataError(_strict_message(report.problems))
+    _strict_text(report.text, strict)
     return report
+
+
+def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd) -> dict[str, Processed]:
+    """Every kept transcript through the front end, once per distinct text; what an earlier index
+    with the same text settings made of a text is reused (phonemes are the costly part)."""
+    known: dict[str, Processed] = {}
+    for plan in plans:
+        if plan.previous is not None and plan.previous.settings.text == front_end.settings:
+            for it in plan.previous.items:
+                known[it.text] = Processed(it.symbols, Counter(it.unmapped))
+    texts = sorted({c.entry.text for plan in plans for c in plan.kept if c.entry.text} - set(known))
+    if texts:
+        log.info("text front end: %d transcript(s) (%s)", len(texts), front_end.settings)
+        known.update(zip(texts, front_end.process_many(texts)))
+    return known
+
+
+def _text_items(items: list[Any]) -> list[TextItem]:
+    return [it if isinstance(it, TextItem) else it.text_item() for it in items]
+
+
+def _report_of(plans: list[_ManifestPlan], processed: dict[str, Processed], data: DataConfig) -> TextReport:
+    """The text report of the validated items (before feature work: ``strict`` fails early)."""
+    by_role: dict[Role, list[TextItem]] = {}
+    for plan in plans:
+        rows = by_role.setdefault(plan.ref.role, [])
+        for c in plan.kept:
+            p = processed.get(c.entry.text)
+            rows.append(
+                TextItem(c.entry.id, p.symbols, "".join(p.unmapped.elements())) if p else TextItem(c.entry.id, "")
+            )
+    return _report(by_role.get(Role.TRAIN, []), by_role.get(Role.EVAL, []), data)
+
+
+def _text_report(indexes: dict[Role, CacheIndex], data: DataConfig) -> TextReport:
+    train, evaluation = indexes[Role.TRAIN], indexes.get(Role.EVAL)
+    return _report(_text_items(train.items), _text_items(evaluation.items) if evaluation else [], data)
+
+
+def _report(train: list[TextItem], evaluation: list[TextItem], data: DataConfig) -> TextReport:
+    from speechtrain.data.text.tokenizer import symbols_of
+
+    if data.symbols is None:
+        source, symbols = "learned", learn_symbols([*train, *evaluation])
+    else:
+        source, symbols = ("ascii" if data.symbols == "ascii" else "pinned"), list(symbols_of(data.symbols))
+    return text_report(
+        train, symbols, source=source, language=data.language, phonemizer=data.phonemizer, eval_items=evaluation
+    )
+
+
+def _strict_text(report: TextReport, strict: bool) -> None:
+    if strict and report.too_many_unknown:
+        lines = [f"--strict: {report.warning()}"] + [f"  - {u}" for u in report.unknown[:10]]
+        raise DataError("\n".join(lines))
 
 
 def _strict_message(problems: list[Problem], show: int = 10) -> str:
@@ -306,7 +413,11 @@ def _strict_message(problems: list[Problem], show: int = 10) -> str:
 
 
 def _index_of(
-    plan: _ManifestPlan, store: FeatureStore, lengths: _Lengths, tokenizer: Tokenizer, train: CacheIndex | None
+    plan: _ManifestPlan,
+    store: FeatureStore,
+    lengths: _Lengths,
+    processed: dict[str, Processed],
+    train: CacheIndex | None,
 ) -> CacheIndex:
     """The index of one manifest; an eval manifest's items are mapped to the training data's names."""
     items = []
@@ -322,6 +433,7 @@ def _index_of(
                 probes[c.entry.audio_path] = Probe(c.sig, problem=found.problem)
             continue
         e = c.entry
+        text = processed.get(e.text) if e.text else None
         items.append(
             CachedItem(
                 id=e.id,
@@ -331,11 +443,13 @@ def _index_of(
                 frames=found.frames,
                 samples=found.samples,
                 text=e.text,
-                tokens=tokenizer.encode(e.text) if e.text else [],
+                symbols=text.symbols if text is not None else "",
+                unmapped="".join(text.unmapped.elements()) if text is not None else "",
                 speaker=e.speaker,
                 label=e.label,
                 orig_sr=c.info.sample_rate,
                 channels=c.info.channels,
+                f0_key=store.f0_key(c.entry.audio_path, c.sig),
             )
         )
     speakers = sorted({it.speaker for it in items if it.speaker is not None})
@@ -354,6 +468,7 @@ def _index_of(
         labels=labels,
         problems=problems,
         probes=probes,
+        symbols=learn_symbols(it.text_item() for it in items),
     )
 
 
@@ -379,8 +494,9 @@ def _init_worker() -> None:
     torch.set_num_threads(1)  # one process per core; torch threads would oversubscribe
 
 
-def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.ndarray]:
-    """``(mel float32 (n_mels, T_frames), audio int16 (T_frames * hop_length,))`` of one file.
+def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(mel float32 (n_mels, T_frames), audio int16 (T_frames * hop_length,), clipped)`` of one file;
+    ``clipped``: samples beyond [-1, 1] (float files can hold them) stored at full scale.
 
     The log-mel is computed from the stored int16 audio, so on-device features of the cached audio
     equal the cached mel. Raises :class:`speechtrain.data.audio.AudioProblem`.
@@ -392,8 +508,10 @@ def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.
     frames = wave.shape[0] // hop
     if frames < 1:
         raise AudioProblem("too_short", f"{wave.shape[0]} samples, less than one hop ({hop})")
-    pcm = np.round(np.clip(wave[: frames * hop], -1.0, 1.0) * 32767.0).astype(np.int16)
-    return mel_of_pcm(pcm, mel), pcm
+    wave = wave[: frames * hop]
+    clipped = int(np.count_nonzero(np.abs(wave) > 1.0))
+    pcm = np.round(np.clip(wave, -1.0, 1.0) * 32767.0).astype(np.int16)
+    return mel_of_pcm(pcm, mel), pcm, clipped
 
 
 def mel_of_pcm(pcm: np.ndarray, mel: MelSettings) -> np.ndarray:
@@ -404,6 +522,12 @@ def mel_of_pcm(pcm: np.ndarray, mel: MelSettings) -> np.ndarray:
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def f0_of_pcm(pcm: np.ndarray, mel: MelSettings, f0: F0Settings) -> np.ndarray:
+    """float32 (T_frames,) f0 in Hz (0 = unvoiced) of int16 audio (T_frames * hop_length,): one value per
+    mel frame, measured at the centre of the frame's hop."""
+    return f0.extract(pcm.astype(np.float32) / 32767.0, mel.sample_rate, mel.hop_length)
+
+
 def _save_npy(path: Path, array: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
@@ -412,22 +536,27 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 
 
 def _compute_one(task: FeatureTask) -> tuple[str, FeatureResult]:
-    """Worker entry: compute and store one item (the mel from already stored audio when there is
-    some, e.g. after an n_mels change); any failure comes back as a problem, never raises."""
+    """Worker entry: compute and store one item (the mel and f0 from already stored audio when there
+    is some, e.g. after an n_mels change or when f0 is asked for); any failure comes back as a
+    problem, never raises."""
     from speechtrain.data.audio import AudioProblem
-    from speechtrain.data.store import audio_path, mel_path
+    from speechtrain.data.store import audio_path, f0_path, mel_path
 
     root = Path(task.root)
     try:
-        audio_out = audio_path(root, task.audio_key)
+        audio_out, mel_out = audio_path(root, task.audio_key), mel_path(root, task.mel_key)
+        clipped = 0
         if audio_out.is_file():
             pcm = np.load(audio_out)
-            mel = mel_of_pcm(pcm, task.mel)
+            mel = np.load(mel_out, mmap_mode="r") if mel_out.is_file() else mel_of_pcm(pcm, task.mel)
         else:
-            mel, pcm = compute_features(task.audio_file, task.mel)
+            mel, pcm, clipped = compute_features(task.audio_file, task.mel)
             _save_npy(audio_out, pcm)
-        _save_npy(mel_path(root, task.mel_key), mel)  # written last: its presence marks the item complete
-        return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]))
+        if task.f0_key is not None and task.f0 is not None and not f0_path(root, task.f0_key).is_file():
+            _save_npy(f0_path(root, task.f0_key), f0_of_pcm(pcm, task.mel, task.f0))
+        if not mel_out.is_file():
+            _save_npy(mel_out, mel)  # written last: its presence marks the item complete
+        return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]), clipped=clipped)
     except AudioProblem as exc:
         return task.mel_key, FeatureResult(0, 0, (exc.reason, exc.detail))
     except Exception as exc:

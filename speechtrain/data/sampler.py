@@ -145,6 +145,9 @@ class BucketBatchSampler:
         self.dropped_items = 0
         self._plan: EpochPlan | None = None
         self.resume_note: str | None = None
+        #: a state saved for another number of utterances (a changed data filter, e.g. data.max_duration):
+        #: re-plan the epoch and go on (True; the training loader's choice) or refuse (False)
+        self.replan_changed_data = False
 
     @classmethod
     def from_config(
@@ -295,7 +298,8 @@ class BucketBatchSampler:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("num_items", self.frames.size) != self.frames.size:
+        saved_items = int(state.get("num_items", self.frames.size))
+        if saved_items != self.frames.size and not self.replan_changed_data:
             raise DataError(
                 f"sampler state is for {state['num_items']} utterances but the data has {self.frames.size}; "
                 "resume with the same prepared data"
@@ -316,13 +320,17 @@ class BucketBatchSampler:
         if old is not None:
             # only what shapes this planner's plan counts (earlier versions saved every setting)
             changed = sorted(k for k, v in self.settings().items() if old.get(k) != v)
+            if saved_items != self.frames.size:
+                changed.append(f"the data: {saved_items} -> {self.frames.size} utterances")
             if changed:
                 self._resume_with_new_settings(changed, old, state)
+        elif saved_items != self.frames.size:
+            self._resume_with_new_settings([f"the data: {saved_items} -> {self.frames.size} utterances"], {}, state)
 
     def _resume_with_new_settings(self, changed: list[str], old: dict[str, Any], state: dict[str, Any]) -> None:
         """Batching changed since the checkpoint (e.g. after `speechtrain tune`): re-plan the epoch
         and resume at the same fraction of it; said in ``resume_note`` and a warning."""
-        if old.get("mode") != str(self.kind) and self.carried:
+        if (old.get("mode") != str(self.kind) or int(state.get("num_items", -1)) != self.frames.size) and self.carried:
             self.dropped += len(self.carried)
             self.dropped_items += sum(len(k.indices) for k in self.carried)
             self.carried = []
@@ -330,7 +338,7 @@ class BucketBatchSampler:
         new_len = len(self)
         new_pos = min(new_len, round(self.position * new_len / old_len))
         self.resume_note = (
-            f"batching settings changed since the checkpoint ({', '.join(changed)}): epoch {self.epoch} was "
+            f"batching settings or data changed since the checkpoint ({', '.join(changed)}): epoch {self.epoch} was "
             f"re-planned and resumes at batch {new_pos} of {new_len} (was {self.position} of {old_len}); "
             "the rest of this epoch is not exactly the interrupted run's"
         )

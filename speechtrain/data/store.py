@@ -8,12 +8,18 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
                                                  settings, items, problems, header probes
     <root>/features/<kk>/<mel_key>.mel.npy       float32 (n_mels, T_frames)
     <root>/features/<kk>/<audio_key>.audio.npy   int16 (T_frames * hop_length,)
+    <root>/features/<kk>/<f0_key>.f0.npy         float32 (T_frames,) Hz, 0 = unvoiced (with data.f0_method)
     <root>/.lock                                 held while preparing
+    <root>/leases/<pid>-<n>.keys                 the feature keys an open dataset reads (a reader lease)
 
 A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
 n_fft, win_length, hop_length, n_mels, fmin, fmax); an audio key the same file facts with sample_rate
-and hop_length only. A changed file or setting gets new keys and is recomputed (a mel-only setting
-from the stored audio) while everything else is reused; files no index refers to are removed.
+and hop_length only; an f0 key the audio key's facts with the f0 settings (method, f0_min, f0_max). A
+changed file or setting gets new keys and is recomputed (a mel-only setting from the stored audio) while
+everything else is reused; files that no index and no live reader lease refers to are removed. A
+:class:`ReaderLease` is an ``flock``-held file listing the keys an open dataset reads (a training, say): a
+``prepare`` run meanwhile never deletes them, and a lease whose process is gone (its lock dropped by the
+kernel) is removed by the next garbage collection.
 Switching between settings (an 80-mel vocoder and a 64-mel classifier on the same data) keeps both.
 
 The store owns the two rules that prepare and the dataset share: :meth:`FeatureStore.stale_reason`
@@ -36,21 +42,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speechtrain.data.features import MelSettings
+from speechtrain.data.pitch import F0Settings
 from speechtrain.data.manifest import (
     ManifestSignature,
     Problem,
     data_folder,
     file_signature,
     manifest_signature,
+    paired_eval_file,
     resolve_format,
 )
+from speechtrain.data.text.frontend import TextSettings
+from speechtrain.data.text.inventory import TextItem
 from speechtrain.data.validate import Probe
 from speechtrain.errors import DataError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
-CACHE_VERSION = 2  # bump when the index or feature layout changes
+CACHE_VERSION = 3  # bump when the index layout changes (3: symbols from the front end, text settings)
+FEATURE_VERSION = 2  # bump when the feature files change (their keys hash it; an index bump keeps them)
 KEEP_VARIANTS = 4  # settings variants kept per manifest (e.g. 80-mel for a vocoder, 64-mel for a classifier)
 AUDIO_KEYS = ("sample_rate", "hop_length")  # the stored audio depends only on these
 
@@ -73,32 +84,54 @@ class ManifestRef:
 
 @dataclass(frozen=True)
 class IndexSettings:
-    """Everything an index depends on besides the files: the features, duration limits, lowercase."""
+    """Everything an index depends on besides the files: the features (with f0 or not), duration limits,
+    the text front end (language, phonemizer, lowercase, ...) and the metadata's encoding."""
 
     mel: MelSettings
     min_duration: float
     max_duration: float
-    lowercase: bool
+    text: TextSettings = field(default_factory=TextSettings)
+    encoding: str | None = None
     version: int = CACHE_VERSION
+    f0: F0Settings | None = None
+
+    @property
+    def lowercase(self) -> bool:
+        return self.text.lowercase
 
     @classmethod
     def from_data(cls, data: DataConfig) -> IndexSettings:
-        return cls(MelSettings.from_data(data), data.min_duration, data.max_duration, data.lowercase)
+        f0 = F0Settings(data.f0_method, data.f0_min, data.f0_max) if data.f0_method is not None else None
+        return cls(
+            MelSettings.from_data(data),
+            data.min_duration,
+            data.max_duration,
+            TextSettings.from_data(data),
+            data.encoding,
+            f0=f0,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat JSON layout of an index's ``settings``."""
+        """The flat JSON layout of an index's ``settings`` (the f0 keys only with f0, so that the indexes
+        of data without f0 keep their names)."""
         return {
             "version": self.version,
             **self.mel.to_dict(),
             "min_duration": self.min_duration,
             "max_duration": self.max_duration,
-            "lowercase": self.lowercase,
+            **self.text.to_dict(),
+            "encoding": self.encoding,
+            **(self.f0.to_dict() if self.f0 is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IndexSettings:
         mel = MelSettings(**{f.name: raw[f.name] for f in fields(MelSettings)})
-        return cls(mel, raw["min_duration"], raw["max_duration"], bool(raw["lowercase"]), int(raw["version"]))
+        text = TextSettings(**{f.name: raw[f.name] for f in fields(TextSettings)})
+        f0 = None
+        if raw.get("f0_method") is not None:
+            f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
+        return cls(mel, raw["min_duration"], raw["max_duration"], text, raw["encoding"], int(raw["version"]), f0)
 
     def changes_from(self, other: IndexSettings) -> list[str]:
         """``key old -> new`` for every setting that differs from ``other``."""
@@ -121,15 +154,20 @@ class CachedItem:
     audio_key: str
     frames: int  # mel frames
     samples: int  # stored audio samples (frames * hop_length)
-    text: str
-    tokens: list[int]
+    text: str  # as listed
+    symbols: str  # what the text front end made of it (normalised text or phonemes): one symbol per character
+    unmapped: str  # characters the front end removed because they cannot stand for speech
     speaker: str | None
     label: str | None
     orig_sr: int  # the file's own sample rate
     channels: int  # the file's channels (downmixed to mono)
+    f0_key: str | None = None  # cached f0 (T_frames,), with data.f0_method
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def text_item(self) -> TextItem:
+        return TextItem(self.id, self.symbols, self.unmapped)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CachedItem:
@@ -141,11 +179,13 @@ class CachedItem:
             frames=int(raw["frames"]),
             samples=int(raw["samples"]),
             text=str(raw["text"]),
-            tokens=[int(t) for t in raw["tokens"]],
+            symbols=str(raw["symbols"]),
+            unmapped=str(raw["unmapped"]),
             speaker=None if raw["speaker"] is None else str(raw["speaker"]),
             label=None if raw["label"] is None else str(raw["label"]),
             orig_sr=int(raw["orig_sr"]),
             channels=int(raw["channels"]),
+            f0_key=None if raw.get("f0_key") is None else str(raw["f0_key"]),
         )
 
 
@@ -163,10 +203,12 @@ class CacheIndex:
     labels: list[str] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     probes: dict[str, Probe] = field(default_factory=dict)  # audio path -> header probe
+    symbols: list[str] = field(default_factory=list)  # learned from the items' transcripts, sorted
 
     def to_json(self) -> dict[str, Any]:
         return {
             "settings": self.settings.to_dict(),
+            "symbols": list(self.symbols),
             "role": str(self.role),
             "manifest": self.manifest,
             "format": self.format,
@@ -184,7 +226,9 @@ class CacheIndex:
         if not isinstance(raw, dict) or not isinstance(raw.get("settings"), dict):
             raise ValueError("not a cache index")
         if raw["settings"].get("version") != CACHE_VERSION:
-            raise ValueError(f"cache version {raw['settings'].get('version')!r}, this speechtrain writes {CACHE_VERSION}")
+            raise ValueError(
+                f"cache version {raw['settings'].get('version')!r}, this speechtrain writes {CACHE_VERSION}"
+            )
         return cls(
             settings=IndexSettings.from_dict(raw["settings"]),
             role=Role(raw["role"]),
@@ -196,6 +240,7 @@ class CacheIndex:
             labels=[str(s) for s in raw["labels"]],
             problems=[Problem(**p) for p in raw.get("problems", [])],
             probes={str(path): Probe.from_json(rec) for path, rec in raw.get("probes", {}).items()},
+            symbols=[str(s) for s in raw["symbols"]],
         )
 
     @classmethod
@@ -215,8 +260,8 @@ class CacheIndex:
         os.replace(tmp, path)
 
     def feature_keys(self) -> set[str]:
-        """Every mel and audio key the index refers to."""
-        return {k for it in self.items for k in (it.key, it.audio_key)}
+        """Every mel, audio and f0 key the index refers to."""
+        return {k for it in self.items for k in (it.key, it.audio_key, it.f0_key) if k is not None}
 
 
 @dataclass
@@ -226,6 +271,7 @@ class SplitItems:
     items: list[CachedItem]
     speakers: list[str]
     labels: list[str]
+    symbols: list[str] = field(default_factory=list)  # learned from the training transcripts
 
 
 def _digest(obj: Any) -> str:
@@ -236,9 +282,20 @@ def feature_keys(audio_path: str, sig: list[int] | None, mel: MelSettings) -> tu
     """``(mel_key, audio_key)`` of one file: the mel key hashes every feature setting, the audio key
     only ``sample_rate`` and ``hop_length``, so an n_mels/n_fft/fmax change reuses the stored audio."""
     settings = mel.to_dict()
-    mel_key = _digest([CACHE_VERSION, "mel", audio_path, sig, settings])
-    audio_key = _digest([CACHE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
+    mel_key = _digest([FEATURE_VERSION, "mel", audio_path, sig, settings])
+    audio_key = _digest([FEATURE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
     return mel_key, audio_key
+
+
+def f0_key(audio_path: str, sig: list[int] | None, mel: MelSettings, f0: F0Settings) -> str:
+    """The f0 key of one file: the audio key's facts (sample_rate, hop_length) and the f0 settings."""
+    settings = mel.to_dict()
+    return _digest([CACHE_VERSION, "f0", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}, f0.to_dict()])
+
+
+def f0_path(root: Path, key: str) -> Path:
+    """float32 (T_frames,) f0 in Hz (0 = unvoiced) of an f0 key."""
+    return root / "features" / key[:2] / f"{key}.f0.npy"
 
 
 def mel_path(root: Path, key: str) -> Path:
@@ -281,6 +338,7 @@ class FeatureStore:
         self.settings = settings
         self.eval_utterances = int(eval_utterances)
         self.root = Path(cache_dir).absolute() if cache_dir else data_folder(manifest) / ".speechtrain_cache"
+        self._refs: list[ManifestRef] | None = None
 
     @classmethod
     def from_data(cls, data: DataConfig) -> FeatureStore:
@@ -302,11 +360,26 @@ class FeatureStore:
 
     # ------------------------------------------------------------------ manifests and index files
     def manifests(self) -> list[ManifestRef]:
-        """The training manifest, and the evaluation manifest when there is one."""
-        out = [ManifestRef(Role.TRAIN, self.manifest, resolve_format(self.manifest, self.format))]
-        if self.eval_manifest:
-            out.append(ManifestRef(Role.EVAL, self.eval_manifest, resolve_format(self.eval_manifest, self.format)))
-        return out
+        """The training manifest, and the evaluation manifest when there is one: ``eval_manifest``, else
+        the eval file the layout's folder brings (XTTS ``eval.csv``, Common Voice ``dev.tsv``)."""
+        if self._refs is None:
+            encoding = self.settings.encoding
+            fmt = resolve_format(self.manifest, self.format, encoding)
+            refs = [ManifestRef(Role.TRAIN, self.manifest, fmt)]
+            if self.eval_manifest:
+                eval_fmt = resolve_format(self.eval_manifest, self.format, encoding)
+                refs.append(ManifestRef(Role.EVAL, self.eval_manifest, eval_fmt))
+            else:
+                paired = paired_eval_file(self.manifest, fmt)
+                if paired is not None:
+                    refs.append(ManifestRef(Role.EVAL, str(paired), fmt))
+            self._refs = refs
+        return list(self._refs)
+
+    @property
+    def separate_eval(self) -> bool:
+        """Whether the eval split is a manifest of its own (else items held out of the training one)."""
+        return any(ref.role == Role.EVAL for ref in self.manifests())
 
     def manifest_dir(self, manifest: str) -> Path:
         """The cache folder of one manifest (holds one index per settings variant)."""
@@ -348,14 +421,22 @@ class FeatureStore:
     def feature_keys(self, audio_file: str, sig: list[int] | None) -> tuple[str, str]:
         return feature_keys(audio_file, sig, self.mel)
 
+    def f0_key(self, audio_file: str, sig: list[int] | None) -> str | None:
+        """The f0 key of a file, None when the data has no f0 (``data.f0_method`` unset)."""
+        return f0_key(audio_file, sig, self.mel, self.settings.f0) if self.settings.f0 is not None else None
+
     def mel_path(self, key: str) -> Path:
         return mel_path(self.root, key)
+
+    def f0_path(self, key: str) -> Path:
+        return f0_path(self.root, key)
 
     def audio_path(self, key: str) -> Path:
         return audio_path(self.root, key)
 
-    def has_features(self, mel_key: str, audio_key: str) -> bool:
-        return self.mel_path(mel_key).is_file() and self.audio_path(audio_key).is_file()
+    def has_features(self, mel_key: str, audio_key: str, f0_key: str | None = None) -> bool:
+        have = self.mel_path(mel_key).is_file() and self.audio_path(audio_key).is_file()
+        return have and (f0_key is None or self.f0_path(f0_key).is_file())
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -374,12 +455,14 @@ class FeatureStore:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
     def collect_garbage(self) -> int:
-        """Delete feature files that no readable index under the root refers to; returns how many."""
+        """Delete feature files that no readable index under the root and no live reader lease refers to;
+        returns how many."""
         keep: set[str] = set()
         for path in self.root.glob("*/index-*.json"):
             index = CacheIndex.read(path)
             if index is not None:
                 keep |= index.feature_keys()
+        keep |= live_lease_keys(self.root)
         removed = 0
         for f in (self.root / "features").glob("*/*.npy"):
             if f.name.split(".", 1)[0] not in keep:
@@ -387,6 +470,10 @@ class FeatureStore:
                     f.unlink()
                     removed += 1
         return removed
+
+    def lease(self, items: Sequence[CachedItem]) -> ReaderLease | None:
+        """A reader lease on the feature files of ``items`` (None where ``fcntl`` is missing)."""
+        return ReaderLease.take(self.root, {k for it in items for k in (it.key, it.audio_key)})
 
     # ------------------------------------------------------------------ the two shared rules
     def stale_reason(self, ref: ManifestRef, require_text: bool | None, index: CacheIndex | None = None) -> str | None:
@@ -405,7 +492,7 @@ class FeatureStore:
         if changed_files:
             return f"stale ({len(changed_files)} audio file(s) changed, e.g. {changed_files[0]})"
         for item in index.items:
-            if not self.has_features(item.key, item.audio_key):
+            if not self.has_features(item.key, item.audio_key, item.f0_key):
                 return f"incomplete (feature files of '{item.id}' are missing)"
         if require_text is True and any(not item.text for item in index.items):
             return "stale (it keeps items with empty text, and this task needs text)"
@@ -424,14 +511,14 @@ class FeatureStore:
     def split_items(self, split: Role, train: CacheIndex, eval_index: CacheIndex | None = None) -> SplitItems:
         """The items of ``split``: the eval manifest's for ``eval`` when there is one; otherwise the
         training manifest's, less (train) or only (eval) the ids held out by :func:`held_out_ids`."""
-        if self.eval_manifest:
+        if self.separate_eval:
             if split == Role.EVAL and eval_index is None:
                 raise ValueError("the eval split of a separate eval manifest needs that manifest's index")
             items = list(eval_index.items if split == Role.EVAL and eval_index is not None else train.items)
         else:
             held = held_out_ids([it.id for it in train.items], self.eval_utterances)
             items = [it for it in train.items if (it.id in held) == (split == Role.EVAL)]
-        return SplitItems(items, list(train.speakers), list(train.labels))
+        return SplitItems(items, list(train.speakers), list(train.labels), list(train.symbols))
 
     def open_index(self, ref: ManifestRef, require_text: bool | None) -> CacheIndex:
         """The fresh index of ``ref``; DataError (with the command to run) when missing or stale."""
@@ -456,6 +543,85 @@ class FeatureStore:
         if role == Role.EVAL and Role.EVAL in refs:
             eval_index = self.open_index(refs[Role.EVAL], require_text)
         return self.split_items(role, train, eval_index)
+
+
+class ReaderLease:
+    """Held while a dataset reads ``keys``: ``<root>/leases/<pid>-<n>.keys``, one key a line, under an
+    exclusive ``flock`` for the life of this object (dropped by the kernel if the process dies). Taken
+    by renaming a locked temporary file into place, so garbage collection never sees it unlocked."""
+
+    _count = 0
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path, self._pid = path, os.getpid()
+        self._fd: int | None = fd
+
+    @classmethod
+    def take(cls, root: Path, keys: set[str]) -> ReaderLease | None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            return None
+        folder = root / "leases"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            cls._count += 1
+            path = folder / f"{os.getpid()}-{cls._count}.keys"
+            tmp = folder / f".{path.name}.tmp"
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError:
+            return None  # a read-only cache: nothing can delete its files either
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            os.write(fd, "".join(k + "\n" for k in sorted(keys)).encode())
+            os.replace(tmp, path)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            return None
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Give the lease back (only in the process that took it: forked loader workers inherit it)."""
+        if self._fd is None or os.getpid() != self._pid:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = None
+
+    def __del__(self) -> None:
+        self.release()
+
+    def __getstate__(self) -> dict[str, Any]:  # a spawned worker does not hold the lease; its parent does
+        return {"path": self.path, "_fd": None, "_pid": -1}
+
+
+def live_lease_keys(root: Path) -> set[str]:
+    """The keys of the live reader leases under ``root``; stale leases (their process gone) are removed."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return set()
+    keys: set[str] = set()
+    for path in (root / "leases").glob("*.keys"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: a live reader
+                keys |= set(path.read_text().split())
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()  # nobody holds it: its process is gone
+        finally:
+            os.close(fd)
+    return keys
 
 
 def _mtime(path: Path) -> float:

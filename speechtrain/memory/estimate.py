@@ -166,8 +166,10 @@ def synthetic_items(
     tokens_per_frame: float,
     max_tokens: int | None = None,
     seed: int = 0,
+    vocab_size: int = VOCAB_SIZE,
 ) -> list[dict[str, Any]]:
-    """``n`` dataset-like items of ``frames`` mel frames (random log-mel, noise audio, random text)."""
+    """``n`` dataset-like items of ``frames`` mel frames (random log-mel, noise audio, random text with
+    ids below ``vocab_size``, the task's text vocabulary)."""
 
     rng = np.random.default_rng(seed)
     n_tokens = max(2, int(round(frames * tokens_per_frame)))
@@ -181,7 +183,7 @@ def synthetic_items(
         if needs.audio or data_cfg.features_on_device:
             item["audio"] = 0.1 * rng.standard_normal(frames * data_cfg.hop_length, dtype=np.float32)  # (T_samples,)
         if needs.text:
-            item["tokens"] = rng.integers(4, VOCAB_SIZE, n_tokens).astype(np.int64)  # (L_tokens,)
+            item["tokens"] = rng.integers(4, max(5, vocab_size), n_tokens).astype(np.int64)  # (L_tokens,)
         items.append(item)
     return items
 
@@ -302,6 +304,7 @@ def estimate(
     if lengths[0] == lengths[1]:
         lengths = (lengths[0], lengths[0] * 2)
     needs = task.needs()
+    vocab_size = int(getattr(getattr(task, "tokenizer", None), "vocab_size", VOCAB_SIZE))  # the task's own text ids
     tokens_per_frame = CHARS_PER_SECOND * d.hop_length / d.sample_rate
     max_tokens = max_text_tokens - 2 if max_text_tokens else None  # room for bos/eos
     b0 = 2
@@ -311,7 +314,7 @@ def estimate(
         m.train()
     try:
         for t in lengths:
-            items = synthetic_items(b0, t, d, needs, tokens_per_frame, max_tokens)
+            items = synthetic_items(b0, t, d, needs, tokens_per_frame, max_tokens, vocab_size=vocab_size)
             batch = collate(items, d.pad_multiple, d.hop_length, d.sample_rate)
             points.append((b0, int(t), measure_activation_bytes(task, batch, device, precision)))
     finally:

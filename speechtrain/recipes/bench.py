@@ -208,6 +208,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         cfg._source_dir = Path(spec.source_dir)  # the YAML's folder, lost in the raw dict (own models live there)
     if spec.threads:
         torch.set_num_threads(spec.threads)
+    DataRecipe(cfg).resolve_symbols(prepare=not spec.fake_data)
     torch.manual_seed(cfg.train.seed)
     task = build_task(cfg)
     needs = task.needs()

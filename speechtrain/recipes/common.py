@@ -35,11 +35,19 @@ def place(task: Any, device: torch.device) -> None:
 
 
 def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> Config:
-    """The resolved config saved in a run directory, with ``key=value`` overrides."""
+    """The resolved config saved in a run directory, with ``key=value`` overrides.
+
+    A run from before learned symbols (its ``data`` section has no ``symbols`` key) read text with
+    the fixed ascii set and stripped accents: that is what it gets, so it tokenizes as it was trained."""
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         raise UserError(f"{run_dir} is not a speechtrain run directory (no config.yaml)")
-    return build_config(apply_overrides(read_yaml(path), overrides or []))
+    raw = read_yaml(path)
+    data = raw.get("data") if isinstance(raw.get("data"), dict) else None
+    if data is not None and "symbols" not in data:
+        data["symbols"] = "ascii"
+        data.setdefault("strip_accents", True)
+    return build_config(apply_overrides(raw, overrides or []))
 
 
 def find_recipe(name: str) -> Path:

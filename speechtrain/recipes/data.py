@@ -50,6 +50,33 @@ class DataRecipe:
             log.info(f"prepared the feature cache: {report.summary()}")
         return report
 
+    # ------------------------------------------------------------------ the run's text symbols
+    def learned_symbols(self) -> list[str] | None:
+        """The symbols ``prepare`` learned from the training transcripts (None: no fresh cache)."""
+        from speechtrain.data.store import FeatureStore
+
+        if not self.data.manifest:
+            return None
+        try:
+            return FeatureStore.from_data(self.data).open_split("train", None).symbols
+        except UserError:
+            return None
+
+    def resolve_symbols(self, prepare: bool = True) -> list[str] | str | None:
+        """Set ``data.symbols`` to the symbols learned from the corpus unless a set is pinned, so that
+        the task sizes its text embedding from them and the run's config.yaml (and every checkpoint)
+        records them. ``prepare``: build the cache first when missing or stale (else only a fresh
+        cache is read). A corpus without transcripts leaves ``data.symbols`` unset."""
+        if self.data.symbols is not None or not self.data.manifest:
+            return self.data.symbols
+        if prepare:
+            self.ensure_prepared()
+        learned = self.learned_symbols()
+        if learned:
+            self.data.symbols = list(learned)
+            log.info(f"text: {len(learned)} symbols learned from the training transcripts: {''.join(learned)!r}")
+        return self.data.symbols
+
     # ------------------------------------------------------------------ datasets
     def fields(self, needs: Needs) -> tuple[str, ...]:
         """The item fields a task reads from the cache."""

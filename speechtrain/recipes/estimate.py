@@ -52,6 +52,7 @@ class EstimateRecipe:
         own_task = task is None
         accelerations = None
         if own_task:
+            self.data_recipe.resolve_symbols(prepare=False)  # a prepared corpus sizes the text embedding
             task = build_task(self.cfg)
             place(task, dev)
             self._setup_on_synthetic_data(task)

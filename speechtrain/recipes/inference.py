@@ -15,28 +15,68 @@ from typing import Any
 import torch
 
 from speechtrain.config import Config
-from speechtrain.errors import UserError
+from speechtrain.errors import CheckpointError, UserError
+from speechtrain.logs import get_logger
 from speechtrain.recipes.common import build_task, load_run_config
 from speechtrain.train import checkpoint as ckpt
 
+log = get_logger(__name__)
+
 
 def load_task(run_dir: str | Path, device: str | torch.device | None = None, which: str = "best") -> tuple[Config, Any]:
-    """Config and Task of a run with trained weights (``best.pt`` if present, else the newest), in eval mode."""
+    """Config and Task of a run with trained weights (``best.pt`` if present, else the newest), in eval mode.
+
+    A checkpoint that does not load (empty, truncated, damaged) is skipped with a warning for the next
+    newest; one that loads but does not hold this run's modules is a :class:`CheckpointError`."""
     run_dir = Path(run_dir)
     cfg = load_run_config(run_dir)
     task = build_task(cfg)
-    path = run_dir / "best.pt"
-    if which != "best" or not path.is_file():
-        found = ckpt.list_checkpoints(run_dir / "checkpoints")
-        if not found:
-            raise UserError(f"{run_dir} has no checkpoint yet (train it first: speechtrain train --config ...)")
-        path = found[-1][1]
-    state = ckpt.safe_load(path)
+    candidates = [run_dir / "best.pt"] if which == "best" and (run_dir / "best.pt").is_file() else []
+    candidates += [p for _, p in reversed(ckpt.list_checkpoints(run_dir / "checkpoints"))]
+    if not candidates:
+        raise UserError(f"{run_dir} has no checkpoint yet (train it first: speechtrain train --config ...)")
+    failures: list[str] = []
+    for path in candidates:
+        try:
+            state = ckpt.safe_load(path)
+            break
+        except CheckpointError as exc:
+            log.warning(f"warning: skipping {exc}")
+            failures.append(str(exc))
+    else:
+        raise CheckpointError(
+            f"{run_dir}: none of its {len(candidates)} checkpoint(s) loads (the newest: {failures[0]})"
+        )
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    for name, module in task.modules().items():
-        module.load_state_dict(state["modules"][name])
+    load_modules(task, state, path, str(cfg.model.name))
+    for module in task.modules().values():
         module.to(dev).eval()
     return cfg, task
+
+
+def load_modules(task: Any, state: dict[str, Any], path: Path, model_name: str) -> None:
+    """Load a checkpoint's module weights into ``task``; a CheckpointError naming the file when they are
+    missing or belong to another model."""
+    saved = state.get("config") if isinstance(state.get("config"), dict) else {}
+    saved_model = (saved.get("model") or {}).get("name", "unknown") if isinstance(saved, dict) else "unknown"
+    modules = state.get("modules")
+    where = f"{path} (saved by a '{saved_model}' run)"
+    if not isinstance(modules, dict) or not modules:
+        raise CheckpointError(f"{where} holds no module weights; it cannot be loaded into this '{model_name}' run")
+    for name, module in task.modules().items():
+        if name not in modules:
+            raise CheckpointError(
+                f"{where} has no weights for module '{name}' of this run's '{model_name}' model (it holds "
+                f"{', '.join(sorted(map(str, modules)))}): it is a checkpoint of another model; use that model's run"
+            )
+        try:
+            module.load_state_dict(modules[name])
+        except (RuntimeError, ValueError, TypeError, KeyError) as exc:
+            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            raise CheckpointError(
+                f"{where}: its '{name}' weights do not fit this run's '{model_name}' model ({first.strip()}); it "
+                f"was saved with another model or config"
+            ) from None
 
 
 class LoadedVocoder:
@@ -106,6 +146,6 @@ def load_synthesizer(run_dir: str, device: str | None) -> tuple[Any, Any]:
     if not hasattr(task, "synthesize"):
         raise UserError(
             f"{run_dir} is a '{cfg.model.name}' run, which cannot synthesize from text "
-            f"(TTS families: vits, gpt_tts; a vocoder run is used with --vocoder)"
+            f"(TTS families: vits, gpt_tts, xtts; a vocoder run is used with --vocoder)"
         )
     return cfg, task

@@ -18,13 +18,15 @@ from speechtrain.accel.record import AccelRecord
 from speechtrain.config import Config, save_config
 from speechtrain.data.loader import TrainBatches, TrainLoader
 from speechtrain.device import resolve_device
-from speechtrain.errors import UserError
+from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.stats import set_memory_fraction
+from speechtrain.models.importing import ImportReport, import_for_init
 from speechtrain.recipes.common import build_task, load_run_config, place, seed_everything
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import world
+from speechtrain.train.rundir import RunLock
 from speechtrain.train.schedule import lr_scale
 from speechtrain.train.task import Task
 from speechtrain.train.trainer import Trainer
@@ -42,10 +44,12 @@ class TrainData:
 
 
 class TrainRecipe:
-    """Train ``cfg``'s model on its data; ``resume``: continue the run in that directory."""
+    """Train ``cfg``'s model on its data; ``resume``: continue the run in that directory (an error when no
+    checkpoint there loads, unless ``start_over``)."""
 
-    def __init__(self, cfg: Config, resume: str | Path | None = None) -> None:
+    def __init__(self, cfg: Config, resume: str | Path | None = None, start_over: bool = False) -> None:
         self.cfg = cfg
+        self.start_over = start_over  # resuming and no checkpoint loads: train from step 0 instead of failing
         self.run_dir = Path(resume) if resume else Path(cfg.train.output_dir)
         self.resuming = resume is not None
         if self.resuming:
@@ -56,13 +60,15 @@ class TrainRecipe:
         self.lr_note = ""
 
     @classmethod
-    def from_run(cls, run_dir: str | Path, overrides: list[str] | None = None) -> TrainRecipe:
+    def from_run(cls, run_dir: str | Path, overrides: list[str] | None = None, start_over: bool = False) -> TrainRecipe:
         """Resume the run in ``run_dir`` with its own ``config.yaml`` (plus ``key=value`` overrides)."""
-        return cls(load_run_config(run_dir, overrides), resume=run_dir)
+        return cls(load_run_config(run_dir, overrides), resume=run_dir, start_over=start_over)
 
     # ------------------------------------------------------------------ the pieces
     def build_task(self) -> Task:
-        """The seeded, freshly initialised task (model initialisation is part of the run)."""
+        """The seeded, freshly initialised task (model initialisation is part of the run), with the
+        run's text symbols resolved first (learned from the prepared corpus unless pinned)."""
+        self.data_recipe.resolve_symbols()
         seed_everything(self.train.seed)
         return build_task(self.cfg)
 
@@ -109,8 +115,18 @@ class TrainRecipe:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> tuple[Path, dict[str, Any]]:
-        """Train as ``speechtrain train`` does; the run directory and the fit summary."""
+        """Train as ``speechtrain train`` does; the run directory and the fit summary.
+
+        Rank 0 holds the run directory's lock for the whole run (a second writer gets a clear error) and
+        alone writes the run files; ``config.yaml`` is written only once the resume checks passed."""
+        if world()[0] != 0:
+            return self.run_dir, self._run()
+        with RunLock(self.run_dir):
+            return self.run_dir, self._run()
+
+    def _run(self) -> dict[str, Any]:
         run_dir = self.run_dir
+        rank0 = world()[0] == 0
         if not self.resuming and ckpt.list_checkpoints(run_dir / "checkpoints"):
             raise UserError(
                 f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}`, "
@@ -119,16 +135,26 @@ class TrainRecipe:
         task = self.build_task()
         data = self.build_data(task)
         run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(self.cfg, run_dir / "config.yaml")
         place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
         if not self.resuming:
             task.setup(data.train_set)
+            if self.train.init_from:
+                init_weights(task, self.train.init_from, self.train.init_trust_pickle, run_dir)
         trainer = self.build_trainer(task, data.train_loader, data.eval_loader, run_dir)
         if self.resuming and not trainer.resume():
-            log.info(f"no checkpoint in {run_dir}/checkpoints: starting from step 0")
+            if not self.start_over:
+                raise CheckpointError(
+                    f"--resume {run_dir}: no loadable checkpoint in {run_dir / 'checkpoints'} (none was saved, or "
+                    f"every one is damaged: see the warnings above). Nothing was changed. To train this run again "
+                    f"from step 0 in the same directory: `speechtrain train --resume {run_dir} --start-over`"
+                )
+            log.info(f"no loadable checkpoint in {run_dir}/checkpoints: starting over from step 0 (--start-over)")
+            trainer.metrics.rewind(0)
             task.setup(data.train_set)
+        if rank0:
+            save_config(self.cfg, run_dir / "config.yaml")
         self.report_start(trainer, data.train_loader, run_dir)
-        return run_dir, trainer.fit()
+        return trainer.fit()
 
     def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: Path) -> None:
         """What runs where: logged, and saved as ``accel.json``."""
@@ -140,7 +166,8 @@ class TrainRecipe:
             "lr_scaling": self.lr_note,
             "precision": trainer.precision.name,
         }
-        (run_dir / "accel.json").write_text(json.dumps(records, indent=2, default=str) + "\n")
+        if world()[0] == 0:
+            (run_dir / "accel.json").write_text(json.dumps(records, indent=2, default=str) + "\n")
 
 
 def startup_summary(
@@ -155,6 +182,20 @@ def startup_summary(
         lines.append(f"memory fraction: {memory_record.detail}")
     lines += [f"data: {note}" for note in notes or []]
     return "\n".join(lines)
+
+
+def init_weights(task: Task, paths: list[str], trust_pickle: bool, run_dir: Path) -> ImportReport:
+    """``train.init_from``: load the weights of ``paths`` into ``task`` (modules the file lacks keep their
+    initialisation); the full tensor-by-tensor report goes to ``run_dir/init_report.txt``."""
+    imported = import_for_init(paths, trust_pickle)
+    loaded = imported.load_into(task, strict=False)
+    kept = [name for name in task.modules() if name not in loaded]
+    report = imported.report
+    for name in kept:
+        report.filled.append((name, "not in the checkpoint: fresh initialisation kept"))
+    (run_dir / "init_report.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+    log.info(f"init_from: {report.summary()}; loaded {loaded}" + (f", kept fresh {kept}" if kept else ""))
+    return report
 
 
 def train_from_config(cfg: Config, resume: str | Path | None = None) -> tuple[Path, dict[str, Any]]:

@@ -63,6 +63,7 @@ class TuneRecipe:
         device = resolve_device(self.train.device)
         user_task = task is not None
         if task is None:
+            self.data_recipe.resolve_symbols()
             task = build_task(self.cfg)
         needs = task.needs()
         if dataset is None:

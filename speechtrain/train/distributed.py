@@ -7,9 +7,12 @@ kept here, in one small function, so that the loop does not change when it goes.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import torch
+
+from speechtrain.errors import UserError
 
 
 def world() -> tuple[int, int]:
@@ -17,6 +20,25 @@ def world() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
+
+
+def init_from_env() -> bool:
+    """Join the process group that a launcher (``torchrun``) describes in the environment (``WORLD_SIZE`` > 1,
+    ``RANK``, ``MASTER_ADDR``/``MASTER_PORT``; on CUDA, ``LOCAL_RANK`` picks the GPU). Without it each
+    process would train alone, all into one directory. True if a group was joined here."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
+    if world_size <= 1 or (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return False
+    missing = [k for k in ("RANK", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing or not torch.distributed.is_available():
+        raise UserError(
+            f"WORLD_SIZE={world_size} is set but {', '.join(missing) or 'torch.distributed'} is not available: "
+            f"launch with `torchrun --nproc_per_node=N -m speechtrain train ...`, or unset WORLD_SIZE"
+        )
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    return True
 
 
 def any_rank(flag: bool, device: torch.device, world_size: int) -> bool:

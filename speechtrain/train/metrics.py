@@ -17,6 +17,7 @@ import torch
 from speechtrain.data.batch import Batch
 from speechtrain.logs import get_logger
 from speechtrain.memory.stats import RetryStormDetector, memory_stats
+from speechtrain.train.checkpoint import write_failed
 
 log = get_logger(__name__)
 
@@ -28,11 +29,18 @@ def _clean(value: Any) -> Any:
 
 
 class MetricsWriter:
-    """Appends one JSON object per line to ``run_dir/metrics.jsonl``; mirrors scalars to TensorBoard."""
+    """Appends one JSON object per line to ``run_dir/metrics.jsonl``; mirrors scalars to TensorBoard.
+
+    Each row is one ``write`` call of one whole line; a line torn by a failed write (full disk, kill) is
+    ended before the next row, and :func:`read_metrics` skips it. :meth:`rewind` drops the rows after a
+    resumed step, so that a resumed run's rows appear once. ``run_dir`` None (or a rank other than 0):
+    nothing is written.
+    """
 
     def __init__(self, run_dir: str | os.PathLike[str] | None, tensorboard: bool = True) -> None:
         self.path = Path(run_dir) / "metrics.jsonl" if run_dir else None
         self.tb = None
+        self._line_open: bool | None = None  # whether the file ends inside a torn line (checked on first write)
         if run_dir and tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -44,13 +52,45 @@ class MetricsWriter:
     def write(self, row: dict[str, Any]) -> None:
         if self.path is None:
             return
-        with open(self.path, "a") as fh:
-            fh.write(json.dumps({k: _clean(v) for k, v in row.items()}) + "\n")
+        line = json.dumps({k: _clean(v) for k, v in row.items()}) + "\n"
+        if self._line_open is None:
+            self._line_open = _ends_inside_a_line(self.path)
+        try:
+            with open(self.path, "ab") as fh:  # one write of one whole line
+                fh.write((("\n" if self._line_open else "") + line).encode())
+        except OSError as exc:
+            self._line_open = True  # part of the line may be on disk
+            raise write_failed(self.path, exc) from None
+        self._line_open = False
         if self.tb is not None:
             split = row.get("split", "train")
             for k, v in row.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
                     self.tb.add_scalar(f"{split}/{k}", v, row.get("step", 0))
+
+    def rewind(self, step: int) -> int:
+        """Drop the rows after ``step`` (and torn lines): a resume from a checkpoint at ``step`` writes them
+        again. The file is replaced atomically. Returns how many lines were dropped."""
+        if self.path is None or not self.path.is_file():
+            return 0
+        keep, dropped = [], 0
+        for line in self.path.read_text(errors="replace").splitlines():
+            row = _parse(line)
+            if row is None or (isinstance(row.get("step"), int) and row["step"] > step):
+                dropped += bool(line.strip())
+                continue
+            keep.append(line + "\n")
+        if dropped:
+            tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}")
+            try:
+                tmp.write_text("".join(keep))
+                os.replace(tmp, self.path)
+            except OSError as exc:
+                tmp.unlink(missing_ok=True)
+                raise write_failed(self.path, exc) from None
+            log.info(f"metrics.jsonl: dropped {dropped} rows written after step {step} (resuming from step {step})")
+        self._line_open = False
+        return dropped
 
     def audio(self, tag: str, wav: Any, step: int, sample_rate: int) -> None:
         if self.tb is not None:
@@ -61,11 +101,37 @@ class MetricsWriter:
             self.tb.close()
 
 
+def _parse(line: str) -> dict[str, Any] | None:
+    """One row of metrics.jsonl; None for an empty or torn line."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
+
+
+def _ends_inside_a_line(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
 def read_metrics(run_dir: str | os.PathLike[str], split: str | None = "train") -> list[dict[str, Any]]:
-    """Rows of ``run_dir/metrics.jsonl`` (only ``split`` rows unless split is None)."""
+    """Rows of ``run_dir/metrics.jsonl`` (only ``split`` rows unless split is None); torn lines (a write
+    cut short by a full disk or a kill) are skipped with a warning."""
     path = Path(run_dir) / "metrics.jsonl"
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return [r for r in rows if split is None or r.get("split", "train") == split]
+    lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+    rows = [_parse(line) for line in lines if line.strip()]
+    torn = sum(r is None for r in rows)
+    if torn:
+        log.warning(f"warning: {path}: skipped {torn} torn line(s) (a write cut short by a full disk or a kill)")
+    return [r for r in rows if r is not None and (split is None or r.get("split", "train") == split)]
 
 
 class Interval:

@@ -6,7 +6,10 @@ that bucket may hold (``caps[k]``), drops every reference to the failed attempt,
 is run again with the bucket's micro-batches split into pieces of at most that many items. Each
 piece's loss is weighted by its share of the step, so the gradient is the one of the whole batch.
 The cap stays for the rest of the run (and in checkpoints): a bucket fails at most ``log2(items)``
-times. One utterance that does not fit alone is a :class:`~speechtrain.errors.UserError` with the fix.
+times. One utterance that does not fit alone is skipped for the rest of the run (its id kept in
+checkpoints, reported in the log and as an ``oom_skipped`` event, the caps learned on the way to it
+undone), or, with ``on_single="stop"`` (``train.oom_single_utterance``), a
+:class:`~speechtrain.errors.UserError` with the fix.
 """
 
 from __future__ import annotations
@@ -28,14 +31,26 @@ RunPiece = Callable[[int, Batch, bool], None]
 class OOMGuard:
     """Per-bucket item caps learned from out-of-memory errors, and the retry of a stage."""
 
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
+    def __init__(self, enabled: bool = True, on_single: str = "skip") -> None:
+        self.enabled, self.on_single = enabled, on_single
         self.caps: dict[int, int] = {}  # bucket (-1: none) -> max items per micro-batch
+        self.skipped: dict[str, int] = {}  # utterance id -> padded frames: too long to fit alone, left out
         self.recoveries = 0
         self.events: list[dict[str, Any]] = []  # taken by the next metrics row
 
+    def without_skipped(self, mb: Batch) -> Batch | None:
+        """``mb`` without the utterances left out (None when none is left)."""
+        if not any(i in self.skipped for i in mb.ids):
+            return mb
+        keep = [k for k, i in enumerate(mb.ids) if i not in self.skipped]
+        return mb.select(keep) if keep else None
+
     def pieces(self, mb: Batch) -> list[Batch]:
-        """``mb`` split by its bucket's cap (itself when the bucket has none)."""
+        """``mb`` without its skipped utterances, split by its bucket's cap (itself when neither applies)."""
+        left = self.without_skipped(mb)
+        if left is None:
+            return []
+        mb = left
         cap = self.caps.get(_bucket(mb))
         return mb.chunks(cap) if cap else [mb]
 
@@ -51,6 +66,7 @@ class OOMGuard:
     ) -> None:
         """Run every piece of ``micro``; on an OOM (any rank's, through ``any_rank``) call ``reset``
         (drop the attempt's gradients and tensors), learn the smaller cap and run the stage again."""
+        caps_before = dict(self.caps)
         while True:
             failed: Batch | None = None
             message = ""
@@ -59,7 +75,7 @@ class OOMGuard:
                     pieces = self.pieces(mb)
                     for piece in pieces:
                         failed = piece
-                        run_piece(i, piece, len(pieces) > 1)
+                        run_piece(i, piece, len(pieces) > 1 or piece.size != mb.size)
                 failed = None
             except Exception as exc:
                 if not (self.enabled and is_oom_error(exc)):
@@ -70,15 +86,12 @@ class OOMGuard:
                 return
             reset()
             if failed is not None:
-                self._learn(failed, stage, step, message)
+                self._learn(failed, stage, step, message, caps_before)
 
-    def _learn(self, failed: Batch, stage: str, step: int, message: str) -> None:
+    def _learn(self, failed: Batch, stage: str, step: int, message: str, caps_before: dict[int, int]) -> None:
         if failed.size <= 1:
-            raise UserError(
-                f"out of memory on a single utterance ({failed.ids[0]}, {failed.padded_frames} frames) "
-                f"in stage '{stage}': lower data.max_duration or data.crop_frames, switch on "
-                f"accel.activation_checkpointing / bf16, or use a larger GPU. ({message})"
-            )
+            self._skip(failed, stage, step, message, caps_before)
+            return
         bucket = _bucket(failed)
         new_cap = max(1, failed.size // 2)
         self.caps[bucket] = min(self.caps.get(bucket, new_cap), new_cap)
@@ -100,17 +113,42 @@ class OOMGuard:
             "step in pieces"
         )
 
+    def _skip(self, failed: Batch, stage: str, step: int, message: str, caps_before: dict[int, int]) -> None:
+        """One utterance does not fit alone: leave it out for the rest of the run (or stop, if asked)."""
+        uid, frames = failed.ids[0], failed.padded_frames
+        fix = (
+            "set data.max_frames below its length with data.oversize=skip (or lower data.max_duration; a resume "
+            "re-plans the epoch), data.crop_frames, accel.activation_checkpointing / bf16, or use a larger GPU"
+        )
+        if self.on_single == "stop":
+            raise UserError(
+                f"out of memory on a single utterance ({uid}, {frames} frames) in stage '{stage}': {fix}. "
+                f"(train.oom_single_utterance=skip leaves such utterances out instead) ({message})"
+            )
+        self.skipped[uid] = frames
+        self.caps = dict(caps_before)  # the halvings that led to it were caused by it: undone
+        self.events.append({"event": "oom_skipped", "step": step, "stage": stage, "id": uid, "frames": frames})
+        log.warning(
+            f"warning: [oom] step {step} stage {stage}: utterance {uid} ({frames} frames) runs out of memory on "
+            f"its own; it is left out for the rest of the run ({len(self.skipped)} so far). To keep it: {fix}"
+        )
+
     def take_events(self) -> list[dict[str, Any]]:
         """The recoveries since the last call (for the metrics row)."""
         events, self.events = self.events, []
         return events
 
     def state_dict(self) -> dict[str, Any]:
-        return {"bucket_caps": {str(k): v for k, v in self.caps.items()}, "oom_recoveries": self.recoveries}
+        return {
+            "bucket_caps": {str(k): v for k, v in self.caps.items()},
+            "oom_recoveries": self.recoveries,
+            "oom_skipped": dict(self.skipped),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.caps = {int(k): int(v) for k, v in state["bucket_caps"].items()}
         self.recoveries = int(state["oom_recoveries"])
+        self.skipped = {str(k): int(v) for k, v in (state.get("oom_skipped") or {}).items()}
 
 
 def _bucket(mb: Batch) -> int:

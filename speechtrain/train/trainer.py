@@ -86,12 +86,14 @@ class Trainer:
             self.specs, self.modules, optim, device, lr_multiplier, train.max_steps
         )
         self.scalers = {name: self.precision.grad_scaler() for name in self.optimizers}
-        self.oom = OOMGuard(oom_guard)
+        self.oom = OOMGuard(oom_guard, train.oom_single_utterance)
         self.numerics = NumericsGuard(train.nan_fallback_after)
-        self.metrics = MetricsWriter(self.run_dir, train.tensorboard)
+        self.metrics = MetricsWriter(self.run_dir if self.rank == 0 else None, train.tensorboard)  # rank 0 writes
         self.resources = ResourceFields(device, recompile_limit)
         self.evaluator = (
-            None if eval_loader is None else Evaluator(task, eval_loader, train, self.run_dir, self.metrics)
+            None
+            if eval_loader is None
+            else Evaluator(task, eval_loader, train, self.run_dir if self.rank == 0 else None, self.metrics)
         )
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
@@ -162,7 +164,10 @@ class Trainer:
         return grad_norm.detach(), finite
 
     def train_step(self, micro_batches: list[Batch]) -> dict[str, Any]:
-        """One optimizer step over ``micro_batches`` (host or device batches) for every stage."""
+        """One optimizer step over ``micro_batches`` (host or device batches) for every stage; utterances the
+        OOM guard left out (too long to fit alone) are taken out first."""
+        if self.oom.skipped:
+            micro_batches = [p for mb in micro_batches for p in [self.oom.without_skipped(mb)] if p is not None]
         weights = [self.task.batch_weight(mb) for mb in micro_batches]
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
@@ -171,6 +176,10 @@ class Trainer:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
             sums = self._run_stage(spec.name, micro_batches, weights, caches)
+            if any_rank("loss" not in sums, self.device, self.world_size):  # every utterance left out (OOM alone)
+                self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
+                out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
+                continue
             loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard
             if loss_finite:
                 grad_norm, grad_finite = self._optimizer_step(spec.name)
@@ -270,11 +279,13 @@ class Trainer:
         return ckpt.save_step(self.run_dir, self.state_dict(), self.train.keep_checkpoints, best)
 
     def resume(self) -> bool:
-        """Load the newest loadable checkpoint of ``run_dir``; False if there is none."""
-        found = ckpt.latest(self.run_dir)
+        """Load the newest loadable checkpoint of ``run_dir`` and rewind ``metrics.jsonl`` to its step (the
+        rows after it are written again); False if there is none."""
+        found = ckpt.latest(self.run_dir, quarantine=self.rank == 0)
         if found is None:
             return False
         self.load_state_dict(found[1])
+        self.metrics.rewind(self.step)
         log.info(f"resumed from {found[0]} (step {self.step})")
         return True
 
@@ -295,9 +306,12 @@ class Trainer:
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
-                    late = t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60
-                    if signals.reason is not None or late:
-                        reason = signals.reason or "max_minutes"
+                    late = bool(t.max_minutes) and time.perf_counter() - t_start > (t.max_minutes or 0) * 60
+                    stop = signals.reason is not None or late
+                    if self.world_size > 1:  # agreed: every rank stops at the same step (rank 0 saves)
+                        stop = any_rank(stop, self.device, self.world_size)
+                    if stop:
+                        reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
@@ -308,7 +322,7 @@ class Trainer:
                     if self.step % t.log_every == 0 or self.step == t.max_steps:
                         row = self._log_row(interval)
                         aps = f"{row['audio_seconds_per_second']:.1f}"
-                        bar.set_postfix(loss=f"{row['loss']:.3f}", aps=aps, mem=row["mem"])
+                        bar.set_postfix(loss=f"{row.get('loss', math.nan):.3f}", aps=aps, mem=row["mem"])
                         interval = Interval()
                     eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps
                     best = self._maybe_eval() if eval_now else False

@@ -205,24 +205,41 @@ def data_report(report_json: str | Path) -> DataReport:
             durations.append(float(sf.info(e.audio_path).duration))
         except (RuntimeError, OSError, sf.LibsndfileError):
             continue  # prepare has already counted it as skipped
-    symbols, unknown = symbol_inventory([e.text for e in entries])
+    text = report.get("text") or None
+    if text:  # prepare's own text report: the run's symbols and what it could not map
+        symbols = [(r["symbol"], int(r["count"]), True) for r in text.get("inventory", [])]
+        symbols += [(u["char"], int(u["count"]), False) for u in text.get("unknown", [])]
+        unknown = sorted({u["char"] for u in text.get("unknown", [])})
+    else:
+        symbols, unknown = symbol_inventory([e.text for e in entries])
     return DataReport(_summary_of(report), int(report.get("kept") or 0), skipped, durations, symbols, unknown, report)
 
 
-def symbol_inventory(texts: list[str]) -> tuple[list[tuple[str, int, bool]], list[str]]:
-    """Symbols the text front end sees in ``texts`` (after its normalisation), with counts and
-    whether it maps them; the characters it cannot map, listed (never silently <unk>)."""
-    from speechtrain.data.text import Tokenizer, normalize_text
+def symbol_inventory(
+    texts: list[str],
+    symbols: list[str] | str | None = None,
+    *,
+    language: str = "und",
+    lowercase: bool = True,
+    strip_accents: bool = False,
+) -> tuple[list[tuple[str, int, bool]], list[str]]:
+    """Symbols the text front end makes of ``texts``, with counts and whether the symbol set has
+    them (``symbols``: a list or ``ascii``; None: the set learned from these texts); the characters
+    it cannot map, listed (never silently <unk>)."""
+    from speechtrain.data.text import TextFrontEnd, TextSettings
+    from speechtrain.data.text.tokenizer import symbols_of
 
-    tok = Tokenizer()
+    front_end = TextFrontEnd(TextSettings(language=language, lowercase=lowercase, strip_accents=strip_accents))
     counts: Counter[str] = Counter()
+    dropped: Counter[str] = Counter()
     for t in texts:
-        counts.update(normalize_text(t or "", tok.lowercase))
-    rows = []
-    for sym, n in counts.most_common():
-        known = tok.unk_id not in tok.encode(sym)
-        rows.append((sym, n, known))
-    unknown = sorted(s for s, _, k in rows if not k)
+        p = front_end.process(t or "")
+        counts.update(p.symbols)
+        dropped.update(p.unmapped)
+    known = set(counts) if symbols is None else set(symbols_of(symbols))
+    rows = [(sym, n, sym in known) for sym, n in counts.most_common()]
+    rows += [(c, n, False) for c, n in dropped.most_common()]
+    unknown = sorted({s for s, _, k in rows if not k})
     return rows, unknown
 
 

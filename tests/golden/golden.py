@@ -56,6 +56,7 @@ def run_recipe(name: str, corpus: Path, workdir: Path) -> list[dict[str, float]]
             "data.num_workers=0",
             "data.persistent_workers=false",
             "data.num_buckets=10",  # the count the values were pinned with (before num_buckets=auto)
+            "data.symbols=ascii",  # the symbol set they were pinned with (before symbols learned from the corpus)
             f"train.max_steps={STEPS}",
             "train.log_every=1",
             "train.eval_every=100000",

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from speechtrain.data.batch import Batch
-from speechtrain.data.text import VOCAB_SIZE, Tokenizer
+from speechtrain.data.text import Tokenizer
 from speechtrain.errors import DataError, UserError
 from speechtrain.models.gpt_tts.codec import MelCodec, max_codes_for_seconds
 from speechtrain.models.gpt_tts.model import GPTTTS, IGNORE_INDEX
@@ -51,9 +51,9 @@ class GPTTTSTask(Task):
     def __init__(self, model: Any, data: Any) -> None:
         self.model_cfg, self.data_cfg = model, data
         m = model
-        self.tokenizer = Tokenizer(lowercase=data.lowercase)
+        self.tokenizer = Tokenizer.from_data(data)  # the run's symbols (data.symbols) size the text embedding
         self.model = GPTTTS(
-            text_vocab=VOCAB_SIZE,
+            text_vocab=self.tokenizer.vocab_size,
             codebook_size=m.codebook_size,
             layers=m.layers,
             width=m.width,
@@ -78,7 +78,10 @@ class GPTTTSTask(Task):
 
     def setup(self, train_dataset: Any) -> None:
         """Fit the codec's codebook (k-means) on a seeded sample of the training mels."""
+        from speechtrain.data.text.tokenizer import require_same_symbols
+
         m = self.model_cfg
+        require_same_symbols(self.tokenizer, train_dataset)
         self._check_lengths(train_dataset)
         order = np.random.default_rng(m.codec_seed).permutation(len(train_dataset))
         want = m.codec_sample_frames * m.frames_per_code * 2  # read twice the frames, sample down in fit
@@ -227,7 +230,7 @@ class GPTTTSTask(Task):
         m, d = self.model_cfg, self.data_cfg
         if not max_seconds > 0:
             raise UserError(f"synthesize: max_seconds must be > 0, got {max_seconds}")
-        ids = self.tokenizer.encode(text, add_bos_eos=True)
+        ids = self.tokenizer.encode(text, add_bos_eos=True, warn=True)
         if len(ids) <= 2:
             raise UserError("synthesize: the text is empty after normalisation")
         if len(ids) > m.max_text_tokens:

@@ -16,7 +16,7 @@ class VITSConfig(ModelSection):
     Defaults are the paper's LJSpeech model (about 83M parameters with the discriminator)."""
 
     name: str = "vits"
-    n_vocab: int | None = Field(None, gt=0, description="Token vocabulary size; None: the built-in tokenizer's.")
+    n_vocab: int | None = Field(None, gt=0, description="Token vocabulary size; None: the run's symbols + 4 specials.")
     add_blank: bool = Field(
         True, description="Put a blank token (the pad id) around every character, as the paper's LJSpeech model."
     )

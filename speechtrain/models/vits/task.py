@@ -51,14 +51,19 @@ class VITSTask(Task):
     produces_audio = True
 
     def __init__(self, model_cfg: VITSConfig, data_cfg: DataConfig) -> None:
-        from speechtrain.data.text import VOCAB_SIZE, Tokenizer
+        from speechtrain.data.text import Tokenizer
 
         self.cfg = model_cfg
         self.sample_rate = int(data_cfg.sample_rate)
         self.hop_length = int(data_cfg.hop_length)
         self.segment_frames = model_cfg.segment_size // self.hop_length
-        self.tokenizer = Tokenizer(lowercase=data_cfg.lowercase)
-        self.n_vocab = model_cfg.n_vocab or VOCAB_SIZE
+        self.tokenizer = Tokenizer.from_data(data_cfg)  # the run's symbols (data.symbols)
+        if model_cfg.n_vocab is not None and model_cfg.n_vocab < self.tokenizer.vocab_size:
+            raise ConfigError(
+                f"model.n_vocab={model_cfg.n_vocab} is smaller than the text vocabulary ({self.tokenizer.vocab_size}: "
+                f"{len(self.tokenizer.symbols)} symbols + 4 special tokens); leave model.n_vocab unset"
+            )
+        self.n_vocab = model_cfg.n_vocab or self.tokenizer.vocab_size
         self.spec_fn = Spectrogram(data_cfg.n_fft, data_cfg.win_length, data_cfg.hop_length)
         self.mel_fn = LogMel.from_config(data_cfg)
         self.generator = VITSGenerator(model_cfg, self.n_vocab, data_cfg.n_fft // 2 + 1, self.segment_frames)
@@ -83,6 +88,9 @@ class VITSTask(Task):
         return self.stages.optimizer_specs()
 
     def setup(self, train_dataset: Any) -> None:
+        from speechtrain.data.text.tokenizer import require_same_symbols
+
+        require_same_symbols(self.tokenizer, train_dataset)
         speakers = list(getattr(train_dataset, "speakers", None) or [])
         if len(speakers) > 1 and self.cfg.n_speakers < len(speakers):
             raise ConfigError(
@@ -156,7 +164,7 @@ class VITSTask(Task):
         if not text or not text.strip():
             raise UserError("synthesize: empty text")
         device = next(self.generator.parameters()).device
-        tokens, lengths = self._encode_texts([text], device)
+        tokens, lengths = self._encode_texts([text], device, warn=True)
         speakers = self._speaker_tensor(speaker, device)
         decoder, precision = self._decoder_for_inference(device)
         if kwargs.get("seed") is not None:
@@ -204,8 +212,10 @@ class VITSTask(Task):
     def _max_frames(self) -> int:
         return int(60 * self.sample_rate / self.hop_length)  # a minute of audio per utterance at most
 
-    def _encode_texts(self, texts: list[str], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        ids = [self.tokenizer.encode(t) or [self.tokenizer.unk_id] for t in texts]
+    def _encode_texts(
+        self, texts: list[str], device: torch.device, warn: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = [self.tokenizer.encode(t, warn=warn) or [self.tokenizer.unk_id] for t in texts]
         longest = max(len(i) for i in ids)
         tokens = torch.zeros(len(ids), longest, dtype=torch.long)
         for row, i in enumerate(ids):

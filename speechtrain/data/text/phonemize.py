@@ -1,0 +1,116 @@
+"""Phonemes through espeak-ng (``data.phonemizer=espeak``), for every language espeak-ng has.
+
+The library and its voice data come from the ``espeakng-loader`` package (no system install), driven
+by ``phonemizer``; both are in the ``phonemes`` extra (``pip install 'speechtrain[phonemes]'``) and
+in ``dev``. Without ``espeakng-loader`` a system espeak-ng is used when phonemizer finds one.
+
+The voice is chosen from ``data.language``: ``en`` -> ``en-us``, ``uz``/``uz-Latn``/``uz-Cyrl`` -> ``uz``,
+otherwise the code itself (``pt-BR`` -> ``pt-br``) or its language part (``am-ET`` -> ``am``). Output:
+IPA with stress marks and the punctuation kept; espeak's language-switch flags are removed.
+Uzbek is given to espeak in Latin with ``'`` for ʻ and ʼ, the only forms its voice reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from speechtrain.errors import UserError
+from speechtrain.logs import get_logger
+
+log = get_logger(__name__)
+
+INSTALL_HINT = "pip install 'speechtrain[phonemes]'  (phonemizer + espeakng-loader: espeak-ng and its voices)"
+VOICE_OF = {"en": "en-us", "uz": "uz", "uz-latn": "uz", "uz-cyrl": "uz"}
+
+_backends: dict[str, Any] = {}
+_lock = threading.Lock()
+
+
+def _phonemizer() -> Any:
+    """The phonemizer package with espeak-ng set up (the packaged library when installed)."""
+    try:
+        from phonemizer.backend import EspeakBackend
+        from phonemizer.backend.espeak.wrapper import EspeakWrapper
+    except ImportError:
+        raise UserError(f"data.phonemizer=espeak needs the phonemizer package: {INSTALL_HINT}") from None
+    try:
+        import espeakng_loader
+    except ImportError:
+        espeakng_loader = None
+    if espeakng_loader is not None:
+        EspeakWrapper.set_library(espeakng_loader.get_library_path())
+        EspeakWrapper.set_data_path(espeakng_loader.get_data_path())
+    return EspeakBackend
+
+
+def espeak_voices() -> dict[str, str]:
+    """espeak-ng's language codes -> names (UserError when espeak-ng cannot be loaded)."""
+    backend = _phonemizer()
+    try:
+        return dict(backend.supported_languages())
+    except RuntimeError as exc:
+        raise UserError(f"espeak-ng could not be loaded ({exc}); {INSTALL_HINT}") from None
+
+
+def espeak_voice(language: str) -> str:
+    """The espeak-ng voice of a BCP-47 code (UserError naming close voices when there is none)."""
+    code = language.lower().replace("_", "-")
+    if code in ("", "und"):
+        raise UserError("data.phonemizer=espeak needs data.language (a BCP-47 code such as en, uz, am)")
+    voices = espeak_voices()
+    for candidate in (VOICE_OF.get(code), code, VOICE_OF.get(code.split("-")[0]), code.split("-")[0]):
+        if candidate and candidate in voices:
+            return candidate
+    import difflib
+
+    close = difflib.get_close_matches(code, list(voices), n=5, cutoff=0.4)
+    raise UserError(
+        f"espeak-ng has no voice for data.language={language!r}"
+        + (f" (close: {', '.join(close)})" if close else "")
+        + "; set data.phonemizer=none to train on characters"
+    )
+
+
+def _backend(voice: str) -> Any:
+    with _lock:
+        if voice not in _backends:
+            backend_cls = _phonemizer()
+            try:
+                _backends[voice] = backend_cls(
+                    voice,
+                    preserve_punctuation=True,
+                    with_stress=True,
+                    language_switch="remove-flags",
+                    words_mismatch="ignore",
+                    logger=log,
+                )
+            except RuntimeError as exc:
+                raise UserError(f"espeak-ng could not start voice {voice!r} ({exc}); {INSTALL_HINT}") from None
+        return _backends[voice]
+
+
+def espeak_input(texts: Sequence[str], voice: str) -> list[str]:
+    """Texts as the voice reads them (Uzbek: Latin script, ``'`` for ʻ and ʼ)."""
+    if voice != "uz":
+        return list(texts)
+    from speechtrain.data.text.uzbek import OKINA, TUTUQ, cyrillic_to_latin, has_cyrillic
+
+    out = []
+    for t in texts:
+        if has_cyrillic(t):
+            t = cyrillic_to_latin(t)
+        out.append(t.replace(OKINA, "'").replace(TUTUQ, "'"))
+    return out
+
+
+def phonemize(texts: Sequence[str], language: str) -> list[str]:
+    """IPA phonemes of each text (one call for all: espeak-ng starts once)."""
+    if not texts:
+        return []
+    voice = espeak_voice(language)
+    backend = _backend(voice)
+    with _lock:  # one espeak-ng instance per voice; it is not re-entrant
+        out = backend.phonemize(espeak_input(texts, voice), strip=True, njobs=1)
+    return [" ".join(p.split()) for p in out]
