@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, PrivateAttr, SerializeAsAny, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    PrivateAttr,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from speechtrain import registry
 from speechtrain.errors import UserError
@@ -111,6 +121,42 @@ class DataConfig(Section):
     time_mask_width: int = Field(20, ge=0, description="Max width of a time mask in frames.")
     freq_masks: int = Field(0, ge=0, description="SpecAugment frequency masks per item (training only).")
     freq_mask_width: int = Field(10, ge=0, description="Max width of a frequency mask in mel bands.")
+    f0_method: Literal["yin", "parselmouth"] | None = Field(
+        None,
+        description="f0 per mel frame, computed by prepare and cached beside the mel (0 = unvoiced): yin (torch) "
+        "or parselmouth (Praat, pip install 'speechtrain[pitch]'); None: no f0. NSF vocoders need it.",
+    )
+    f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz; SingingVocoders: 65).")
+    f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz; SingingVocoders: 1100).")
+    pitch_shift_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of training crops key-shifted (audio resampled, mel recomputed, f0 scaled together, as "
+        "SingingVocoders' key_aug); needs data.crop_frames. 0: off.",
+    )
+    pitch_shift_semitones: tuple[float, float] = Field(
+        (-1.82, 5.83),
+        description="Range of the key shift in semitones, drawn uniformly (default: SingingVocoders' speed 0.9-1.4).",
+    )
+
+    @model_validator(mode="after")
+    def _check_pitch(self) -> DataConfig:
+        if self.f0_max <= self.f0_min:
+            raise ValueError(f"data.f0_max ({self.f0_max}) must be above data.f0_min ({self.f0_min})")
+        if self.f0_method is not None and self.f0_max >= self.sample_rate / 2:
+            raise ValueError(
+                f"data.f0_max ({self.f0_max} Hz) must be below the Nyquist frequency ({self.sample_rate / 2} Hz)"
+            )
+        lo, hi = self.pitch_shift_semitones
+        if lo > hi:
+            raise ValueError(f"data.pitch_shift_semitones [{lo}, {hi}]: the first must not exceed the second")
+        if self.pitch_shift_prob > 0 and not self.crop_frames:
+            raise ValueError(
+                "data.pitch_shift_prob shifts random crops (a shifted utterance changes length): set "
+                "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
+            )
+        return self
 
 
 class ModelSection(Section):
@@ -138,6 +184,15 @@ class OptimConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay.")
     muon_lr: float = Field(0.02, gt=0, description="Muon learning rate for 2-D hidden weights.")
     muon_momentum: float = Field(0.95, ge=0, lt=1, description="Muon momentum.")
+    muon_variant: Literal["torch", "singingvocoders"] = Field(
+        "torch",
+        description="Muon's parameter rule and update scale: torch (lr x sqrt(max(1, rows/cols)), heads and "
+        "vectors to AdamW) or singingvocoders (their Muon_AdamW: lr x sqrt(max(rows, cols)), every >=2-D "
+        "tensor but embeddings and weight-norm magnitudes).",
+    )
+    muon_weight_decay: float | None = Field(
+        None, ge=0, description="Weight decay of the Muon part (None: weight_decay, which the AdamW part uses)."
+    )
     implementation: Literal["auto", "fused", "foreach", "for_loop"] = Field(
         "auto", description="AdamW kernel: fused on CUDA, foreach elsewhere (auto)."
     )
@@ -186,6 +241,22 @@ class TrainConfig(Section):
     eval_audio_samples: int = Field(4, ge=0, description="Audio samples written at evaluation (tasks with audio).")
     eval_batches: int | None = Field(None, gt=0, description="Cap on evaluation batches (None: the whole eval set).")
     seed: int = Field(1234, description="Seed for Python, NumPy, torch and the sampler.")
+    init_from: list[str] | None = Field(
+        None,
+        description="Start a fresh run from these weights (optimizer, step and schedule start afresh): a "
+        "speechtrain run directory or checkpoint, a jik876/hifi-gan g_ file (and its do_ file), or a "
+        "SingingVocoders NSF-HiFiGAN checkpoint. Modules the file lacks keep their initialisation; "
+        "init_report.txt in the run lists every tensor.",
+    )
+    init_trust_pickle: bool = Field(
+        False, description="init_from: allow files holding pickled Python objects (Lightning checkpoints)."
+    )
+
+    @field_validator("init_from", mode="before")
+    @classmethod
+    def _one_path_is_a_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | os.PathLike) else value
+
     output_dir: str = Field("runs/run", description="Run directory.")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
     memory_fraction: float | None = Field(
@@ -290,6 +361,9 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
             elif valid:
                 msg += f"; valid keys here: {', '.join(valid)}"
             lines.append(msg)
+        elif e["type"] == "value_error" and isinstance(e.get("input"), dict):
+            # a section's own cross-field check: its message names the keys and the fix
+            lines.append(str(e["msg"]).removeprefix("Value error, "))
         else:
             value = e.get("input")
             field_cls = _model_for_path(root, loc[:-1])

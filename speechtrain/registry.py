@@ -47,9 +47,11 @@ BUILT_IN: dict[str, Family] = {
     f.name: f
     for f in (
         Family("hifigan", "speechtrain.models.hifigan", "HiFiGANConfig"),
+        Family("nsf_hifigan", "speechtrain.models.nsf_hifigan", "NSFHiFiGANConfig"),
         Family("gpt_tts", "speechtrain.models.gpt_tts", "GPTTTSConfig"),
         Family("cnn_lstm", "speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
         Family("vits", "speechtrain.models.vits", "VITSConfig"),
+        Family("xtts", "speechtrain.models.xtts", "XttsConfig"),
     )
 }
 _added: dict[str, Family] = {}

@@ -68,6 +68,12 @@ def test_pad_collate_pads_and_crops_in_step() -> None:
         assert torch.equal(cropped["audio"][b, 0, ::hop], cropped["mel"][b, 0])
 
 
+def test_pad_collate_carries_the_transcripts_when_the_task_reads_text() -> None:
+    items = [{"id": f"u{i}", "audio": np.zeros(8 * (i + 1), np.float32), "text": t} for i, t in enumerate("ab")]
+    assert PadCollate(Needs(text=True, audio=True, mel=False), 4, 16)(items).texts == ["a", "b"]
+    assert PadCollate(Needs(audio=True, mel=False), 4, 16)(items).texts == []
+
+
 def test_run_bench_json_shape_and_consistency(tmp_path) -> None:
     from speechtrain.config import load_config
     from speechtrain.recipes.bench import run_bench

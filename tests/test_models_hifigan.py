@@ -128,7 +128,9 @@ def test_losses() -> None:
 
 
 def test_stages_with_and_without_cache() -> None:
-    task = tiny_task()
+    # MelGAN's MSD: at this width the power iteration of HiFi-GAN's spectral-normed first scale still moves
+    # its weights by ~5e-5 per training-mode call, more than the 1e-5 this test allows between two calls
+    task = tiny_task("model.scale_discriminator=melgan_msd")
     batch = crop_batch(task)
     specs = task.optimizer_specs()
     assert [s.name for s in specs] == ["disc", "gen"]
@@ -252,6 +254,22 @@ def test_tiny_recipe_trains_and_vocodes(demo_corpus: Path, tmp_path: Path) -> No
     assert sf.info(str(out)).frames == 10 * 256
     np.save(tmp_path / "bad.npy", np.zeros((40, 10), np.float32))
     assert main(["vocode", str(run_dir), "--mel", str(tmp_path / "bad.npy"), "--out", str(out)]) == 2
+    np.save(tmp_path / "f0.npy", np.full(10, 220.0, np.float32))  # f0 is for NSF vocoders only
+    assert (
+        main(
+            [
+                "vocode",
+                str(run_dir),
+                "--mel",
+                str(tmp_path / "mel.npy"),
+                "--f0",
+                str(tmp_path / "f0.npy"),
+                "--out",
+                str(out),
+            ]
+        )
+        == 2
+    )
 
 
 @pytest.mark.slow

@@ -15,7 +15,13 @@ from speechtrain.accel.checkpointing import (
 )
 from speechtrain.accel.compile import apply_compile, compile_stats, recompile_count
 from speechtrain.accel.memory_format import apply_channels_last
-from speechtrain.accel.optim import CombinedOptimizer, FlatMuon, build_optimizer, muon_partition
+from speechtrain.accel.optim import (
+    CombinedOptimizer,
+    FlatMuon,
+    SingingVocodersMuon,
+    build_optimizer,
+    muon_partition,
+)
 from speechtrain.accel.precision import PrecisionPlan, bf16_supported, fp32_region, resolve_precision
 from speechtrain.accel.probe import (
     HardwareInfo,
@@ -35,6 +41,7 @@ __all__ = [
     "AccelRecord",
     "CombinedOptimizer",
     "FlatMuon",
+    "SingingVocodersMuon",
     "HardwareInfo",
     "PrecisionPlan",
     "Recommendation",

@@ -11,7 +11,15 @@ except
 
 which, with every 1-D tensor (biases, norm scales), go to AdamW. Conv weights ``(out, in, k)``
 are orthogonalised as ``(out, in * k)`` matrices. 2-D weights use ``torch.optim.Muon``; conv
-weights use :class:`FlatMuon`, the same update on the flattened view.
+weights use :class:`FlatMuon`, the same update on the flattened view. The update of a
+``rows x cols`` matrix is ``muon_lr x sqrt(max(1, rows / cols))`` times the orthogonalised momentum.
+
+``optim.muon_variant: singingvocoders`` is openvpi/SingingVocoders' ``Muon_AdamW`` instead: every
+trainable tensor of 2 or more dimensions goes to Muon (output heads and vectors stored as matrices
+included) except embeddings and weight-norm magnitudes; the momentum is orthogonalised by their
+Newton-Schulz schedule (a different quintic per step, fp32, bf16 on CUDA GPUs of compute capability 8+)
+and the update is ``muon_lr x sqrt(max(rows, cols))`` times it: RMS about ``muon_lr`` per element
+whatever the shape (:class:`SingingVocodersMuon`).
 """
 
 from __future__ import annotations
@@ -102,6 +110,91 @@ class FlatMuon(torch.optim.Optimizer):
         return loss
 
 
+def _sv_coefficients() -> list[tuple[float, float, float]]:
+    # SingingVocoders' per-step quintics (modules/optimizer/muon.py), all but the last divided by a safety
+    # factor of 1.01 (a / 1.01, b / 1.01^3, c / 1.01^5); steps beyond the list repeat the last one
+    base = [
+        (8.28721201814563, -23.595886519098837, 17.300387312530933),
+        (4.107059111542203, -2.9478499167379106, 0.5448431082926601),
+        (3.9486908534822946, -2.908902115962949, 0.5518191394370137),
+        (3.3184196573706015, -2.488488024314874, 0.51004894012372),
+        (2.300652019954817, -1.6689039845747493, 0.4188073119525673),
+        (1.891301407787398, -1.2679958271945868, 0.37680408948524835),
+        (1.8750014808534479, -1.2500016453999487, 0.3750001645474248),
+        (1.875, -1.25, 0.375),
+    ]
+    return [(a / 1.01, b / 1.01**3, c / 1.01**5) for a, b, c in base[:-1]] + [base[-1]]
+
+
+SV_NS_COEFFS = _sv_coefficients()
+
+
+def _orthogonalize_sv(g: torch.Tensor, steps: int, use_bf16: bool) -> torch.Tensor:
+    """SingingVocoders' Newton-Schulz: Frobenius-normalise (eps 1e-7), then one quintic per step from
+    :data:`SV_NS_COEFFS`, in fp32 (bf16 when ``use_bf16``), on the smaller Gram matrix."""
+    x = g.to(torch.bfloat16 if use_bf16 else torch.float32)
+    x = x / x.norm().clamp_min(1e-7)
+    tall = x.size(0) > x.size(1)
+    if tall:
+        x = x.T
+    coeffs = SV_NS_COEFFS[:steps] + [SV_NS_COEFFS[-1]] * max(0, steps - len(SV_NS_COEFFS))
+    for a, b, c in coeffs:
+        gram = x @ x.T
+        poly = torch.addmm(gram, gram, gram, beta=b, alpha=c)  # b*G + c*G^2
+        x = torch.addmm(x, poly, x, beta=a)  # a*X + (b*G + c*G^2) X
+    return x.T if tall else x
+
+
+def _bf16_newton_schulz(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
+
+
+class SingingVocodersMuon(torch.optim.Optimizer):
+    """The Muon half of SingingVocoders' ``Muon_AdamW``: Nesterov momentum (``lerp``), the momentum
+    orthogonalised as an ``out x (in * k)`` matrix by :func:`_orthogonalize_sv`, decoupled weight decay
+    ``p *= 1 - lr * weight_decay``, and the update ``lr x sqrt(max(rows, cols))`` times it."""
+
+    def __init__(
+        self,
+        params: Iterable[Any],
+        lr: float = 2e-4,
+        momentum: float = 0.95,
+        weight_decay: float = 0.0,
+        nesterov: bool = True,
+        ns_steps: int = 5,
+    ) -> None:
+        defaults = {"lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
+        super().__init__(params, {**defaults, "ns_steps": ns_steps})
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dim() < 2:
+                    raise ValueError(f"SingingVocodersMuon: a parameter of shape {tuple(p.shape)} is not a matrix")
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - mom)
+                update = p.grad.lerp(buf, mom) if group["nesterov"] else buf
+                matrix = update.reshape(p.shape[0], -1)
+                ortho = _orthogonalize_sv(matrix, group["ns_steps"], _bf16_newton_schulz(p.device))
+                if wd > 0:
+                    p.mul_(1 - lr * wd)
+                p.add_(ortho.reshape(p.shape).to(p.dtype), alpha=-lr * max(matrix.shape) ** 0.5)
+        return loss
+
+
 class CombinedOptimizer(torch.optim.Optimizer):
     """Several optimizers stepped as one. ``param_groups`` holds the very dicts of the inner
     optimizers' groups (each tagged ``"kind"``), and all share one ``state``, so LR schedulers,
@@ -160,9 +253,14 @@ def _named_trainable(modules: list[nn.Module]) -> list[tuple[str, str, nn.Module
     return out
 
 
-def muon_partition(modules: list[nn.Module]) -> tuple[list[nn.Parameter], list[nn.Parameter], dict[str, str]]:
-    """Split trainable parameters into (Muon, AdamW) by the rule in this module's docstring;
-    the dict maps ``module.param`` names to ``muon`` or ``adamw: why``."""
+def muon_partition(
+    modules: list[nn.Module], variant: str = "torch"
+) -> tuple[list[nn.Parameter], list[nn.Parameter], dict[str, str]]:
+    """Split trainable parameters into (Muon, AdamW) by the rule of ``variant`` (``torch`` or
+    ``singingvocoders``, see this module's docstring); the dict maps ``module.param`` names to ``muon``
+    or ``adamw: why``."""
+    if variant not in ("torch", "singingvocoders"):
+        raise ValueError(f"unknown Muon variant {variant!r} (torch, singingvocoders)")
     entries = _named_trainable(modules)
     # by tensor, so that an output layer tied to an embedding is caught whichever module comes first
     embedding_ids = {id(m.weight) for root in modules for m in root.modules() if isinstance(m, nn.Embedding)}
@@ -179,6 +277,8 @@ def muon_partition(modules: list[nn.Module]) -> tuple[list[nn.Parameter], list[n
             reason = "adamw: embedding"
         elif p_name == "weight_g" or (p_name == "original0" and ".parametrizations." in f".{path}"):
             reason = "adamw: weight-norm magnitude"
+        elif variant == "singingvocoders":
+            reason = "muon"  # their rule stops here: heads and vectors stored as matrices go to Muon too
         elif _HEAD.search(owner):
             reason = "adamw: output head"
         elif rows < 2 or p.numel() // rows < 2:
@@ -256,22 +356,25 @@ def build_optimizer(
         from speechtrain.config import ConfigError
 
         raise ConfigError(f"optim.name: unknown optimizer '{name}' (adamw, adam, muon, sgd)")
-    muon_params, adamw_params, why = muon_partition(modules)
+    variant = optim_cfg.muon_variant
+    muon_params, adamw_params, why = muon_partition(modules, variant)
     muon_lr = optim_cfg.muon_lr * lr_multiplier
-    common: dict[str, Any] = {
-        "lr": muon_lr,
-        "momentum": optim_cfg.muon_momentum,
-        "weight_decay": optim_cfg.weight_decay,
-    }
+    muon_wd = optim_cfg.muon_weight_decay
+    muon_wd = optim_cfg.weight_decay if muon_wd is None else muon_wd
+    common: dict[str, Any] = {"lr": muon_lr, "momentum": optim_cfg.muon_momentum, "weight_decay": muon_wd}
     parts: list[tuple[str, torch.optim.Optimizer]] = []
     matrices = [p for p in muon_params if p.dim() == 2]
     convs = [p for p in muon_params if p.dim() > 2]
     native = getattr(torch.optim, "Muon", None)
-    if matrices and native is not None:
+    if variant == "singingvocoders":
+        if muon_params:
+            parts.append(("muon", SingingVocodersMuon(muon_params, **common)))
+        matrices, convs = [], list(muon_params)
+    elif matrices and native is not None:
         parts.append(("muon", native(matrices, **common)))
     elif matrices:
         convs = matrices + convs
-    if convs:
+    if convs and variant != "singingvocoders":
         parts.append(("muon", FlatMuon(convs, **common)))
     kernel = "none"
     if adamw_params:
@@ -288,10 +391,12 @@ def build_optimizer(
         "optimizer",
         bool(muon_params),
         True,
-        f"Muon on {len(muon_params)} matrices ({_count(n_muon)} parameters, lr {muon_lr:g}; "
-        f"{len(convs)} conv weights flattened) + AdamW ({kernel} kernel) on {len(adamw_params)} tensors (lr {lr:g})",
+        f"Muon ({variant}) on {len(muon_params)} matrices ({_count(n_muon)} parameters, lr {muon_lr:g}, "
+        f"weight decay {muon_wd:g}; {len(convs)} conv weights flattened) + AdamW ({kernel} kernel) on "
+        f"{len(adamw_params)} tensors (lr {lr:g})",
         {
             "name": "muon",
+            "variant": variant,
             "kernel": kernel,
             "muon_tensors": len(muon_params),
             "muon_parameters": n_muon,

@@ -33,7 +33,7 @@ class PadCollate:
 
     ``items`` are SpeechDataset dicts; the result is a :class:`Batch` with ``mel`` (B, n_mels,
     T_frames), ``audio`` (B, 1, T_samples), ``tokens`` (B, L_tokens) and their ``*_lengths``,
-    plus ``labels`` / ``speakers`` (B,) when the task asks for them.
+    plus ``labels`` / ``speakers`` (B,) and the transcripts (``Batch.texts``) when the task asks for them.
     """
 
     def __init__(self, needs: Any, hop_length: int, sample_rate: int, crop_frames: int | None = None) -> None:
@@ -72,7 +72,8 @@ class PadCollate:
             tensors["labels"] = torch.tensor([int(it["label"]) for it in items], dtype=torch.long)
         if self.needs.speakers:
             tensors["speakers"] = torch.tensor([int(it["speaker"]) for it in items], dtype=torch.long)
-        return Batch(tensors, [str(it["id"]) for it in items], self.hop_length, self.sample_rate)
+        texts = [str(it.get("text") or "") for it in items] if self.needs.text else []  # a family's own front end
+        return Batch(tensors, [str(it["id"]) for it in items], self.hop_length, self.sample_rate, texts=texts)
 
 
 def _pad(seqs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,5 @@
-"""speechtrain make-dataset OUT --utterances N --seed S [--labelled]"""
+"""speechtrain make-dataset OUT --utterances N --seed S
+[--labelled | --espeak LANG | --singing [--sample-rate SR --hop-length H]]"""
 
 from __future__ import annotations
 
@@ -15,8 +16,42 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("out", metavar="OUT", help="output folder")
     p.add_argument("--utterances", "-n", type=int, default=200, help="number of utterances (default 200)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--labelled", action="store_true", help="also write OUT/classes/<label>/*.wav (4 sound classes)")
+    kind = p.add_mutually_exclusive_group()
+    kind.add_argument("--labelled", action="store_true", help="also write OUT/classes/<label>/*.wav (4 sound classes)")
+    kind.add_argument(
+        "--singing",
+        action="store_true",
+        help="a sung corpus instead (phrases of notes with glides and vibrato) with its true f0 per mel frame in "
+        "OUT/f0/ID.npy, for NSF vocoders and pitch checks",
+    )
+    kind.add_argument(
+        "--espeak",
+        metavar="LANG",
+        default=None,
+        help="instead: sentences spoken by espeak-ng in LANG (built-in sentences: am, Amharic); needs espeakng-loader",
+    )
+    p.add_argument("--sample-rate", type=int, default=None, help="--singing: sample rate (default 22050)")
+    p.add_argument("--hop-length", type=int, default=None, help="--singing: hop of the true f0 files (default 256)")
     return p
+
+
+def _singing(args: argparse.Namespace) -> int:
+    from speechtrain.data.demo_singing import HOP_LENGTH, SAMPLE_RATE, make_singing_corpus, plan_singing_corpus
+    from speechtrain.errors import UserError
+
+    sr, hop = args.sample_rate or SAMPLE_RATE, args.hop_length or HOP_LENGTH
+    if sr < 8000 or hop < 1:
+        raise UserError(f"--sample-rate must be >= 8000 and --hop-length >= 1, got {sr} and {hop}")
+    out = make_singing_corpus(args.out, utterances=args.utterances, seed=args.seed, sample_rate=sr, hop_length=hop)
+    seconds = sum(
+        u.lead_s + u.tail_s + sum(n.seconds + n.rest_after_s for n in u.notes)
+        for u in plan_singing_corpus(args.utterances, args.seed)
+    )
+    hours = seconds / 3600
+    print(f"wrote {args.utterances} sung phrases (about {hours:.3f} h, {sr} Hz) to {out}/metadata.csv, {out}/wavs/")
+    print(f"true f0 per mel frame (hop {hop}) in {out}/f0/")
+    print(f"next: speechtrain prepare {out} data.f0_method=yin  (or train recipes/vocoder_nsf_hifigan_tiny.yaml)")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -25,6 +60,17 @@ def run(args: argparse.Namespace) -> int:
 
     if args.utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {args.utterances}")
+    if (args.sample_rate or args.hop_length) and not args.singing:
+        raise UserError("--sample-rate and --hop-length apply to --singing only (the demo corpus is 22050 Hz)")
+    if args.espeak:
+        from speechtrain.data.espeak import make_espeak_corpus
+
+        out = make_espeak_corpus(args.out, args.espeak, utterances=args.utterances, seed=args.seed)
+        print(f"wrote {args.utterances} utterances spoken by espeak-ng ({args.espeak}) to {out}/metadata.csv and wavs/")
+        print(f"next: speechtrain prepare {out}")
+        return 0
+    if args.singing:
+        return _singing(args)
     out = make_demo_corpus(args.out, utterances=args.utterances, seed=args.seed, labelled=args.labelled)
     hours = sum(u.duration for u in plan_demo_corpus(args.utterances, args.seed)) / 3600
     print(f"wrote {args.utterances} utterances ({hours:.3f} h) to {out}/metadata.csv and {out}/wavs/")

@@ -19,6 +19,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--vocoder", default=None, help="TTS runs: a HiFi-GAN run directory (gpt_tts default: Griffin-Lim)")
     p.add_argument("--items", type=int, default=8, help="vocoder runs: eval utterances to vocode (default 8)")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling noise (default 0)")
+    p.add_argument("--speaker-wav", default=None, help="xtts: the reference clip of the voice")
+    p.add_argument("--language", default=None, help="xtts: language tag of the texts (default: model.language)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
     return p
 
@@ -89,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
         if args.vocoder:
             options["vocoder_run"] = args.vocoder
         options["seed"] = args.seed
+        for key in ("speaker_wav", "language"):
+            if getattr(args, key, None) is not None:
+                options[key] = getattr(args, key)
     elif hasattr(task, "vocode"):
         if args.texts:
             raise UserError(f"{args.run_dir} is a vocoder run: it vocodes eval mels, --texts does not apply")
@@ -96,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise UserError(f"{args.run_dir} is a '{cfg.model.name}' run: RTF applies to TTS and vocoder runs only")
     torch.manual_seed(args.seed)
-    result = measure_rtf(task, inputs, device, args.warmup, sample_rate=cfg.data.sample_rate, options=options)
+    rate = int(getattr(task, "output_sample_rate", cfg.data.sample_rate))  # a family may speak at its own rate
+    result = measure_rtf(task, inputs, device, args.warmup, sample_rate=rate, options=options)
     result["run_dir"] = str(args.run_dir)
     result["model"] = cfg.model.name
     result["threads"] = torch.get_num_threads()

@@ -15,22 +15,32 @@ OPTIONS = {
     "top_k": "top_k",
     "max_seconds": "max_seconds",
     "seed": "seed",
+    "speaker_wav": "speaker_wav",
+    "language": "language",
+    "top_p": "top_p",
+    "repetition_penalty": "repetition_penalty",
+    "length_penalty": "length_penalty",
 }
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("synthesize", help="text to a wav file with a trained TTS run (vits, gpt_tts)")
+    p = sub.add_parser("synthesize", help="text to a wav file with a trained TTS run (vits, gpt_tts, xtts)")
     p.add_argument("run_dir", help="run directory of a TTS model (holds config.yaml and checkpoints)")
     p.add_argument("--text", required=True, help="the sentence to speak")
-    p.add_argument("--out", required=True, help="output .wav path (written at the run's data.sample_rate)")
+    p.add_argument("--out", required=True, help="output .wav path (at the model's output rate: xtts 24 kHz)")
     p.add_argument("--vocoder", default=None, help="a HiFi-GAN run directory (gpt_tts; default Griffin-Lim)")
     p.add_argument("--noise-scale", type=float, default=None, help="vits: prior noise scale")
     p.add_argument("--noise-scale-w", type=float, default=None, help="vits: duration noise scale")
     p.add_argument("--length-scale", type=float, default=None, help="vits: speaking-rate scale (>1 slower)")
     p.add_argument("--speaker", default=None, help="speaker id (number) or name of a multi-speaker model")
-    p.add_argument("--temperature", type=float, default=None, help="gpt_tts: sampling temperature (0: greedy)")
-    p.add_argument("--top-k", type=int, default=None, help="gpt_tts: sample among the k likeliest codes")
-    p.add_argument("--max-seconds", type=float, default=None, help="gpt_tts: stop generating after this much audio")
+    p.add_argument("--speaker-wav", default=None, help="xtts: a reference clip of the voice to speak in")
+    p.add_argument("--language", default=None, help="xtts: language tag of the text (default: model.language)")
+    p.add_argument("--temperature", type=float, default=None, help="gpt_tts/xtts: sampling temperature (0: greedy)")
+    p.add_argument("--top-k", type=int, default=None, help="gpt_tts/xtts: sample among the k likeliest codes")
+    p.add_argument("--top-p", type=float, default=None, help="xtts: nucleus sampling mass")
+    p.add_argument("--repetition-penalty", type=float, default=None, help="xtts: penalty on codes already emitted")
+    p.add_argument("--length-penalty", type=float, default=None, help="xtts: accepted for Coqui parity (no effect)")
+    p.add_argument("--max-seconds", type=float, default=None, help="gpt_tts/xtts: stop after this much audio")
     p.add_argument("--seed", type=int, default=None, help="seed of the sampling noise")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
@@ -77,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         audio = task.synthesize(args.text, **synthesis_options(args))
     audio = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
     out.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(str(out), audio, cfg.data.sample_rate, subtype="PCM_16")
-    seconds = audio.size / cfg.data.sample_rate
-    print(f"wrote {out} ({seconds:.2f} s at {cfg.data.sample_rate} Hz)")
+    rate = int(getattr(task, "output_sample_rate", cfg.data.sample_rate))  # a family may speak at its own rate
+    sf.write(str(out), audio, rate, subtype="PCM_16")
+    print(f"wrote {out} ({audio.size / rate:.2f} s at {rate} Hz)")
     return 0

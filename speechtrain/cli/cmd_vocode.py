@@ -1,4 +1,4 @@
-"""speechtrain vocode RUN_DIR (--mel MEL.npy | --audio IN.wav) --out OUT.wav"""
+"""speechtrain vocode RUN_DIR (--mel MEL.npy | --audio IN.wav) [--f0 F0.npy] [--key-shift N] --out OUT.wav"""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="turn a log-mel (.npy) or a wav's own log-mel into a waveform with a trained vocoder run",
         description="Loads RUN_DIR/best.pt (else the newest checkpoint) of a vocoder run (e.g. hifigan). "
         "--mel takes a float array (n_mels, T_frames) of natural-log mels computed with the run's data settings; "
-        "--audio computes that mel from a wav (copy-synthesis, to hear what the vocoder does).",
+        "--audio computes that mel from a wav (copy-synthesis, to hear what the vocoder does). An NSF vocoder "
+        "(nsf_hifigan) also takes f0 per mel frame: --f0, or measured from --audio with the run's data.f0_method; "
+        "--key-shift moves that f0 by N semitones (the mel is kept: the vocoder sings the same sound higher).",
     )
     p.add_argument("run_dir", metavar="RUN_DIR", help="a training run directory (config.yaml + checkpoints)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--mel", metavar="MEL.npy", help="log-mel array (n_mels, T_frames), .npy")
     src.add_argument("--audio", metavar="IN.wav", help="audio file: vocode its own log-mel")
+    p.add_argument("--f0", metavar="F0.npy", help="NSF vocoders: f0 in Hz per mel frame (T_frames,), 0 = unvoiced")
+    p.add_argument("--key-shift", type=float, default=0.0, metavar="N", help="NSF vocoders: shift f0 by N semitones")
     p.add_argument("--out", "-o", required=True, metavar="OUT.wav", help="output wav file")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     p.add_argument("--checkpoint", choices=["best", "latest"], default="best", help="best.pt or the newest step")
@@ -30,7 +34,7 @@ def _read_mel(path: str, n_mels: int):  # noqa: ANN202 - numpy array
 
     try:
         mel = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise DataError(f"{path}: not a readable .npy array ({exc})") from None
     if mel.ndim == 3 and mel.shape[0] == 1:
         mel = mel[0]
@@ -39,6 +43,24 @@ def _read_mel(path: str, n_mels: int):  # noqa: ANN202 - numpy array
     if not np.all(np.isfinite(mel)):
         raise DataError(f"{path}: the mel has NaN/inf values")
     return mel.astype(np.float32)
+
+
+def _read_f0(path: str):  # noqa: ANN202 - numpy array
+    import numpy as np
+
+    from speechtrain.errors import DataError
+
+    try:
+        f0 = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise DataError(f"{path}: not a readable .npy array ({exc})") from None
+    if f0.ndim == 2 and 1 in f0.shape:
+        f0 = f0.reshape(-1)  # (1, T) or (T, 1)
+    if f0.ndim != 1:
+        raise DataError(f"{path}: expected f0 of shape (T_frames,) in Hz, got {f0.shape}")
+    if not np.all(np.isfinite(f0)) or (f0 < 0).any():
+        raise DataError(f"{path}: f0 must be finite and >= 0 Hz (0 = unvoiced)")
+    return f0.astype(np.float32)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,6 +79,10 @@ def run(args: argparse.Namespace) -> int:
             f"{args.run_dir} is a '{cfg.model.name}' run, not a vocoder (train e.g. recipes/vocoder_hifigan.yaml)"
         )
     d = cfg.data
+    takes_f0 = bool(getattr(task.needs(), "f0", False))
+    if not takes_f0 and (args.f0 or args.key_shift):
+        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' vocoder: it takes no f0 (--f0, --key-shift)")
+    wav = None
     if args.mel:
         mel = _read_mel(args.mel, d.n_mels)
     else:
@@ -71,8 +97,17 @@ def run(args: argparse.Namespace) -> int:
     generator = getattr(task, "generator", None)
     if generator is not None and hasattr(generator, "remove_weight_norm"):
         generator.remove_weight_norm()  # same outputs, no per-call weight-norm recompute
+    f0 = None
+    if takes_f0:
+        if args.f0:
+            f0 = _read_f0(args.f0)
+        elif wav is not None:
+            f0 = task.f0_from_audio(wav)  # measured as prepare measures it
+        else:
+            raise UserError("an NSF vocoder needs f0 with --mel: give --f0 F0.npy (Hz per mel frame, 0 = unvoiced)")
+        f0 = f0 * np.float32(2.0 ** (args.key_shift / 12.0))
     t0 = time.perf_counter()
-    audio = np.asarray(task.vocode(mel), dtype=np.float32).reshape(-1)
+    audio = np.asarray(task.vocode(mel) if f0 is None else task.vocode(mel, f0), dtype=np.float32).reshape(-1)
     seconds = time.perf_counter() - t0
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ COMMANDS = {
     "vocode": "cmd_vocode",
     "classify": "cmd_classify",
     "rtf": "cmd_rtf",
+    "export": "cmd_export",
     "ui": "cmd_ui",
 }
 

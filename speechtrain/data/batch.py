@@ -7,6 +7,9 @@ Standard keys (present when the data has them and the task asked for them):
 - ``tokens``   (B, L_tokens) int64, ``token_lengths`` (B,) int64
 - ``speakers`` (B,) int64, ``labels`` (B,) int64
 
+``texts`` holds the items' transcripts (host-side strings) when the task asked for text, for families whose
+own text front end reads them (the XTTS BPE); ``ids`` and ``texts`` follow the items through splits.
+
 ``mel``, ``audio`` and ``tokens`` are padded along their last axis (see :func:`length_key`). Lengths are also
 kept on the host (``host_lengths``) so that counting frames and audio seconds never syncs with
 the device.
@@ -45,6 +48,7 @@ class Batch:
     pad_multiple: int = 1
     bucket: int | None = None
     host_lengths: dict[str, list[int]] = field(default_factory=dict)
+    texts: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for key, value in self.tensors.items():
@@ -114,6 +118,7 @@ class Batch:
             self.pad_multiple,
             self.bucket,
             {k: list(v) for k, v in self.host_lengths.items()},
+            list(self.texts),
         )
 
     def pin_memory(self) -> Batch:
@@ -142,6 +147,7 @@ class Batch:
             self.pad_multiple,
             self.bucket,
             lengths,
+            [self.texts[i] for i in index] if self.texts else [],
         )
 
     def _multiple_for(self, key: str) -> int:

@@ -1,7 +1,7 @@
 """Pad a list of items into a :class:`~speechtrain.data.batch.Batch`, and cut vocoder crops.
 
-Padding values: mel with the log floor ``log(1e-5)`` (silence in log-mel), audio and tokens with 0
-(``Tokenizer.pad_id``). Padded lengths may be rounded up to ``pad_multiple`` (8 helps tensor
+Padding values: mel with the log floor ``log(1e-5)`` (silence in log-mel), audio, f0 (unvoiced) and
+tokens with 0 (``Tokenizer.pad_id``). Padded lengths may be rounded up to ``pad_multiple`` (8 helps tensor
 cores); the audio's padded length is always the mel's padded length x ``hop_length``, so that the
 two stay aligned frame for frame.
 """
@@ -27,6 +27,8 @@ def crop_item(item: dict[str, Any], offset: int, crop_frames: int, hop_length: i
     out = dict(item)
     if "mel" in item:
         out["mel"] = np.ascontiguousarray(item["mel"][:, offset : offset + crop_frames])  # (n_mels, crop_frames)
+    if "f0" in item:
+        out["f0"] = np.ascontiguousarray(item["f0"][offset : offset + crop_frames])  # (crop_frames,)
     if "audio" in item:
         start = offset * hop_length
         out["audio"] = np.ascontiguousarray(item["audio"][start : start + crop_frames * hop_length])
@@ -54,9 +56,10 @@ def collate(
     """Pad items (dicts from ``SpeechDataset[i]``) to the longest in the batch.
 
     Keys used when present: ``mel`` (n_mels, T_frames), ``audio`` (T_samples,), ``tokens`` (L,),
-    ``speaker``, ``label``. ``min_frames`` pads every item to at least that many frames (crop mode,
-    so that crop batches have one fixed shape). Returns ``mel`` (B, n_mels, T), ``audio``
-    (B, 1, T * hop), ``tokens`` (B, L) with ``*_lengths``, ``speakers``, ``labels``.
+    ``f0`` (T_frames,), ``speaker``, ``label``, ``text`` (kept as ``Batch.texts``). ``min_frames`` pads every item
+    to at least that many frames (crop mode, so that crop batches have one fixed shape). Returns ``mel``
+    (B, n_mels, T), ``audio`` (B, 1, T * hop), ``tokens`` (B, L), ``f0`` (B, T) with ``*_lengths``, ``speakers``,
+    ``labels``.
     """
     if not items:
         raise ValueError("collate needs at least one item")
@@ -81,6 +84,14 @@ def collate(
         samples = mel_frames_a * hop_length
         tensors["audio"] = torch.from_numpy(_pad_stack(audio, samples, 0.0, np.float32)).unsqueeze(1)  # (B, 1, T_s)
         host["audio_lengths"] = lengths
+    if "f0" in first:
+        f0s = [np.asarray(it["f0"], dtype=np.float32).reshape(-1) for it in items]
+        lengths = [f.shape[-1] for f in f0s]
+        frames_f0 = mel_frames if mel_frames is not None else round_up(max(max(lengths), min_frames or 0), pad_multiple)
+        if "audio" in tensors:
+            frames_f0 = tensors["audio"].shape[-1] // hop_length
+        tensors["f0"] = torch.from_numpy(_pad_stack(f0s, frames_f0, 0.0, np.float32))  # (B, T_frames), 0 = unvoiced
+        host["f0_lengths"] = lengths
     if "tokens" in first:
         toks = [np.asarray(it["tokens"], dtype=np.int64).reshape(-1) for it in items]
         lengths = [t.shape[-1] for t in toks]
@@ -93,4 +104,5 @@ def collate(
     for key, values in host.items():
         tensors[key] = torch.tensor(values, dtype=torch.long)  # (B,)
     ids = [str(it.get("id", i)) for i, it in enumerate(items)]
-    return Batch(tensors, ids, hop_length, sample_rate, pad_multiple, bucket, host)
+    texts = [str(it.get("text") or "") for it in items] if "text" in first else []
+    return Batch(tensors, ids, hop_length, sample_rate, pad_multiple, bucket, host, texts)

@@ -5,8 +5,8 @@ cache that ``speechtrain prepare`` wrote for a :class:`speechtrain.config.DataCo
 :class:`~speechtrain.data.store.FeatureStore` (``SpeechDataset.from_store`` takes a store of your
 own), and fails with a DataError (and the command to run) when it is missing or stale. ``ds[i]`` is
 a dict with ``id``, ``text``, ``speaker``, ``label`` and the requested fields among ``mel`` float32
-(n_mels, T_frames), ``audio`` float32 (T_frames * hop,) and ``tokens`` int64 (L,); only those arrays
-are read from disk.
+(n_mels, T_frames), ``audio`` float32 (T_frames * hop,), ``tokens`` int64 (L,) and ``f0`` float32
+(T_frames,) Hz, 0 = unvoiced (prepared with ``data.f0_method``); only those arrays are read from disk.
 
 Eval split: ``data.eval_manifest`` when set; otherwise ``data.eval_utterances`` items held out by a
 stable hash of their id (:meth:`speechtrain.data.store.FeatureStore.split_items`, the one rule).
@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from speechtrain.data.features import MelSettings
-from speechtrain.data.store import CachedItem, FeatureStore, ReaderLease, audio_path, mel_path
+from speechtrain.data.store import CachedItem, FeatureStore, ReaderLease, audio_path, f0_path, mel_path
 from speechtrain.data.text import Tokenizer
 from speechtrain.errors import DataError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
-FIELDS = ("mel", "audio", "tokens")
+FIELDS = ("mel", "audio", "tokens", "f0")
+DEFAULT_FIELDS = ("mel", "audio", "tokens")
 
 
 class SpeechDataset:
@@ -45,7 +46,7 @@ class SpeechDataset:
         speakers: Sequence[str] = (),
         labels: Sequence[str] = (),
         lowercase: bool = True,
-        fields: Sequence[str] = FIELDS,
+        fields: Sequence[str] = DEFAULT_FIELDS,
     ) -> None:
         unknown = [f for f in fields if f not in FIELDS]
         if unknown:
@@ -70,10 +71,15 @@ class SpeechDataset:
         lab = {n: i for i, n in enumerate(self.labels)}
         self.speaker_ids = np.asarray([spk.get(it.speaker, -1) if it.speaker is not None else -1 for it in self._items], dtype=np.int64)
         self.label_ids = np.asarray([lab.get(it.label, -1) if it.label is not None else -1 for it in self._items], dtype=np.int64)
+        if "f0" in self.fields and any(it.f0_key is None for it in self._items):
+            raise DataError(
+                "the task needs f0 but the feature cache has none: set data.f0_method (yin or parselmouth) and run "
+                "`speechtrain prepare` again (only the f0 is computed; mel and audio are reused)"
+            )
 
     @classmethod
     def from_store(
-        cls, store: FeatureStore, split: str = "train", fields: Sequence[str] = FIELDS, require_text: bool | None = None
+        cls, store: FeatureStore, split: str = "train", fields: Sequence[str] = DEFAULT_FIELDS, require_text: bool | None = None
     ) -> SpeechDataset:
         """Open ``split`` (``train`` or ``eval``) of a prepared store (DataError when missing or stale)."""
         part = store.open_split(split, require_text)
@@ -97,7 +103,7 @@ class SpeechDataset:
         return ds
 
     @classmethod
-    def from_config(cls, data: DataConfig, split: str = "train", fields: Sequence[str] = FIELDS) -> SpeechDataset:
+    def from_config(cls, data: DataConfig, split: str = "train", fields: Sequence[str] = DEFAULT_FIELDS) -> SpeechDataset:
         """Open the prepared cache for ``split`` (``train`` or ``eval``) of a data section."""
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
@@ -122,6 +128,9 @@ class SpeechDataset:
             out["audio"] = pcm.astype(np.float32) / np.float32(32767.0)
         if "tokens" in self.fields:
             out["tokens"] = np.asarray(it.tokens, dtype=np.int64)  # (L,)
+        if "f0" in self.fields:
+            assert it.f0_key is not None  # checked in __init__
+            out["f0"] = np.array(np.load(f0_path(self.root, it.f0_key), mmap_mode="r"), dtype=np.float32)  # (T_frames,)
         return out
 
     def _like(self, items: Sequence[CachedItem], fields: Sequence[str]) -> SpeechDataset:

@@ -28,6 +28,7 @@ from torch import nn
 
 from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
+from speechtrain.data.augment import PitchShift
 from speechtrain.data.collate import MEL_PAD, collate, crop_item
 from speechtrain.data.features import LogMel
 from speechtrain.data.sampler import BatchKey, BucketBatchSampler
@@ -82,6 +83,9 @@ class FieldNeeds(Protocol):
     @property
     def labels(self) -> bool: ...
 
+    @property
+    def f0(self) -> bool: ...
+
 
 class UtteranceSource(Protocol):
     """What the loaders read from: a :class:`~speechtrain.data.dataset.SpeechDataset` or a look-alike
@@ -111,12 +115,14 @@ def item_keys(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
         keys.append("speaker")
     if needs.labels:
         keys.append("label")
+    if needs.f0:
+        keys.append("f0")
     return tuple(keys)
 
 
 def dataset_fields(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
-    """The ``fields`` argument of ``SpeechDataset.from_config`` for a task (mel/audio/tokens only)."""
-    return tuple(k for k in item_keys(data, needs) if k in ("mel", "audio", "tokens"))
+    """The ``fields`` argument of ``SpeechDataset.from_config`` for a task (mel/audio/tokens/f0 only)."""
+    return tuple(k for k in item_keys(data, needs) if k in ("mel", "audio", "tokens", "f0"))
 
 
 def resolve_pin_memory(value: bool | str) -> bool:
@@ -151,9 +157,11 @@ class BatchReader(torch.utils.data.Dataset[Batch]):
         crop_frames: int | None = None,
         hop_length: int | None = None,
         sample_rate: int | None = None,
+        pitch_shift: PitchShift | None = None,
     ) -> None:
         self.dataset, self.keys = dataset, keys
         self.pad_multiple, self.crop_frames = pad_multiple, crop_frames
+        self.pitch_shift = pitch_shift  # key-shifted crops (training only)
         self.hop_length = int(hop_length or dataset.hop_length)
         self.sample_rate = int(sample_rate or dataset.sample_rate)
 
@@ -167,12 +175,19 @@ class BatchReader(torch.utils.data.Dataset[Batch]):
             )
         out = {k: item[k] for k in self.keys}
         out["id"] = item.get("id", str(index))
+        if "tokens" in self.keys and "text" in item:
+            out["text"] = item["text"]  # the transcript travels with its tokens (Batch.texts)
         return out
 
     def __getitem__(self, key: BatchKey) -> Batch:
         items = [self.read(i) for i in key.indices]
         if self.crop_frames and key.offsets is not None:
-            items = [crop_item(it, o, self.crop_frames, self.hop_length) for it, o in zip(items, key.offsets)]
+            crop = self.crop_frames
+            if self.pitch_shift is not None:
+                shift = self.pitch_shift
+                items = [shift.crop(it, o, crop, f) for it, o, f in zip(items, key.offsets, shift.factors(key))]
+            else:
+                items = [crop_item(it, o, crop, self.hop_length) for it, o in zip(items, key.offsets)]
         return collate(items, self.pad_multiple, self.hop_length, self.sample_rate, key.bucket, self.crop_frames)
 
     def __len__(self) -> int:  # pragma: no cover - DataLoader with a sampler does not need it
@@ -396,7 +411,14 @@ def build_train_loader(
     sampler.replan_changed_data = True  # a resume after a data filter changed (data.max_duration) re-plans the epoch
     if sampler.usable.size == 0:
         raise DataError("every utterance was skipped by the sampler: " + "; ".join(sampler.report.lines()))
-    reader = BatchReader(dataset, item_keys(data, needs), data.pad_multiple, data.crop_frames)
+    keys = item_keys(data, needs)
+    shift = PitchShift.from_data(data, seed)
+    if shift is not None and "audio" not in keys:
+        raise ConfigError(
+            "data.pitch_shift_prob shifts the audio of each crop (and recomputes its mel), but this task reads no "
+            "audio: set data.features_on_device=true, or data.pitch_shift_prob=0"
+        )
+    reader = BatchReader(dataset, keys, data.pad_multiple, data.crop_frames, pitch_shift=shift)
     reader.read(int(sampler.usable[0]))  # fail here, not in a worker, when a field is missing
     return TrainLoader(dataset, sampler, reader, LoaderOptions.from_data(data))
 
@@ -477,7 +499,9 @@ class DeviceFeatures(nn.Module):
         if train and "mel" in tensors and (self.time_masks or self.freq_masks):
             tensors["mel"] = self._spec_augment(tensors["mel"], tensors["mel_lengths"])
         ids = list(batch.ids)
-        return Batch(tensors, ids, batch.hop_length, batch.sample_rate, batch.pad_multiple, batch.bucket, host)
+        return Batch(
+            tensors, ids, batch.hop_length, batch.sample_rate, batch.pad_multiple, batch.bucket, host, list(batch.texts)
+        )
 
     def _add_noise(self, audio: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         # audio: (B, 1, T_samples); per-item signal power over the valid samples only

@@ -7,8 +7,10 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
 2. Validation pass (headers only; reused across runs for unchanged files); ``strict`` raises
    :class:`DataError` here, before any feature work, when anything was skipped.
 3. Features for items whose cache files are missing: decode, downmix, resample to
-   ``data.sample_rate``, trim to ``frames * hop_length`` samples, store the audio (int16) and its
-   log-mel (float32) -- in ``workers`` spawned processes with a progress bar.
+   ``data.sample_rate``, trim to ``frames * hop_length`` samples, store the audio (int16), its
+   log-mel (float32) and, with ``data.f0_method``, its f0 (float32 Hz per mel frame, 0 = unvoiced,
+   measured on the stored audio at the centre of each frame's hop: :mod:`speechtrain.data.pitch`)
+   -- in ``workers`` spawned processes with a progress bar.
 4. Write one index per manifest, delete feature files nothing refers to, return a
    :class:`PrepareReport`.
 """
@@ -27,6 +29,7 @@ import numpy as np
 
 from speechtrain.data.features import MelSettings
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
+from speechtrain.data.pitch import F0Settings
 from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role
 from speechtrain.data.text import Tokenizer
 from speechtrain.data.validate import Checked, Probe, totals, validate_entries
@@ -191,6 +194,8 @@ class FeatureTask:
     audio_file: str
     root: str
     mel: MelSettings
+    f0_key: str | None = None
+    f0: F0Settings | None = None
 
 
 class _Lengths:
@@ -261,9 +266,11 @@ def prepare_dataset(
         for plan in plans:
             for c in plan.kept:
                 key, akey = store.feature_keys(c.entry.audio_path, c.sig)
+                fkey = store.f0_key(c.entry.audio_path, c.sig)
                 kept_keys.add(key)
-                if not store.has_features(key, akey):
-                    todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel)
+                if not store.has_features(key, akey, fkey):
+                    f0 = store.settings.f0
+                    todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel, fkey, f0)
         report.reused = len(kept_keys - set(todo))
         computed, report.workers = _compute_all(todo, workers, progress)
         report.computed = sum(1 for r in computed.values() if r.problem is None)
@@ -354,6 +361,7 @@ def _index_of(
                 label=e.label,
                 orig_sr=c.info.sample_rate,
                 channels=c.info.channels,
+                f0_key=store.f0_key(c.entry.audio_path, c.sig),
             )
         )
     speakers = sorted({it.speaker for it in items if it.speaker is not None})
@@ -425,6 +433,12 @@ def mel_of_pcm(pcm: np.ndarray, mel: MelSettings) -> np.ndarray:
     return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def f0_of_pcm(pcm: np.ndarray, mel: MelSettings, f0: F0Settings) -> np.ndarray:
+    """float32 (T_frames,) f0 in Hz (0 = unvoiced) of int16 audio (T_frames * hop_length,): one value per
+    mel frame, measured at the centre of the frame's hop."""
+    return f0.extract(pcm.astype(np.float32) / 32767.0, mel.sample_rate, mel.hop_length)
+
+
 def _save_npy(path: Path, array: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
@@ -433,22 +447,26 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 
 
 def _compute_one(task: FeatureTask) -> tuple[str, FeatureResult]:
-    """Worker entry: compute and store one item (the mel from already stored audio when there is
-    some, e.g. after an n_mels change); any failure comes back as a problem, never raises."""
+    """Worker entry: compute and store one item (the mel and f0 from already stored audio when there
+    is some, e.g. after an n_mels change or when f0 is asked for); any failure comes back as a
+    problem, never raises."""
     from speechtrain.data.audio import AudioProblem
-    from speechtrain.data.store import audio_path, mel_path
+    from speechtrain.data.store import audio_path, f0_path, mel_path
 
     root = Path(task.root)
     try:
-        audio_out = audio_path(root, task.audio_key)
+        audio_out, mel_out = audio_path(root, task.audio_key), mel_path(root, task.mel_key)
         clipped = 0
         if audio_out.is_file():
             pcm = np.load(audio_out)
-            mel = mel_of_pcm(pcm, task.mel)
+            mel = np.load(mel_out, mmap_mode="r") if mel_out.is_file() else mel_of_pcm(pcm, task.mel)
         else:
             mel, pcm, clipped = compute_features(task.audio_file, task.mel)
             _save_npy(audio_out, pcm)
-        _save_npy(mel_path(root, task.mel_key), mel)  # written last: its presence marks the item complete
+        if task.f0_key is not None and task.f0 is not None and not f0_path(root, task.f0_key).is_file():
+            _save_npy(f0_path(root, task.f0_key), f0_of_pcm(pcm, task.mel, task.f0))
+        if not mel_out.is_file():
+            _save_npy(mel_out, mel)  # written last: its presence marks the item complete
         return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]), clipped=clipped)
     except AudioProblem as exc:
         return task.mel_key, FeatureResult(0, 0, (exc.reason, exc.detail))

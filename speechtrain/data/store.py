@@ -8,16 +8,18 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
                                                  settings, items, problems, header probes
     <root>/features/<kk>/<mel_key>.mel.npy       float32 (n_mels, T_frames)
     <root>/features/<kk>/<audio_key>.audio.npy   int16 (T_frames * hop_length,)
+    <root>/features/<kk>/<f0_key>.f0.npy         float32 (T_frames,) Hz, 0 = unvoiced (with data.f0_method)
     <root>/.lock                                 held while preparing
     <root>/leases/<pid>-<n>.keys                 the feature keys an open dataset reads (a reader lease)
 
 A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
 n_fft, win_length, hop_length, n_mels, fmin, fmax); an audio key the same file facts with sample_rate
-and hop_length only. A changed file or setting gets new keys and is recomputed (a mel-only setting
-from the stored audio) while everything else is reused; files that no index and no live reader lease
-refers to are removed. A :class:`ReaderLease` is an ``flock``-held file listing the keys an open
-dataset reads (a training, say): a ``prepare`` run meanwhile never deletes them, and a lease whose
-process is gone (its lock dropped by the kernel) is removed by the next garbage collection.
+and hop_length only; an f0 key the audio key's facts with the f0 settings (method, f0_min, f0_max). A
+changed file or setting gets new keys and is recomputed (a mel-only setting from the stored audio) while
+everything else is reused; files that no index and no live reader lease refers to are removed. A
+:class:`ReaderLease` is an ``flock``-held file listing the keys an open dataset reads (a training, say): a
+``prepare`` run meanwhile never deletes them, and a lease whose process is gone (its lock dropped by the
+kernel) is removed by the next garbage collection.
 Switching between settings (an 80-mel vocoder and a 64-mel classifier on the same data) keeps both.
 
 The store owns the two rules that prepare and the dataset share: :meth:`FeatureStore.stale_reason`
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speechtrain.data.features import MelSettings
+from speechtrain.data.pitch import F0Settings
 from speechtrain.data.manifest import (
     ManifestSignature,
     Problem,
@@ -77,32 +80,40 @@ class ManifestRef:
 
 @dataclass(frozen=True)
 class IndexSettings:
-    """Everything an index depends on besides the files: the features, duration limits, lowercase."""
+    """Everything an index depends on besides the files: the features (with f0 or not), duration limits,
+    lowercase."""
 
     mel: MelSettings
     min_duration: float
     max_duration: float
     lowercase: bool
     version: int = CACHE_VERSION
+    f0: F0Settings | None = None
 
     @classmethod
     def from_data(cls, data: DataConfig) -> IndexSettings:
-        return cls(MelSettings.from_data(data), data.min_duration, data.max_duration, data.lowercase)
+        f0 = F0Settings(data.f0_method, data.f0_min, data.f0_max) if data.f0_method is not None else None
+        return cls(MelSettings.from_data(data), data.min_duration, data.max_duration, data.lowercase, f0=f0)
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat JSON layout of an index's ``settings``."""
+        """The flat JSON layout of an index's ``settings`` (the f0 keys only with f0, so that the indexes
+        of data without f0 keep their names)."""
         return {
             "version": self.version,
             **self.mel.to_dict(),
             "min_duration": self.min_duration,
             "max_duration": self.max_duration,
             "lowercase": self.lowercase,
+            **(self.f0.to_dict() if self.f0 is not None else {}),
         }
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IndexSettings:
         mel = MelSettings(**{f.name: raw[f.name] for f in fields(MelSettings)})
-        return cls(mel, raw["min_duration"], raw["max_duration"], bool(raw["lowercase"]), int(raw["version"]))
+        f0 = None
+        if raw.get("f0_method") is not None:
+            f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
+        return cls(mel, raw["min_duration"], raw["max_duration"], bool(raw["lowercase"]), int(raw["version"]), f0)
 
     def changes_from(self, other: IndexSettings) -> list[str]:
         """``key old -> new`` for every setting that differs from ``other``."""
@@ -131,6 +142,7 @@ class CachedItem:
     label: str | None
     orig_sr: int  # the file's own sample rate
     channels: int  # the file's channels (downmixed to mono)
+    f0_key: str | None = None  # cached f0 (T_frames,), with data.f0_method
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -150,6 +162,7 @@ class CachedItem:
             label=None if raw["label"] is None else str(raw["label"]),
             orig_sr=int(raw["orig_sr"]),
             channels=int(raw["channels"]),
+            f0_key=None if raw.get("f0_key") is None else str(raw["f0_key"]),
         )
 
 
@@ -219,8 +232,8 @@ class CacheIndex:
         os.replace(tmp, path)
 
     def feature_keys(self) -> set[str]:
-        """Every mel and audio key the index refers to."""
-        return {k for it in self.items for k in (it.key, it.audio_key)}
+        """Every mel, audio and f0 key the index refers to."""
+        return {k for it in self.items for k in (it.key, it.audio_key, it.f0_key) if k is not None}
 
 
 @dataclass
@@ -243,6 +256,17 @@ def feature_keys(audio_path: str, sig: list[int] | None, mel: MelSettings) -> tu
     mel_key = _digest([CACHE_VERSION, "mel", audio_path, sig, settings])
     audio_key = _digest([CACHE_VERSION, "audio", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}])
     return mel_key, audio_key
+
+
+def f0_key(audio_path: str, sig: list[int] | None, mel: MelSettings, f0: F0Settings) -> str:
+    """The f0 key of one file: the audio key's facts (sample_rate, hop_length) and the f0 settings."""
+    settings = mel.to_dict()
+    return _digest([CACHE_VERSION, "f0", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}, f0.to_dict()])
+
+
+def f0_path(root: Path, key: str) -> Path:
+    """float32 (T_frames,) f0 in Hz (0 = unvoiced) of an f0 key."""
+    return root / "features" / key[:2] / f"{key}.f0.npy"
 
 
 def mel_path(root: Path, key: str) -> Path:
@@ -352,14 +376,22 @@ class FeatureStore:
     def feature_keys(self, audio_file: str, sig: list[int] | None) -> tuple[str, str]:
         return feature_keys(audio_file, sig, self.mel)
 
+    def f0_key(self, audio_file: str, sig: list[int] | None) -> str | None:
+        """The f0 key of a file, None when the data has no f0 (``data.f0_method`` unset)."""
+        return f0_key(audio_file, sig, self.mel, self.settings.f0) if self.settings.f0 is not None else None
+
     def mel_path(self, key: str) -> Path:
         return mel_path(self.root, key)
+
+    def f0_path(self, key: str) -> Path:
+        return f0_path(self.root, key)
 
     def audio_path(self, key: str) -> Path:
         return audio_path(self.root, key)
 
-    def has_features(self, mel_key: str, audio_key: str) -> bool:
-        return self.mel_path(mel_key).is_file() and self.audio_path(audio_key).is_file()
+    def has_features(self, mel_key: str, audio_key: str, f0_key: str | None = None) -> bool:
+        have = self.mel_path(mel_key).is_file() and self.audio_path(audio_key).is_file()
+        return have and (f0_key is None or self.f0_path(f0_key).is_file())
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -415,7 +447,7 @@ class FeatureStore:
         if changed_files:
             return f"stale ({len(changed_files)} audio file(s) changed, e.g. {changed_files[0]})"
         for item in index.items:
-            if not self.has_features(item.key, item.audio_key):
+            if not self.has_features(item.key, item.audio_key, item.f0_key):
                 return f"incomplete (feature files of '{item.id}' are missing)"
         if require_text is True and any(not item.text for item in index.items):
             return "stale (it keeps items with empty text, and this task needs text)"

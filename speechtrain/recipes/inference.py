@@ -146,6 +146,6 @@ def load_synthesizer(run_dir: str, device: str | None) -> tuple[Any, Any]:
     if not hasattr(task, "synthesize"):
         raise UserError(
             f"{run_dir} is a '{cfg.model.name}' run, which cannot synthesize from text "
-            f"(TTS families: vits, gpt_tts; a vocoder run is used with --vocoder)"
+            f"(TTS families: vits, gpt_tts, xtts; a vocoder run is used with --vocoder)"
         )
     return cfg, task

@@ -21,6 +21,7 @@ from speechtrain.device import resolve_device
 from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.stats import set_memory_fraction
+from speechtrain.models.importing import ImportReport, import_for_init
 from speechtrain.recipes.common import build_task, load_run_config, place, seed_everything
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.train import checkpoint as ckpt
@@ -135,6 +136,8 @@ class TrainRecipe:
         place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
         if not self.resuming:
             task.setup(data.train_set)
+            if self.train.init_from:
+                init_weights(task, self.train.init_from, self.train.init_trust_pickle, run_dir)
         trainer = self.build_trainer(task, data.train_loader, data.eval_loader, run_dir)
         if self.resuming and not trainer.resume():
             if not self.start_over:
@@ -177,6 +180,20 @@ def startup_summary(
         lines.append(f"memory fraction: {memory_record.detail}")
     lines += [f"data: {note}" for note in notes or []]
     return "\n".join(lines)
+
+
+def init_weights(task: Task, paths: list[str], trust_pickle: bool, run_dir: Path) -> ImportReport:
+    """``train.init_from``: load the weights of ``paths`` into ``task`` (modules the file lacks keep their
+    initialisation); the full tensor-by-tensor report goes to ``run_dir/init_report.txt``."""
+    imported = import_for_init(paths, trust_pickle)
+    loaded = imported.load_into(task, strict=False)
+    kept = [name for name in task.modules() if name not in loaded]
+    report = imported.report
+    for name in kept:
+        report.filled.append((name, "not in the checkpoint: fresh initialisation kept"))
+    (run_dir / "init_report.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+    log.info(f"init_from: {report.summary()}; loaded {loaded}" + (f", kept fresh {kept}" if kept else ""))
+    return report
 
 
 def train_from_config(cfg: Config, resume: str | Path | None = None) -> tuple[Path, dict[str, Any]]:

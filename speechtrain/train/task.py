@@ -41,6 +41,7 @@ class Needs:
     mel: bool = True
     labels: bool = False
     speakers: bool = False
+    f0: bool = False  # f0 per mel frame (B, T_frames), cached by prepare with data.f0_method
 
 
 class Task:

@@ -27,9 +27,10 @@ class HiFiGANConfig(ModelSection):
         [[1, 3, 5], [1, 3, 5], [1, 3, 5]], min_length=1, description="Dilations of each MRF block."
     )
     periods: list[int] = Field([2, 3, 5, 7, 11], description="Periods of the multi-period discriminator ([] = none).")
-    scale_discriminator: Literal["msd", "mrsd", "none"] = Field(
+    scale_discriminator: Literal["msd", "melgan_msd", "mrsd", "none"] = Field(
         "msd",
-        description="Second discriminator: msd (multi-scale, as HiFi-GAN), mrsd (multi-resolution spectrogram), none.",
+        description="Second discriminator: msd (HiFi-GAN's multi-scale, 128 channels, 29.6M), melgan_msd (MelGAN's "
+        "and VITS's multi-scale, 16 channels, 16.9M), mrsd (multi-resolution spectrogram, UnivNet's MRD), none.",
     )
     msd_scales: int = Field(3, gt=0, description="Scales of the multi-scale discriminator.")
     mrsd_resolutions: list[tuple[int, int, int]] = Field(
@@ -42,9 +43,20 @@ class HiFiGANConfig(ModelSection):
     )
     use_spectral_norm: bool = Field(False, description="Spectral instead of weight norm in the period discriminators.")
     mel_weight: float = Field(45.0, ge=0, description="Weight of the L1 log-mel loss.")
+    fmax_for_loss: float | None = Field(
+        None,
+        gt=0,
+        description="Highest frequency (Hz) of the mel in the L1 mel loss and the eval mel_l1; None: Nyquist, the full "
+        "band, as HiFi-GAN's reference does (the generator's input mel keeps data.fmax).",
+    )
     fm_weight: float = Field(2.0, ge=0, description="Weight of the feature-matching loss.")
     adv_weight: float = Field(1.0, ge=0, description="Weight of the generator's adversarial loss.")
     stft_weight: float = Field(0.0, ge=0, description="Weight of an extra multi-resolution STFT loss (0 = off).")
+    stft_resolutions: list[tuple[int, int, int]] = Field(
+        [(1024, 120, 600), (2048, 240, 1200), (512, 50, 240)],
+        min_length=1,
+        description="(n_fft, hop_length, win_length) of each resolution of the STFT loss (stft_weight > 0).",
+    )
     cache_generator_graph: bool = Field(
         True,
         description="Generate once per micro-batch and keep the graph from the disc stage to the gen stage; "

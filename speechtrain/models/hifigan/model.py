@@ -177,22 +177,25 @@ class PeriodDiscriminator(nn.Module):
 
 
 class ScaleDiscriminator(nn.Module):
-    """Grouped 1-D convs over the (possibly average-pooled) waveform."""
+    """MelGAN's scale discriminator (16 to 1024 channels, stride 4, groups up to 256), as VITS uses it:
+    grouped 1-D convs over the (possibly average-pooled) waveform. HiFi-GAN's own one is
+    :class:`HiFiGANScaleDiscriminator`."""
+
+    #: (out_channels, kernel, stride, groups) per conv, the first from 1 input channel
+    LAYERS: tuple[tuple[int, int, int, int], ...] = (
+        (16, 15, 1, 1),
+        (64, 41, 4, 4),
+        (256, 41, 4, 16),
+        (1024, 41, 4, 64),
+        (1024, 41, 4, 256),
+        (1024, 5, 1, 1),
+    )
 
     def __init__(self, use_spectral_norm: bool = False, width: float = 1.0) -> None:
         super().__init__()
-        # (out_channels, kernel, stride, groups), the first from 1 input channel
-        spec = [
-            (16, 15, 1, 1),
-            (64, 41, 4, 4),
-            (256, 41, 4, 16),
-            (1024, 41, 4, 64),
-            (1024, 41, 4, 256),
-            (1024, 5, 1, 1),
-        ]
         layers = []
         c_in = 1
-        for c, k, s, g in spec:
+        for c, k, s, g in self.LAYERS:
             c_out = _scaled(c, width)
             groups = _groups(g, width, c_in, c_out)
             conv = nn.Conv1d(c_in, c_out, k, s, groups=groups, padding=(k - 1) // 2)
@@ -209,6 +212,21 @@ class ScaleDiscriminator(nn.Module):
         x = self.conv_post(x)
         fmaps.append(x)
         return torch.flatten(x, 1, -1), fmaps
+
+
+class HiFiGANScaleDiscriminator(ScaleDiscriminator):
+    """HiFi-GAN's scale discriminator (``DiscriminatorS`` of Kong et al.): 128 to 1024 channels, strides
+    1, 2, 2, 4, 4, 1, 1, groups up to 16; three of them make the 29.6M-parameter multi-scale discriminator."""
+
+    LAYERS = (
+        (128, 15, 1, 1),
+        (128, 41, 2, 4),
+        (256, 41, 2, 16),
+        (512, 41, 4, 16),
+        (1024, 41, 4, 16),
+        (1024, 41, 1, 16),
+        (1024, 5, 1, 1),
+    )
 
 
 class ResolutionDiscriminator(nn.Module):
@@ -288,11 +306,17 @@ class MultiPeriodDiscriminator(nn.Module):
 
 class MultiScaleDiscriminator(nn.Module):
     """Scale discriminators on the waveform and on 2x, 4x ... average-pooled copies; the first uses
-    spectral norm (as in HiFi-GAN)."""
+    spectral norm. ``kind="hifigan"`` (default): HiFi-GAN's 128-channel :class:`HiFiGANScaleDiscriminator`
+    (jik876/hifi-gan's ``MultiScaleDiscriminator``, 29.6M parameters at 3 scales);
+    ``kind="melgan"``: MelGAN's 16-channel :class:`ScaleDiscriminator` (16.9M at 3 scales)."""
 
-    def __init__(self, scales: int = 3, width: float = 1.0) -> None:
+    def __init__(self, scales: int = 3, width: float = 1.0, kind: str = "hifigan") -> None:
         super().__init__()
-        self.discriminators = nn.ModuleList(ScaleDiscriminator(i == 0, width) for i in range(scales))
+        if kind not in ("hifigan", "melgan"):
+            raise ValueError(f"MultiScaleDiscriminator kind must be 'hifigan' or 'melgan', got {kind!r}")
+        cls = HiFiGANScaleDiscriminator if kind == "hifigan" else ScaleDiscriminator
+        self.kind = kind
+        self.discriminators = nn.ModuleList(cls(i == 0, width) for i in range(scales))
         self.pool = nn.AvgPool1d(4, 2, padding=2)
 
     def forward(

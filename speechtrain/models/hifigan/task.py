@@ -55,13 +55,15 @@ def build_generator(model_cfg: HiFiGANConfig, n_mels: int) -> Generator:
 
 
 def build_discriminators(model_cfg: HiFiGANConfig) -> dict[str, nn.Module]:
-    """Discriminators by module name (``mpd``, ``msd`` or ``mrsd``) as the config asks."""
+    """Discriminators by module name (``mpd``, ``msd`` or ``mrsd``) as the config asks (``melgan_msd`` is
+    also called ``msd``: one scale discriminator or the other)."""
     m = model_cfg
     discs: dict[str, nn.Module] = {}
     if m.periods:
         discs["mpd"] = MultiPeriodDiscriminator(list(m.periods), m.use_spectral_norm, width=m.disc_width)
-    if m.scale_discriminator == "msd":
-        discs["msd"] = MultiScaleDiscriminator(m.msd_scales, width=m.disc_width)
+    if m.scale_discriminator in ("msd", "melgan_msd"):
+        kind = "hifigan" if m.scale_discriminator == "msd" else "melgan"
+        discs["msd"] = MultiScaleDiscriminator(m.msd_scales, width=m.disc_width, kind=kind)
     elif m.scale_discriminator == "mrsd":
         discs["mrsd"] = MultiResolutionSpectrogramDiscriminator(
             [(int(r[0]), int(r[1]), int(r[2])) for r in m.mrsd_resolutions], m.disc_width
@@ -81,10 +83,17 @@ class HiFiGANTask(Task):
         self.n_mels = int(data_cfg.n_mels)
         self.hop_length = int(data_cfg.hop_length)
         self.sample_rate = int(data_cfg.sample_rate)
-        self.generator = build_generator(model_cfg, self.n_mels)
+        self.generator = self._build_generator(model_cfg, data_cfg)
         self.discriminators = build_discriminators(model_cfg)
-        self.mel_fn = LogMel.from_config(data_cfg)  # no parameters; moved to the audio's device on use
+        d = data_cfg
+        # the loss mel: the data's mel settings up to model.fmax_for_loss (None: full band, as the reference)
+        self.mel_fn = LogMel(
+            d.sample_rate, d.n_fft, d.win_length, d.hop_length, d.n_mels, d.fmin, model_cfg.fmax_for_loss
+        )  # no parameters; moved to the audio's device on use
         self.stages = GANStages(self.modules(), generators=["generator"], discriminators=list(self.discriminators))
+
+    def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
+        return build_generator(model_cfg, int(data_cfg.n_mels))
 
     # --- Task protocol -------------------------------------------------------------------------
     def needs(self) -> Needs:
@@ -109,7 +118,7 @@ class HiFiGANTask(Task):
 
     @torch.no_grad()
     def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
-        y_hat = self.generator(batch["mel"])  # (B, 1, T_frames * hop)
+        y_hat = self._generate(batch)  # (B, 1, T_frames * hop)
         y, y_hat = _align(batch["audio"], y_hat)
         mel_l1 = mel_l1_loss(self._mel(y), self._mel(y_hat), batch.get("mel_lengths"))
         return {"loss": mel_l1, "mel_l1": mel_l1}
@@ -120,7 +129,7 @@ class HiFiGANTask(Task):
         if n <= 0:
             return []
         sub = batch.select(range(n)) if n < batch.size else batch
-        wavs = self.generator(sub["mel"]).squeeze(1).float().cpu().numpy()  # (n, T_samples); host copy
+        wavs = self._generate(sub).squeeze(1).float().cpu().numpy()  # (n, T_samples); host copy
         lengths = [f * self.hop_length for f in sub.frame_lengths]
         return [w[: lengths[i] or w.shape[-1]] for i, w in enumerate(wavs)]
 
@@ -177,7 +186,7 @@ class HiFiGANTask(Task):
         loss = m.mel_weight * mel_l1 + m.adv_weight * adv + m.fm_weight * fm
         out = {"mel_l1": mel_l1.detach(), "adv": adv.detach(), "fm": fm.detach()}
         if m.stft_weight > 0:
-            stft = multi_resolution_stft_loss(y, y_hat)
+            stft = multi_resolution_stft_loss(y, y_hat, [(int(r[0]), int(r[1]), int(r[2])) for r in m.stft_resolutions])
             loss = loss + m.stft_weight * stft
             out["stft"] = stft.detach()
         return {"loss": loss, **out}
