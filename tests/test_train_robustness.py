@@ -318,3 +318,16 @@ def test_a_run_over_only_unfittable_utterances_logs_and_finishes(
     tr = trainer_for(cfg_for("train.max_steps=3"), ListLoader([make_batch(0, [30]), make_batch(1, [9, 8])]), tmp_path)
     assert tr.fit()["steps"] == 3
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+
+
+def test_a_full_disk_when_writing_the_run_files_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.recipes import train as train_recipe
+
+    def full(cfg, path) -> None:  # noqa: ANN001
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(train_recipe, "save_config", full)
+    with pytest.raises(CheckpointError, match=r"config\.yaml: the disk is full .* GiB free"):  # OSError before
+        _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
