@@ -318,3 +318,58 @@ def test_a_run_over_only_unfittable_utterances_logs_and_finishes(
     tr = trainer_for(cfg_for("train.max_steps=3"), ListLoader([make_batch(0, [30]), make_batch(1, [9, 8])]), tmp_path)
     assert tr.fit()["steps"] == 3
     assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+
+
+def test_a_full_disk_when_writing_the_run_files_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.recipes import train as train_recipe
+
+    def full(cfg, path) -> None:  # noqa: ANN001
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(train_recipe, "save_config", full)
+    with pytest.raises(CheckpointError, match=r"config\.yaml: the disk is full .* GiB free"):  # OSError before
+        _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
+
+
+# ---------------------------------------------------------------- eval samples: ids with '/' and a full disk
+class _AudioTask:
+    """The eval side of a task that makes audio (two items a batch)."""
+
+    produces_audio = True
+
+    def modules(self) -> dict:
+        return {"m": torch.nn.Linear(1, 1)}
+
+    def eval_step(self, batch) -> dict:  # noqa: ANN001
+        return {"loss": torch.tensor(1.0)}
+
+    def batch_weight(self, batch) -> float:  # noqa: ANN001
+        return float(batch.size)
+
+    def eval_audio(self, batch, n: int) -> list:  # noqa: ANN001
+        return [torch.zeros(256) for _ in range(min(n, batch.size))]
+
+    def eval_summary(self, outputs: list) -> dict:
+        return {"loss": 1.0}
+
+
+def test_eval_samples_of_folder_ids_and_on_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
+    import soundfile
+
+    from speechtrain.train.evaluate import Evaluator
+
+    batch = make_batch(0, [9, 8])
+    batch.ids = ["dog/a", "cat/b"]  # folder dataset ids: FileNotFoundError before
+    ev = Evaluator(_AudioTask(), [batch], cfg_for().train, tmp_path)
+    assert ev.run(4, lambda b: b, contextlib.nullcontext) == {"loss": 1.0}
+    assert (tmp_path / "samples" / "step_00000004" / "dog" / "a.wav").is_file()
+
+    def full(*args, **kw) -> None:  # noqa: ANN002,ANN003
+        raise soundfile.LibsndfileError(0, "Error writing: disk full")
+
+    monkeypatch.setattr(soundfile, "write", full)
+    assert ev.run(5, lambda b: b, contextlib.nullcontext) == {"loss": 1.0}  # the run goes on

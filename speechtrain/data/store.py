@@ -593,7 +593,10 @@ class ReaderLease:
         self._fd = None
 
     def __del__(self) -> None:
-        self.release()
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001,S110 - interpreter shutdown: the kernel drops the lock anyway
+            pass
 
     def __getstate__(self) -> dict[str, Any]:  # a spawned worker does not hold the lease; its parent does
         return {"path": self.path, "_fd": None, "_pid": -1}

@@ -152,7 +152,7 @@ class TrainRecipe:
             trainer.metrics.rewind(0)
             task.setup(data.train_set)
         if rank0:
-            save_config(self.cfg, run_dir / "config.yaml")
+            _run_file(run_dir / "config.yaml", lambda path: save_config(self.cfg, path))
         self.report_start(trainer, data.train_loader, run_dir)
         return trainer.fit()
 
@@ -167,7 +167,8 @@ class TrainRecipe:
             "precision": trainer.precision.name,
         }
         if world()[0] == 0:
-            (run_dir / "accel.json").write_text(json.dumps(records, indent=2, default=str) + "\n")
+            text = json.dumps(records, indent=2, default=str) + "\n"
+            _run_file(run_dir / "accel.json", lambda path: path.write_text(text))
 
 
 def startup_summary(
@@ -196,6 +197,15 @@ def init_weights(task: Task, paths: list[str], trust_pickle: bool, run_dir: Path
     (run_dir / "init_report.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
     log.info(f"init_from: {report.summary()}; loaded {loaded}" + (f", kept fresh {kept}" if kept else ""))
     return report
+
+
+def _run_file(path: Path, write: Any) -> None:
+    """``write(path)``; a failed write (full disk, permissions) is a CheckpointError naming the file and the
+    free space instead of a traceback."""
+    try:
+        write(path)
+    except OSError as exc:
+        raise ckpt.write_failed(path, exc) from None
 
 
 def train_from_config(cfg: Config, resume: str | Path | None = None) -> tuple[Path, dict[str, Any]]:

@@ -13,8 +13,12 @@ import torch
 
 from speechtrain.config import TrainConfig
 from speechtrain.data.batch import Batch
+from speechtrain.logs import get_logger
+from speechtrain.train.checkpoint import free_space
 from speechtrain.train.metrics import MetricsWriter
 from speechtrain.train.task import Task
+
+log = get_logger(__name__)
 
 
 class Evaluator:
@@ -71,8 +75,17 @@ class Evaluator:
         for item_id, wav in zip(batch.ids, wavs):
             wav = np.asarray(wav, dtype=np.float32).reshape(-1)
             if folder is not None:
-                folder.mkdir(parents=True, exist_ok=True)
-                sf.write(folder / f"{item_id}.wav", np.clip(wav, -1, 1), batch.sample_rate)
+                path = folder / f"{item_id}.wav"  # ids of folder datasets hold '/': their sub-folders are made
+                try:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    sf.write(path, np.clip(wav, -1, 1), batch.sample_rate)
+                except (OSError, RuntimeError) as exc:  # a full disk: the samples are given up, not the run
+                    why = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+                    log.warning(
+                        f"warning: could not write the eval sample {path} ({why.strip()}; {free_space(folder)} free); "
+                        f"no more samples at step {step}"
+                    )
+                    folder = None
             if self.metrics is not None:
                 self.metrics.audio(f"eval/{item_id}", wav, step, batch.sample_rate)
         return len(wavs)
