@@ -374,3 +374,37 @@ def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: p
     monkeypatch.setattr(inference, "load_task", lambda *a, **k: (cfg, object()))
     assert main(["export", "runs/some_vits", "out"]) == 2
     assert "'vits' run, which has no export format" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_resume_after_the_vocabulary_grew_continues_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run is built at the folder's vocabulary size, then its checkpoint grows the text embedding and
+    head (and their AdamW moments) back: the same losses as a run that never stopped."""
+    pytest.importorskip("espeakng_loader")
+    from speechtrain.cli.main import main
+    from speechtrain.data.espeak import make_espeak_corpus
+    from speechtrain.train.metrics import read_metrics
+
+    corpus = make_espeak_corpus(tmp_path / "am", "am", utterances=8, seed=1)
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "xtts_finetune_tiny.yaml"
+    common = [
+        "--config",
+        str(recipe),
+        f"data.manifest={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"model.checkpoint_dir={tmp_path / 'base'}",
+        "data.eval_utterances=2",
+        "train.log_every=1",
+        "train.eval_every=100",
+        "train.save_every=3",
+        "train.eval_audio_samples=0",
+        "train.device=cpu",
+    ]
+    monkeypatch.chdir(tmp_path)
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert main(["train", *common, "train.max_steps=6", f"train.output_dir={full}"]) == 0
+    assert main(["train", *common, "train.max_steps=3", f"train.output_dir={part}"]) == 0
+    assert main(["train", "--resume", str(part), "train.max_steps=6"]) == 0
+    assert [r["loss"] for r in read_metrics(part)] == [r["loss"] for r in read_metrics(full)]
