@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--language", default="en")
     p.add_argument("--text", default="hello world")
     p.add_argument("--out", default=None, help="write Coqui's synthesis here (24 kHz wav)")
+    p.add_argument("--max-codes", type=int, default=None, help="stop generating after this many codes")
     args = p.parse_args(argv)
 
     from TTS.tts.configs.xtts_config import XttsConfig as CoquiConfig
@@ -166,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # -- greedy codes and their latents through the decoder ----------------------------------------
         tokens = torch.tensor([their_ids])
+        limit = {"max_new_tokens": args.max_codes} if args.max_codes else {}  # HF: wins over Coqui's max_length
         their_codes = coqui.gpt.generate(
             their_latents,
             tokens,
@@ -178,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             length_penalty=1.0,
             repetition_penalty=1.0,
             output_attentions=False,
+            **limit,
         )  # (1, n): the codes, the stop code last when it came
         greedy = SamplingSettings(do_sample=False, repetition_penalty=1.0)
         our_codes, our_gpt_latents = mods.gpt.generate(our_latents, tokens, greedy, their_codes.shape[1])
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         ref = wav[:, : int(sr * config.max_ref_len)]
         speaker = coqui.get_speaker_embedding(ref, sr)
         cond = coqui.get_gpt_cond_latents(ref, sr, length=config.gpt_cond_len, chunk_length=config.gpt_cond_chunk_len)
-        out = coqui.inference(args.text, lang, cond, speaker, temperature=0.7)
+        out = coqui.inference(args.text, lang, cond, speaker, temperature=0.7, **limit)
         seconds = len(out["wav"]) / arch.output_sample_rate
         print(f"ok   Coqui synthesized {args.text!r} [{lang}] with {args.speaker_wav}: {seconds:.2f} s")
         if args.out:

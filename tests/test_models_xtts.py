@@ -211,6 +211,34 @@ def test_resize_keeps_old_rows_and_starts_new_ones_at_the_mean(tiny_folder: Path
     assert fresh.gpt.text_embedding.num_embeddings == rows + 5
 
 
+# ------------------------------------------------------------------------------------------- DVAE codes
+def test_cached_dvae_codes_are_each_utterances_own(tiny_folder: Path) -> None:
+    """Cached codes come from each utterance alone, so they do not depend on what it is batched with; without
+    the cache the padded batch goes through the DVAE (Coqui's way), equal away from the padding."""
+    from speechtrain.config import DataConfig
+    from speechtrain.data.batch import Batch
+    from speechtrain.models.xtts.config import XttsConfig
+    from speechtrain.models.xtts.task import XttsTask
+
+    task = XttsTask(XttsConfig(checkpoint_dir=str(tiny_folder), dropout=0.0), DataConfig(sample_rate=22050))
+    t = torch.arange(30000) / 22050
+    audio = torch.stack([0.3 * torch.sin(2 * torch.pi * 220 * t), 0.2 * torch.sin(2 * torch.pi * 330 * t)])[:, None]
+    audio[1, :, 12000:] = 0
+
+    def batch(rows: list[int]) -> Batch:
+        lengths = torch.tensor([30000, 12000])[rows]
+        return Batch({"audio": audio[rows], "audio_lengths": lengths}, [f"u{i}" for i in rows], 256, 22050)
+
+    norms = task.mods.coqui.mel_norms
+    alone = task.mods.dvae.codes(task.mels.dvae(audio[1:2, :, :12000], norms))[0]
+    both = task.dvae_codes(batch([0, 1]))
+    assert both.dtype == torch.long and torch.equal(both[1, : alone.numel()], alone)
+    assert set(task._codes) == {"u0", "u1"} and torch.equal(task.dvae_codes(batch([1]))[0], alone)
+    task.cache_codes = False
+    padded = task.dvae_codes(batch([0, 1]))
+    assert torch.equal(padded[0], both[0]) and torch.equal(padded[1, : alone.numel() - 2], alone[:-2])
+
+
 # ------------------------------------------------------------------------------------------------ GPT
 def _sequence(gpt, lengths: list[int], codes_len: list[int], seed: int = 0) -> dict[str, torch.Tensor]:  # noqa: ANN001
     g = torch.Generator().manual_seed(seed)
@@ -374,3 +402,37 @@ def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: p
     monkeypatch.setattr(inference, "load_task", lambda *a, **k: (cfg, object()))
     assert main(["export", "runs/some_vits", "out"]) == 2
     assert "'vits' run, which has no export format" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_resume_after_the_vocabulary_grew_continues_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run is built at the folder's vocabulary size, then its checkpoint grows the text embedding and
+    head (and their AdamW moments) back: the same losses as a run that never stopped."""
+    pytest.importorskip("espeakng_loader")
+    from speechtrain.cli.main import main
+    from speechtrain.data.espeak import make_espeak_corpus
+    from speechtrain.train.metrics import read_metrics
+
+    corpus = make_espeak_corpus(tmp_path / "am", "am", utterances=8, seed=1)
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "xtts_finetune_tiny.yaml"
+    common = [
+        "--config",
+        str(recipe),
+        f"data.manifest={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        f"model.checkpoint_dir={tmp_path / 'base'}",
+        "data.eval_utterances=2",
+        "train.log_every=1",
+        "train.eval_every=100",
+        "train.save_every=3",
+        "train.eval_audio_samples=0",
+        "train.device=cpu",
+    ]
+    monkeypatch.chdir(tmp_path)
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert main(["train", *common, "train.max_steps=6", f"train.output_dir={full}"]) == 0
+    assert main(["train", *common, "train.max_steps=3", f"train.output_dir={part}"]) == 0
+    assert main(["train", "--resume", str(part), "train.max_steps=6"]) == 0
+    assert [r["loss"] for r in read_metrics(part)] == [r["loss"] for r in read_metrics(full)]

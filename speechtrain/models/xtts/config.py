@@ -247,6 +247,12 @@ class XttsConfig(ModelSection):
         description="Leave the codes of the conditioning clip out of the audio loss, for every item. Coqui's "
         "trainer means to (its indexing only reaches the batch's last item); off: all codes count.",
     )
+    cache_codes: bool = Field(
+        True,
+        description="Compute each utterance's DVAE codes once (alone, unpadded) and keep them on the device for "
+        "the rest of the run (the frozen DVAE gives the same codes every epoch); off when data.noise_snr_db "
+        "changes the audio. False: the DVAE runs on every batch, as Coqui's trainer does.",
+    )
     dropout: float = Field(0.1, ge=0, lt=1, description="GPT-2 dropout (embedding, attention, residual; Coqui 0.1).")
 
     @field_validator("language")

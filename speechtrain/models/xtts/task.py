@@ -113,6 +113,9 @@ class XttsTask(Task):
         self.front_end = load_front_end(model.text_front_end)
         self.mels = XttsMels(arch.n_mels, arch.input_sample_rate)
         self._ids: dict[str, list[int]] = {}  # front-end text -> BPE ids (host side)
+        # utterance id -> its DVAE codes (T_codes,) int16 on the device; not when noise changes the audio
+        self._codes: dict[str, torch.Tensor] = {}
+        self.cache_codes = model.cache_codes and data.noise_snr_db is None
         self._reported_unknown: set[str] = set()
         self.tokenizer = (
             XttsTokenizer(self.mods.coqui.vocab_json or "", "vocab.json") if self.mods.coqui.vocab_json else None
@@ -278,9 +281,25 @@ class XttsTask(Task):
             clips[i, :, : e - s] = audio[i, :, s:e]
         return clips, spans
 
+    @torch.no_grad()
+    def dvae_codes(self, batch: Batch) -> torch.Tensor:
+        """DVAE codes of the batch's audio (B, T_codes), zero-padded. With ``model.cache_codes`` each
+        utterance's codes are computed once, from its audio alone (so they do not depend on what it was
+        batched with), and kept on the device; else the padded batch goes through the DVAE every time."""
+        audio, norms = batch["audio"], self.mods.coqui.mel_norms  # (B, 1, T_samples)
+        if not self.cache_codes:
+            return self.mods.dvae.codes(self.mels.dvae(audio, norms))
+        lengths = batch.host_lengths["audio_lengths"]
+        for i, uid in enumerate(batch.ids):
+            if uid not in self._codes:
+                mel = self.mels.dvae(audio[i : i + 1, :, : lengths[i]], norms)  # (1, n_mels, T_frames)
+                small = torch.int16 if self.arch.num_codes <= torch.iinfo(torch.int16).max else torch.int32
+                self._codes[uid] = self.mods.dvae.codes(mel)[0].to(small)  # (T_codes,)
+        rows = [self._codes[uid] for uid in batch.ids]
+        return nn.utils.rnn.pad_sequence(rows, batch_first=True).long()  # (B, T_codes)
+
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
         gpt, a, m = self.mods.gpt, self.arch, self.model_cfg
-        audio = batch["audio"]  # (B, 1, T_samples) at input_sample_rate
         text, text_lengths, max_text = self._text_batch(batch)
         host_samples = batch.host_lengths["audio_lengths"]
         max_codes = max(-(-n // a.gpt_code_stride_len) for n in host_samples)  # host ints: nothing syncs
@@ -290,8 +309,7 @@ class XttsTask(Task):
                 f"{a.gpt_max_audio_tokens - 3}: lower data.max_duration"
             )
         with torch.no_grad():
-            mel = self.mels.dvae(audio, self.mods.coqui.mel_norms)  # (B, n_mels, T_frames)
-            codes = self.mods.dvae.codes(mel)  # (B, T_codes)
+            codes = self.dvae_codes(batch)  # (B, T_codes)
         clips, spans = self._conditioning_clips(batch)
         cond_mel = self.mels.style(clips, self.mods.coqui.mel_norms)  # (B, n_mels, T_cond_frames)
         cond_latents = gpt.conditioning_latents(cond_mel)  # (B, P, width)
