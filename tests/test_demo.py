@@ -33,7 +33,8 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     recipe.write_text(TOY_RECIPE)
     out, data = tmp_path / "reports" / "demo", tmp_path / "data" / "demo"
     skips = ["loader", "precision", "activation_checkpointing", "channels_last", "fused_optimizer", "compile"]
-    skips += ["bucketing", "naive_attention", "tuned_batch"]  # baseline, all-off and all are enough here
+    # baseline, engine and all are enough here
+    skips += ["bucketing", "naive_attention", "tuned_batch", "lightning", "cpu_allocator"]
     args = ["demo", "--minutes", "0.4", "--utterances", "12", "--recipe", str(recipe), "--out", str(out)]
     args += ["--data", str(data), *[a for s in skips for a in ("--skip", s)]]
     assert main(args) == 0

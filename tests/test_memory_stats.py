@@ -32,8 +32,13 @@ def test_cpu_peak_rss_grows_with_a_large_allocation() -> None:
     assert after >= before
     assert memory_stats("cpu")["rss"] >= block.numel() * 4 // 2
     del block
-    if reset_peak("cpu"):  # Linux: the high-water mark restarts from the current RSS
-        assert memory_stats("cpu")["peak_rss"] < after
+    # Linux: the high-water mark restarts from the current RSS. Whether the freed block left the
+    # process depends on malloc's settings (accel.cpu_allocator, applied by earlier tests in this
+    # process, keeps it), so the check is against the current RSS, not against the old peak.
+    if reset_peak("cpu"):
+        stats = memory_stats("cpu")
+        assert stats["peak_rss"] <= after
+        assert stats["peak_rss"] - stats["rss"] < 16 * 1024 * 1024
 
 
 def test_memory_fraction_is_not_applied_on_cpu_and_says_why() -> None:
