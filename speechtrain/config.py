@@ -186,6 +186,12 @@ class TrainConfig(Section):
     seed: int = Field(1234, description="Seed for Python, NumPy, torch and the sampler.")
     output_dir: str = Field("runs/run", description="Run directory.")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        "auto",
+        description="Several processes (torchrun): ddp replicates the model and all-reduces gradients in buckets "
+        "during the backward; fsdp shards it (not available yet); auto: ddp.",
+    )
+    ddp_bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (several processes only).")
     memory_fraction: float | None = Field(
         None, gt=0, le=1, description="Cap this process's GPU memory share (set_per_process_memory_fraction)."
     )

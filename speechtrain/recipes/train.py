@@ -24,7 +24,7 @@ from speechtrain.memory.stats import set_memory_fraction
 from speechtrain.recipes.common import build_task, load_run_config, place, seed_everything
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.distributed import world
+from speechtrain.train.distributed import barrier, init_from_env, shutdown, world
 from speechtrain.train.schedule import lr_scale
 from speechtrain.train.task import Task
 from speechtrain.train.trainer import Trainer
@@ -109,17 +109,34 @@ class TrainRecipe:
 
     # ------------------------------------------------------------------ the run
     def run(self) -> tuple[Path, dict[str, Any]]:
-        """Train as ``speechtrain train`` does; the run directory and the fit summary."""
+        """Train as ``speechtrain train`` does; the run directory and the fit summary.
+
+        Under ``torchrun`` every worker runs this: the process group starts from the environment (and
+        ends with the run when this call started it), the run directory is shared, rank 0 prepares the
+        data cache while the others wait, and rank 0 alone writes the config, metrics and checkpoints.
+        """
+        started = init_from_env(resolve_device(self.train.device))
+        try:
+            return self._run()
+        finally:
+            shutdown(started)
+
+    def _run(self) -> tuple[Path, dict[str, Any]]:
         run_dir = self.run_dir
+        rank = world()[0]
         if not self.resuming and ckpt.list_checkpoints(run_dir / "checkpoints"):
             raise UserError(
                 f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}`, "
                 f"or choose another train.output_dir"
             )
         task = self.build_task()
+        if rank != 0:
+            barrier()  # rank 0 prepares the feature cache (when missing or stale) while the others wait
         data = self.build_data(task)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(self.cfg, run_dir / "config.yaml")
+        if rank == 0:
+            barrier()
+            run_dir.mkdir(parents=True, exist_ok=True)
+            save_config(self.cfg, run_dir / "config.yaml")
         place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
         if not self.resuming:
             task.setup(data.train_set)
@@ -127,7 +144,8 @@ class TrainRecipe:
         if self.resuming and not trainer.resume():
             log.info(f"no checkpoint in {run_dir}/checkpoints: starting from step 0")
             task.setup(data.train_set)
-        self.report_start(trainer, data.train_loader, run_dir)
+        if rank == 0:
+            self.report_start(trainer, data.train_loader, run_dir)
         return run_dir, trainer.fit()
 
     def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: Path) -> None:

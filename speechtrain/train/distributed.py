@@ -1,22 +1,104 @@
-"""The process group as the Trainer sees it: rank and world size, one agreement, gradient sync.
+"""The process group as the Trainer sees it: rank and world size, set-up from ``torchrun``, gradient sync.
 
-Gradients are averaged with one all-reduce per parameter after the backward passes of a stage.
-This is the whole of the current multi-process support (DDP replaces it in a later issue); it is
-kept here, in one small function, so that the loop does not change when it goes.
+- :func:`init_from_env` starts the process group from the variables ``torchrun`` sets (``RANK``,
+  ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``): NCCL on GPUs (one device per local
+  rank), gloo on CPUs. Single node and multi-node alike (``torchrun --nnodes N --rdzv-endpoint ...``).
+- :class:`StageSync`: the gradient sync of one optimizer stage, torch's
+  :class:`~torch.nn.parallel.DistributedDataParallel` over that stage's parameters (one per GAN stage):
+  gradients are all-reduced in buckets while the backward still runs. Only the last piece of a step
+  (last micro-batch, or last OOM-split piece) syncs; the others run under ``no_sync()``.
+
+Why DDP wraps a stage's *parameters* and runs the task's ``training_step`` as its forward, rather than
+wrapping each model: a task calls its own modules (several per stage, sometimes methods other than
+``forward``), and a GAN makes the generator's output in ``disc`` but back-propagates it in ``gen``. DDP
+arms its gradient hooks in the forward that precedes the synced backward; with the stage as the
+forward that is always the right backward, whatever the task calls inside.
+
+The library still issues a few collectives of its own, each small and each needed for agreement:
+
+- :func:`all_sum` of the step's total batch weight (items / frames) and counters, once per step: each
+  rank scales its loss by its share of the *global* weight, so 2 ranks x B give the gradient of one
+  process accumulating 2 x B even when the ranks' batches weigh differently (DDP itself averages);
+- :func:`mean_over_ranks` of a stage's loss terms, once per stage: the logged losses are the global
+  ones, and the finite-loss check (skip the step) is the same decision on every rank;
+- :func:`any_rank` for the OOM guard (every rank redoes a stage together) and for stop signals.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import datetime
+import os
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
+from torch import nn
+
+from speechtrain.errors import UserError
+from speechtrain.logs import get_logger
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+
+#: the environment variables torchrun sets for every worker
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def initialized() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def world() -> tuple[int, int]:
     """(rank, world size) of the process group; (0, 1) without one."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
+
+
+def env_world_size() -> int:
+    """``WORLD_SIZE`` as torchrun set it (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def init_from_env(device: torch.device, timeout_minutes: float = 30.0) -> bool:
+    """Start the process group torchrun describes (a no-op for one process or an existing group).
+
+    NCCL when ``device`` is a GPU (which must be this local rank's, see
+    :func:`speechtrain.device.resolve_device`), gloo otherwise. True when this call started the group
+    (the caller then ends it with :func:`shutdown`).
+    """
+    if initialized() or env_world_size() <= 1:
+        return False
+    missing = [k for k in TORCHRUN_ENV if k not in os.environ]
+    if missing:
+        raise UserError(
+            f"WORLD_SIZE={os.environ['WORLD_SIZE']} but {', '.join(missing)} are not set: start multi-process "
+            "training with torchrun (torchrun --nproc-per-node N -m speechtrain train ...)"
+        )
+    if not torch.distributed.is_available():
+        raise UserError("this torch build has no torch.distributed; install a build with distributed support")
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs: dict[str, Any] = {"timeout": datetime.timedelta(minutes=timeout_minutes)}
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    torch.distributed.init_process_group(backend, **kwargs)
+    rank, size = world()
+    log.info(f"process group: {backend}, world size {size} (this is rank {rank}, device {device})")
+    return True
+
+
+def shutdown(started: bool) -> None:
+    """End the process group if :func:`init_from_env` started it."""
+    if started and initialized():
+        torch.distributed.destroy_process_group()
+
+
+def barrier() -> None:
+    """Wait for every rank (a no-op without a process group)."""
+    if initialized() and torch.distributed.get_world_size() > 1:
+        torch.distributed.barrier()
 
 
 def any_rank(flag: bool, device: torch.device, world_size: int) -> bool:
@@ -28,11 +110,64 @@ def any_rank(flag: bool, device: torch.device, world_size: int) -> bool:
     return bool(t.item())  # host sync: ranks must agree before going on
 
 
-def sync_grads(params: Iterable[torch.nn.Parameter], world_size: int) -> None:
-    """Average the gradients of ``params`` over the ranks (a no-op for one process)."""
+def all_sum(values: Sequence[float], device: torch.device, world_size: int) -> list[float]:
+    """Host numbers summed over the ranks (one all-reduce in float64; themselves for one process)."""
     if world_size == 1:
-        return
-    for p in params:
-        if p.grad is not None:
-            torch.distributed.all_reduce(p.grad)
-            p.grad.div_(world_size)
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(t)
+    return [float(v) for v in t.tolist()]  # host sync: the step's weights are needed before the backward
+
+
+def mean_over_ranks(terms: dict[str, torch.Tensor], world_size: int) -> dict[str, torch.Tensor]:
+    """Scalar loss terms averaged over the ranks (one all-reduce of the stacked terms)."""
+    if world_size == 1 or not terms:
+        return terms
+    keys = list(terms)
+    stacked = torch.stack([terms[k].detach().float().reshape(()) for k in keys])
+    torch.distributed.all_reduce(stacked)
+    stacked /= world_size
+    return {k: stacked[i] for i, k in enumerate(keys)}
+
+
+class _StageForward(nn.Module):
+    """The parameters of a stage, as the module DDP wraps; its forward runs the stage's step function."""
+
+    def __init__(self, params: list[nn.Parameter]) -> None:
+        super().__init__()
+        self.params = nn.ParameterList(params)
+
+    def forward(self, fn: Callable[[], Any]) -> Any:
+        return fn()
+
+
+class StageSync:
+    """DistributedDataParallel over the trainable parameters of one optimizer stage.
+
+    ``run(fn, sync)`` runs ``fn`` (forward of a piece: the task's ``training_step``) as DDP's forward;
+    with ``sync`` the backward that follows all-reduces the accumulated gradients bucket by bucket,
+    overlapped with the backward, and averages them; without it (``no_sync``) gradients accumulate locally.
+
+    ``find_unused_parameters`` is on: a stage may leave parameters without a gradient (a GAN generator
+    whose speaker table is unused, a task that skips a branch), and it keeps DDP's forward free of
+    collectives, so that the OOM guard can agree inside ``fn`` (see :class:`~speechtrain.train.oom_guard.OOMGuard`).
+    Its cost is one walk of the autograd graph per synced step.
+    """
+
+    def __init__(self, params: list[nn.Parameter], device: torch.device, bucket_mb: float = 25.0) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.module = _StageForward(params)
+        self.ddp = DistributedDataParallel(
+            self.module,
+            device_ids=[device] if device.type == "cuda" else None,
+            bucket_cap_mb=bucket_mb,
+            find_unused_parameters=True,
+            broadcast_buffers=False,
+        )
+
+    def run(self, fn: Callable[[], T], sync: bool) -> T:
+        if sync:
+            return self.ddp(fn)
+        with self.ddp.no_sync():
+            return self.ddp(fn)

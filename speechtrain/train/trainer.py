@@ -34,7 +34,7 @@ from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.oom import maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.distributed import any_rank, sync_grads, world
+from speechtrain.train.distributed import StageSync, all_sum, any_rank, mean_over_ranks, world
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard
@@ -88,10 +88,14 @@ class Trainer:
         self.scalers = {name: self.precision.grad_scaler() for name in self.optimizers}
         self.oom = OOMGuard(oom_guard)
         self.numerics = NumericsGuard(train.nan_fallback_after)
-        self.metrics = MetricsWriter(self.run_dir, train.tensorboard)
+        self.sync = self._build_sync()  # one DDP per stage under a process group, else none
+        writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
+        self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
         self.evaluator = (
-            None if eval_loader is None else Evaluator(task, eval_loader, train, self.run_dir, self.metrics)
+            None
+            if eval_loader is None or self.rank != 0
+            else Evaluator(task, eval_loader, train, self.run_dir, self.metrics)
         )
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
@@ -100,6 +104,22 @@ class Trainer:
         self.last_epoch = train_loader.epoch if train_loader is not None else 0
         self.best_eval: float | None = None
         self._initial_state: dict[str, Any] | None = None
+
+    def _build_sync(self) -> dict[str, StageSync]:
+        """``train.strategy`` for more than one process: DDP over each stage's parameters."""
+        if self.world_size == 1:
+            return {}
+        if self.train.strategy == "fsdp":
+            raise UserError(
+                "train.strategy=fsdp is not available yet (FSDP2 sharding is planned); use train.strategy=ddp "
+                "(or auto) when the model, its gradients and optimizer state fit on one device"
+            )
+        # auto: DDP (the estimate-based choice of FSDP comes with FSDP)
+        return {
+            spec.name: StageSync(params, self.device, self.train.ddp_bucket_mb)
+            for spec in self.specs
+            if (params := self.params_of(spec.name))
+        }
 
     # the guards' counters, as the run summary and the tests read them
     oom_recoveries = property(lambda self: self.oom.recoveries)
@@ -117,17 +137,30 @@ class Trainer:
         spec = next(s for s in self.specs if s.name == stage)
         return [p for name in spec.modules for p in self.modules[name].parameters() if p.requires_grad]
 
-    def _run_stage(self, stage: str, micro: list[Batch], weights: list[float], caches: list[dict[str, Any]]) -> dict:
-        """Forward/backward of every micro-batch of ``stage``; the OOM guard redoes it in pieces when needed."""
-        total = sum(weights) or 1.0
-        sums: dict[str, torch.Tensor] = {}
+    def _run_stage(
+        self, stage: str, micro: list[Batch], weights: list[float], total: float, caches: list[dict[str, Any]]
+    ) -> dict:
+        """Forward/backward of every micro-batch of ``stage``; the OOM guard redoes it in pieces when needed.
 
-        def run_piece(i: int, piece: Batch, split: bool) -> None:
+        ``total`` is the step's weight over every rank: a piece's loss is scaled by its share of it (times
+        the world size, which DDP's average divides out), so the gradient is the one of the whole global batch.
+        """
+        sums: dict[str, torch.Tensor] = {}
+        sync = self.sync.get(stage)
+
+        def run_piece(i: int, piece: Batch, split: bool, agree: Callable[[], None] | None) -> None:
             maybe_inject_oom(piece)
-            share = (self.task.batch_weight(piece) if split else weights[i]) / total
+            share = (self.task.batch_weight(piece) if split else weights[i]) / total * self.world_size
             dev_piece = self.to_device(piece)
-            with self.precision.autocast():
-                out = self.task.training_step(dev_piece, stage, {} if split else caches[i])
+
+            def forward() -> dict[str, torch.Tensor]:
+                with self.precision.autocast():
+                    out = self.task.training_step(dev_piece, stage, {} if split else caches[i])
+                if agree is not None and self.world_size > 1:
+                    agree()  # every rank got here without running out of memory: the syncing backward may start
+                return out
+
+            out = forward() if sync is None else sync.run(forward, sync=agree is not None)
             self.scalers[stage].scale(out["loss"].float() * share).backward()
             for k, v in out.items():
                 v = v.detach().float()
@@ -144,12 +177,11 @@ class Trainer:
 
         agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
         self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
-        return sums
+        return mean_over_ranks(sums, self.world_size)
 
     def _optimizer_step(self, stage: str) -> tuple[torch.Tensor, bool]:
         opt, scaler = self.optimizers[stage], self.scalers[stage]
-        params = self.params_of(stage)
-        sync_grads(params, self.world_size)
+        params = self.params_of(stage)  # gradients already averaged over the ranks by the stage's DDP
         scaler.unscale_(opt)
         spec = next(s for s in self.specs if s.name == stage)
         clip = spec.grad_clip if spec.grad_clip is not None else self.optim.grad_clip
@@ -164,14 +196,19 @@ class Trainer:
     def train_step(self, micro_batches: list[Batch]) -> dict[str, Any]:
         """One optimizer step over ``micro_batches`` (host or device batches) for every stage."""
         weights = [self.task.batch_weight(mb) for mb in micro_batches]
+        # the global batch: its weight (for each piece's share), items and audio seconds, summed over the ranks
+        items = sum(mb.size for mb in micro_batches)
+        seconds = sum(mb.audio_seconds for mb in micro_batches)
+        total, size, seconds = all_sum([sum(weights), items, seconds], self.device, self.world_size)
+        total = total or 1.0
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
         all_finite = True
         for spec in self.specs:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
-            sums = self._run_stage(spec.name, micro_batches, weights, caches)
-            loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard
+            sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
+            loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard (same on every rank)
             if loss_finite:
                 grad_norm, grad_finite = self._optimizer_step(spec.name)
             else:
@@ -187,9 +224,12 @@ class Trainer:
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)  # free stray gradients between steps
         self.step += 1
-        for mb in micro_batches:
-            self.samples_seen += mb.size
-            self.audio_seconds_seen += mb.audio_seconds
+        self.samples_seen += int(size)
+        if self.world_size == 1:
+            for mb in micro_batches:  # the same float sums as before process groups existed
+                self.audio_seconds_seen += mb.audio_seconds
+        else:
+            self.audio_seconds_seen += seconds
         if self.optim.scheduler_interval == "step":
             for s in self.schedulers.values():
                 s.step()
@@ -295,9 +335,10 @@ class Trainer:
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
-                    late = t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60
-                    if signals.reason is not None or late:
-                        reason = signals.reason or "max_minutes"
+                    late = bool(t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60)
+                    # agreed: a signal on any rank (or its clock) stops every rank at the same step
+                    if any_rank(signals.reason is not None or late, self.device, self.world_size):
+                        reason = signals.reason or ("max_minutes" if late else "stopped on another rank")
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
