@@ -22,6 +22,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from speechtrain.errors import UserError
+    from speechtrain.logs import process_rank
     from speechtrain.recipes.train import TrainRecipe
 
     if args.resume:
@@ -33,5 +34,6 @@ def run(args: argparse.Namespace) -> int:
 
         recipe = TrainRecipe(config_from_args(args))
     run_dir, summary = recipe.run()
-    print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
+    if process_rank() == 0:  # under torchrun every worker runs this; one summary
+        print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
     return 0

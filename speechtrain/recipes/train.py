@@ -157,6 +157,8 @@ class TrainRecipe:
             "memory_fraction": self.memory_record.to_dict() if self.memory_record else None,
             "lr_scaling": self.lr_note,
             "precision": trainer.precision.name,
+            "world_size": trainer.world_size,
+            "strategy": "ddp" if trainer.sync else "single process",
         }
         (run_dir / "accel.json").write_text(json.dumps(records, indent=2, default=str) + "\n")
 

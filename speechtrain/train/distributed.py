@@ -163,7 +163,6 @@ class StageSync:
             device_ids=[device] if device.type == "cuda" else None,
             bucket_cap_mb=bucket_mb,
             find_unused_parameters=True,
-            broadcast_buffers=False,
         )
 
     def run(self, fn: Callable[[], T], sync: bool) -> T:

@@ -1,0 +1,125 @@
+"""DDP on the CPU with gloo: 2 processes x batch B train exactly as 1 process accumulating 2 x B
+(per-step losses within 1e-5, final weights), for a one-stage task and a GAN; and `speechtrain train`
+under torchrun initialises the group itself, shares the run directory and writes from rank 0 alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+pytestmark = pytest.mark.slow
+
+STEPS = 3
+MODELS = ("toy", "toy_gan")
+LOSS_KEYS = ("loss", "disc_loss")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _batches(step: int) -> list:
+    """The two micro-batches of a step, of different sizes and lengths (so that their weights differ)."""
+    from tests.test_train_engine import make_batch
+
+    return [make_batch(10 * step, [16, 12, 15, 9]), make_batch(10 * step + 1, [8, 6, 11])]
+
+
+def _trainer(model: str):
+    from tests.test_train_engine import cfg_for, trainer_for
+
+    return trainer_for(cfg_for(f"model.name={model}", "optim.lr=0.01", "optim.grad_clip=1.0"))
+
+
+def _run(model: str, rank: int | None) -> tuple[list[dict[str, float]], dict[str, torch.Tensor]]:
+    """Per-step losses and final weights: one process with both micro-batches (rank None), else rank's one."""
+    from tests.test_train_engine import params
+
+    tr = _trainer(model)
+    losses = []
+    for step in range(STEPS):
+        micro = _batches(step)
+        out = tr.train_step(micro if rank is None else [micro[rank]])
+        losses.append({k: float(out[k]) for k in LOSS_KEYS if k in out})
+    return losses, params(tr)
+
+
+def _worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        results = {}
+        for model in MODELS:
+            tr_losses, weights = _run(model, rank)
+            results[model] = {"losses": tr_losses, "params": weights}
+        torch.save(results, Path(out_dir) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def _spawn(worker, args: tuple, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ctx = mp.spawn(worker, args=args, nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=300)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "a rank hung"
+    assert all(p.exitcode == 0 for p in ctx.processes), [p.exitcode for p in ctx.processes]
+
+
+def test_two_ranks_equal_one_process_accumulating_two(tmp_path: Path, monkeypatch) -> None:
+    _spawn(_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    from tests.test_train_engine import assert_params_close
+
+    ranks = [torch.load(tmp_path / f"{r}.pt") for r in (0, 1)]
+    for model in MODELS:
+        ref_losses, ref_params = _run(model, None)
+        for r in ranks:
+            got = r[model]["losses"]
+            assert [set(x) for x in got] == [set(x) for x in ref_losses]
+            for step, (a, b) in enumerate(zip(got, ref_losses)):
+                for k in a:
+                    assert abs(a[k] - b[k]) <= 1e-5, f"{model} step {step + 1} {k}: {a[k]} vs {b[k]}"
+            assert_params_close(r[model]["params"], ref_params, atol=1e-5)
+        assert_params_close(ranks[0][model]["params"], ranks[1][model]["params"], atol=0)
+
+
+TOY_RUN = [
+    "model.name=speechtrain.testing.toy.task:build_toy",  # the CLI does not register the test families
+    "model.channels=16",
+    "data.max_frames=2500",
+    "train.max_steps=4",
+    "train.log_every=1",
+    "train.eval_every=2",
+    "train.save_every=2",
+    "train.progress=false",
+    "train.tensorboard=false",
+    "train.device=cpu",
+    "accel.precision=fp32",
+]
+
+
+def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("RANK", None), env.pop("WORLD_SIZE", None), env.pop("LOCAL_RANK", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += ["-m", "speechtrain", "train", *TOY_RUN, *demo_data, f"train.output_dir={run}"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = json.loads((run / "accel.json").read_text())
+    assert (records["world_size"], records["strategy"]) == (2, "ddp")
+    assert proc.stdout.count('"run_dir"') == 1, "rank 0 alone prints the summary"
+    from speechtrain.train.metrics import read_metrics
+
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4], "rank 0 alone writes one row per step"
+    assert {p.name for p in (run / "checkpoints").iterdir()} >= {"step_00000004.pt"}
+    state = torch.load(run / "checkpoints" / "step_00000004.pt", weights_only=False)
+    assert state["loader"]["sampler"]["world_size"] == 2
