@@ -1,11 +1,13 @@
 """DDP on the CPU with gloo: 2 processes x batch B train exactly as 1 process accumulating 2 x B
-(per-step losses within 1e-5, final weights), for a one-stage task and a GAN; and `speechtrain train`
+(per-step losses within 1e-5, final weights), for a one-stage task and a GAN; a resumed 2-rank run
+equals the uninterrupted one; SIGTERM on one rank stops both at the same step; and `speechtrain train`
 under torchrun initialises the group itself, shares the run directory and writes from rank 0 alone."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -56,9 +58,74 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
         for model in MODELS:
             tr_losses, weights = _run(model, rank)
             results[model] = {"losses": tr_losses, "params": weights}
+        results["sigterm"] = _sigterm_on_rank_1(rank, Path(out_dir) / "sigterm_run")
+        results["resume"] = _resume(rank, Path(out_dir))
         torch.save(results, Path(out_dir) / f"{rank}.pt")
     finally:
         dist.destroy_process_group()
+
+
+class _SigtermLoader:
+    """Endless batches; on rank 1 the 3rd batch comes with a SIGTERM to this process."""
+
+    notes: list[str] = []
+    mean_batch_size = 2.0
+    epoch = 0
+
+    def __init__(self, rank: int) -> None:
+        self.rank, self.pos = rank, 0
+
+    def __iter__(self):
+        from tests.test_train_engine import make_batch
+
+        while True:
+            self.pos += 1
+            if self.rank == 1 and self.pos == 3:
+                os.kill(os.getpid(), signal.SIGTERM)
+            yield make_batch(self.pos, [9, 8])
+
+    def state_dict(self) -> dict:
+        return {"pos": self.pos}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pos = state["pos"]
+
+
+def _sigterm_on_rank_1(rank: int, run_dir: Path) -> dict:
+    """fit() on both ranks; rank 1 alone receives SIGTERM: both stop at the same step, rank 0 saves it."""
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import cfg_for, make_trainer
+
+    cfg = cfg_for("train.max_steps=50", "train.save_every=100")
+    torch.manual_seed(0)
+    tr = make_trainer(cfg, build_task(cfg), _SigtermLoader(rank), None, run_dir)
+    return tr.fit()
+
+
+def _resume(rank: int, out: Path) -> dict:
+    """4 steps straight, and 2 steps then a resume to 4, on 2 ranks whose random streams differ."""
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import ListLoader, NaNAfter, cfg_for, make_batch, make_trainer, params
+
+    class Noisy(NaNAfter):  # the loss gets a draw of torch's RNG: a rank must resume its own stream
+        def training_step(self, batch, stage, cache):
+            out = self.task.training_step(batch, stage, cache)
+            return {**out, "loss": out["loss"] + torch.rand(())}
+
+    def run(run_dir: Path, max_steps: int, resume: bool) -> dict:
+        cfg = cfg_for(f"train.max_steps={max_steps}", "train.save_every=2")
+        torch.manual_seed(0)
+        loader = ListLoader([make_batch(10 * rank + k, [9, 8, 7 + k]) for k in range(3)])
+        tr = make_trainer(cfg, Noisy(build_task(cfg), 0, 0), loader, None, run_dir)
+        torch.manual_seed(100 + rank)
+        if resume:
+            assert tr.resume()
+        tr.fit()
+        return params(tr)
+
+    full = run(out / "full", 4, False)
+    run(out / "cut", 2, False)
+    return {"full": full, "resumed": run(out / "cut", 4, True)}
 
 
 def _spawn(worker, args: tuple, tmp_path: Path, monkeypatch) -> None:
@@ -73,8 +140,9 @@ def _spawn(worker, args: tuple, tmp_path: Path, monkeypatch) -> None:
     assert all(p.exitcode == 0 for p in ctx.processes), [p.exitcode for p in ctx.processes]
 
 
-def test_two_ranks_equal_one_process_accumulating_two(tmp_path: Path, monkeypatch) -> None:
+def test_two_ranks_equal_one_process_accumulating_two_resume_and_stop_together(tmp_path: Path, monkeypatch) -> None:
     _spawn(_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    from speechtrain.train.metrics import read_metrics
     from tests.test_train_engine import assert_params_close
 
     ranks = [torch.load(tmp_path / f"{r}.pt") for r in (0, 1)]
@@ -88,6 +156,19 @@ def test_two_ranks_equal_one_process_accumulating_two(tmp_path: Path, monkeypatc
                     assert abs(a[k] - b[k]) <= 1e-5, f"{model} step {step + 1} {k}: {a[k]} vs {b[k]}"
             assert_params_close(r[model]["params"], ref_params, atol=1e-5)
         assert_params_close(ranks[0][model]["params"], ranks[1][model]["params"], atol=0)
+    # a resumed 2-rank run is the uninterrupted one: weights and (rank-mean) per-step losses
+    for r in ranks:
+        assert_params_close(r["resume"]["resumed"], r["resume"]["full"], atol=0)
+    full, cut = (read_metrics(tmp_path / name) for name in ("full", "cut"))
+    assert [row["step"] for row in cut] == [1, 2, 3, 4]
+    assert [row["loss"] for row in cut] == [row["loss"] for row in full]
+    # SIGTERM on one rank: every rank stops at the same step, rank 0 saved it
+    stops = [r["sigterm"] for r in ranks]
+    assert stops[1]["stopped"] == "signal SIGTERM" and stops[0]["stopped"] == "stopped on another rank"
+    assert stops[0]["steps"] == stops[1]["steps"] >= 2
+    from speechtrain.train import checkpoint as ckpt
+
+    assert ckpt.list_checkpoints(tmp_path / "sigterm_run" / "checkpoints")[-1][0] == stops[0]["steps"]
 
 
 TOY_RUN = [

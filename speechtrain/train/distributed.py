@@ -21,7 +21,10 @@ The library still issues a few collectives of its own, each small and each neede
   process accumulating 2 x B even when the ranks' batches weigh differently (DDP itself averages);
 - :func:`mean_over_ranks` of a stage's loss terms, once per stage: the logged losses are the global
   ones, and the finite-loss check (skip the step) is the same decision on every rank;
-- :func:`any_rank` for the OOM guard (every rank redoes a stage together) and for stop signals.
+- :func:`any_rank` for the OOM guard (every rank redoes a stage together), stop signals and rank 0's
+  "best checkpoint" decision (rank 0 alone evaluates);
+- :func:`gather` of every rank's RNG state when a checkpoint is saved (a resumed run continues each
+  rank's random stream, not rank 0's on every rank).
 """
 
 from __future__ import annotations
@@ -117,6 +120,15 @@ def all_sum(values: Sequence[float], device: torch.device, world_size: int) -> l
     t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
     torch.distributed.all_reduce(t)
     return [float(v) for v in t.tolist()]  # host sync: the step's weights are needed before the backward
+
+
+def gather(obj: Any, world_size: int) -> list[Any]:
+    """Every rank's ``obj`` (picklable), in rank order, on every rank (``[obj]`` for one process)."""
+    if world_size == 1:
+        return [obj]
+    out: list[Any] = [None] * world_size
+    torch.distributed.all_gather_object(out, obj)
+    return out
 
 
 def mean_over_ranks(terms: dict[str, torch.Tensor], world_size: int) -> dict[str, torch.Tensor]:

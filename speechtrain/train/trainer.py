@@ -34,7 +34,7 @@ from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.oom import maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.distributed import StageSync, all_sum, any_rank, mean_over_ranks, world
+from speechtrain.train.distributed import StageSync, all_sum, any_rank, gather, mean_over_ranks, world
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard
@@ -301,13 +301,23 @@ class Trainer:
         self.best_eval = state["best_eval"]
         if restore_loader and state.get("loader") is not None and self.train_loader is not None:
             self.train_loader.load_state_dict(state["loader"])
-        ckpt.set_rng_state(state["rng"])
+        ranks = state.get("rng_ranks")  # every rank's streams, when saved by as many ranks as there are now
+        ckpt.set_rng_state(ranks[self.rank] if ranks and len(ranks) == self.world_size else state["rng"])
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
-        """Atomically write ``checkpoints/step_N.pt`` (and ``best.pt``), keep the last K (rank 0 only)."""
-        if self.run_dir is None or self.rank != 0:
+        """Atomically write ``checkpoints/step_N.pt`` (and ``best.pt``), keep the last K.
+
+        Every rank calls it at the same step (it gathers every rank's RNG state); rank 0 alone writes.
+        """
+        if self.run_dir is None:
             return None
-        return ckpt.save_step(self.run_dir, self.state_dict(), self.train.keep_checkpoints, best)
+        rng_ranks = gather(ckpt.rng_state(), self.world_size) if self.world_size > 1 else None
+        if self.rank != 0:
+            return None
+        state = self.state_dict()
+        if rng_ranks is not None:
+            state["rng_ranks"] = rng_ranks
+        return ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best)
 
     def resume(self) -> bool:
         """Load the newest loadable checkpoint of ``run_dir``; False if there is none."""
@@ -353,6 +363,7 @@ class Trainer:
                         interval = Interval()
                     eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps
                     best = self._maybe_eval() if eval_now else False
+                    best = any_rank(best, self.device, self.world_size) if eval_now else False  # rank 0 evaluates
                     if self.step % t.save_every == 0 or self.step == t.max_steps or best:
                         self.save_checkpoint(best=best)
             finally:
