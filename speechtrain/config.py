@@ -192,6 +192,9 @@ class TrainConfig(Section):
         "during the backward; fsdp shards it (not available yet); auto: ddp.",
     )
     ddp_bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (several processes only).")
+    dist_timeout_minutes: float = Field(
+        10.0, gt=0, description="Several processes: a rank waiting longer than this for the others gives up."
+    )
     memory_fraction: float | None = Field(
         None, gt=0, le=1, description="Cap this process's GPU memory share (set_per_process_memory_fraction)."
     )

@@ -65,15 +65,15 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
         dist.destroy_process_group()
 
 
-class _SigtermLoader:
-    """Endless batches; on rank 1 the 3rd batch comes with a SIGTERM to this process."""
+class _SignalLoader:
+    """Endless batches; on rank 1 the 3rd batch comes with ``sig`` sent to this process."""
 
     notes: list[str] = []
     mean_batch_size = 2.0
     epoch = 0
 
-    def __init__(self, rank: int) -> None:
-        self.rank, self.pos = rank, 0
+    def __init__(self, rank: int, sig: int = signal.SIGTERM) -> None:
+        self.rank, self.pos, self.sig = rank, 0, sig
 
     def __iter__(self):
         from tests.test_train_engine import make_batch
@@ -81,7 +81,7 @@ class _SigtermLoader:
         while True:
             self.pos += 1
             if self.rank == 1 and self.pos == 3:
-                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), self.sig)
             yield make_batch(self.pos, [9, 8])
 
     def state_dict(self) -> dict:
@@ -98,7 +98,7 @@ def _sigterm_on_rank_1(rank: int, run_dir: Path) -> dict:
 
     cfg = cfg_for("train.max_steps=50", "train.save_every=100")
     torch.manual_seed(0)
-    tr = make_trainer(cfg, build_task(cfg), _SigtermLoader(rank), None, run_dir)
+    tr = make_trainer(cfg, build_task(cfg), _SignalLoader(rank), None, run_dir)
     return tr.fit()
 
 
@@ -204,3 +204,33 @@ def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path) 
     assert {p.name for p in (run / "checkpoints").iterdir()} >= {"step_00000004.pt"}
     state = torch.load(run / "checkpoints" / "step_00000004.pt", weights_only=False)
     assert state["loader"]["sampler"]["world_size"] == 2
+
+
+def _killed_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    from speechtrain.errors import UserError
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import cfg_for, make_trainer
+
+    cfg = cfg_for("train.max_steps=50", "train.save_every=100", "train.dist_timeout_minutes=1")
+    tr = make_trainer(cfg, build_task(cfg), _SignalLoader(rank, signal.SIGKILL), None, Path(out_dir) / "run")
+    try:
+        tr.fit()
+    except UserError as exc:
+        (Path(out_dir) / f"error_{rank}.txt").write_text(str(exc))
+        raise SystemExit(2) from None
+
+
+def test_kill_9_of_one_rank_ends_the_other_with_a_clear_message(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ctx = mp.spawn(_killed_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=180)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "the surviving rank hung"
+    assert [p.exitcode for p in ctx.processes] == [2, -signal.SIGKILL]
+    message = (tmp_path / "error_0.txt").read_text()
+    assert "rank 0: another rank stopped answering during step" in message
+    assert "speechtrain train --resume" in message

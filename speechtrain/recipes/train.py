@@ -115,7 +115,7 @@ class TrainRecipe:
         ends with the run when this call started it), the run directory is shared, rank 0 prepares the
         data cache while the others wait, and rank 0 alone writes the config, metrics and checkpoints.
         """
-        started = init_from_env(resolve_device(self.train.device))
+        started = init_from_env(resolve_device(self.train.device), self.train.dist_timeout_minutes)
         try:
             return self._run()
         finally:

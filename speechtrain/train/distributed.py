@@ -98,6 +98,26 @@ def shutdown(started: bool) -> None:
         torch.distributed.destroy_process_group()
 
 
+def is_peer_failure(exc: BaseException) -> bool:
+    """An error of a collective: a peer died (gloo: connection reset) or stopped answering (NCCL: timeout)."""
+    dist_error = getattr(torch.distributed, "DistError", None)
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(
+        key in text for key in ("gloo", "NCCL", "Connection reset", "Connection closed", "ProcessGroup")
+    )
+
+
+def peer_failure_error(exc: BaseException, rank: int, step: int, run_dir: Any) -> UserError:
+    """The message a rank leaves when another rank went away in the middle of a step."""
+    where = f"; the last checkpoint is in {run_dir}/checkpoints: continue with speechtrain train --resume {run_dir}"
+    return UserError(
+        f"rank {rank}: another rank stopped answering during step {step} (killed, out of host memory, or a "
+        f"network failure){where if run_dir else ''}. ({str(exc).splitlines()[0][:300]})"
+    )
+
+
 def barrier() -> None:
     """Wait for every rank (a no-op without a process group)."""
     if initialized() and torch.distributed.get_world_size() > 1:

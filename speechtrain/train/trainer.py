@@ -34,7 +34,16 @@ from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.oom import maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.distributed import StageSync, all_sum, any_rank, gather, mean_over_ranks, world
+from speechtrain.train.distributed import (
+    StageSync,
+    all_sum,
+    any_rank,
+    gather,
+    is_peer_failure,
+    mean_over_ranks,
+    peer_failure_error,
+    world,
+)
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard
@@ -366,6 +375,10 @@ class Trainer:
                     best = any_rank(best, self.device, self.world_size) if eval_now else False  # rank 0 evaluates
                     if self.step % t.save_every == 0 or self.step == t.max_steps or best:
                         self.save_checkpoint(best=best)
+            except RuntimeError as exc:
+                if self.world_size > 1 and is_peer_failure(exc):
+                    raise peer_failure_error(exc, self.rank, self.step + 1, self.run_dir) from None
+                raise
             finally:
                 bar.close()
         if reason != "max_steps":
