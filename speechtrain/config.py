@@ -189,7 +189,8 @@ class TrainConfig(Section):
     strategy: Literal["auto", "ddp", "fsdp"] = Field(
         "auto",
         description="Several processes (torchrun): ddp replicates the model and all-reduces gradients in buckets "
-        "during the backward; fsdp shards it (not available yet); auto: ddp.",
+        "during the backward; fsdp shards parameters, gradients and optimizer state (FSDP2, per transformer "
+        "block; one-stage tasks, fp32/bf16, no OOM redo); auto: ddp.",
     )
     ddp_bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (several processes only).")
     dist_timeout_minutes: float = Field(

@@ -33,24 +33,34 @@ def _batches(step: int, n: int = 2) -> list:
     return [make_batch(10 * step + i, shapes[i]) for i in range(n)]
 
 
-def _trainer(model: str):
+def _trainer(model: str, *overrides: str):
     from tests.test_train_engine import cfg_for, trainer_for
 
     # SGD: Adam divides by sqrt(v), which magnifies float-order noise in near-zero gradients past 1e-5
-    return trainer_for(cfg_for(f"model.name={model}", "optim.name=sgd", "optim.lr=0.1", "optim.grad_clip=1.0"))
+    return trainer_for(
+        cfg_for(f"model.name={model}", "optim.name=sgd", "optim.lr=0.1", "optim.grad_clip=1.0", *overrides)
+    )
 
 
-def _run(model: str, rank: int | None, accum: int = 1) -> tuple[list[dict[str, float]], dict[str, torch.Tensor]]:
+def _run(
+    model: str, rank: int | None, accum: int = 1, *overrides: str, keep: list | None = None
+) -> tuple[list[dict[str, float]], dict[str, torch.Tensor]]:
     """Per-step losses and final weights: one process with every micro-batch (rank None), else rank's
-    ``accum`` micro-batches (2 x ``accum`` micro-batches per step in all)."""
+    ``accum`` micro-batches (2 x ``accum`` micro-batches per step in all). ``keep`` receives the trainer."""
+    from speechtrain.train.distributed import full_state
     from tests.test_train_engine import params
 
-    tr = _trainer(model)
+    tr = _trainer(model, *overrides)
+    if keep is not None:
+        keep.append(tr)
     losses = []
     for step in range(STEPS):
         micro = _batches(step, 2 * accum)
         out = tr.train_step(micro if rank is None else micro[rank * accum : (rank + 1) * accum])
         losses.append({k: float(out[k]) for k in LOSS_KEYS if k in out})
+    if tr.sharded:  # the full weights (on rank 0; every rank takes part)
+        mods, _ = full_state(tr.modules, tr.optimizers, tr._stage_modules())
+        return losses, {f"{m}.{k}": v for m, sd in mods.items() for k, v in sd.items()}
     return losses, params(tr)
 
 
@@ -239,3 +249,42 @@ def test_kill_9_of_one_rank_ends_the_other_with_a_clear_message(tmp_path: Path, 
     message = (tmp_path / "error_0.txt").read_text()
     assert "rank 0: another rank stopped answering during step" in message
     assert "speechtrain train --resume" in message
+
+
+def _fsdp_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        results: dict = {}
+        for accum in (1, 2):
+            kept: list = []
+            results[accum] = dict(zip(("losses", "params"), _run("toy", rank, accum, "train.strategy=fsdp", keep=kept)))
+            if accum == 2:  # a checkpoint written by the 2 sharded ranks
+                kept[0].run_dir = Path(out_dir) / "fsdp_run"
+                kept[0].save_checkpoint()
+        results["units"] = kept[0].sharded_units
+        torch.save(results, Path(out_dir) / f"fsdp_{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_path: Path, monkeypatch) -> None:
+    """FSDP2 on the CPU with gloo (fully_shard per block, then per module): 2 ranks x B equal 1 process
+    accumulating 2 x B, and the checkpoint saved by the 2 ranks loads into a 1-process Trainer."""
+    _spawn(_fsdp_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    from speechtrain.train import checkpoint as ckpt
+    from tests.test_train_engine import assert_params_close, params
+
+    r0, r1 = (torch.load(tmp_path / f"fsdp_{r}.pt", weights_only=False) for r in (0, 1))
+    assert "model.blocks.0" in r0["units"] and "model" in r0["units"]
+    for accum in (1, 2):
+        ref_losses, ref_params = _run("toy", None, accum)
+        for r in (r0, r1):
+            for step, (a, b) in enumerate(zip(r[accum]["losses"], ref_losses)):
+                assert abs(a["loss"] - b["loss"]) <= 1e-5, f"x{accum} step {step + 1}: {a} vs {b}"
+        assert_params_close(r0[accum]["params"], ref_params, atol=1e-5)
+    found = ckpt.latest(tmp_path / "fsdp_run")
+    assert found is not None and found[1]["step"] == STEPS
+    one = _trainer("toy")
+    one.load_state_dict(found[1])
+    assert_params_close(params(one), r0[2]["params"], atol=0)
+    one.train_step(_batches(STEPS, 2))  # the optimizer state loaded too: training goes on

@@ -202,3 +202,74 @@ class StageSync:
             return self.ddp(fn)
         with self.ddp.no_sync():
             return self.ddp(fn)
+
+
+class ShardedStage:
+    """FSDP2 (``fully_shard``) gradient sync of one stage: the modules are sharded in place, their
+    forward all-gathers the parameters and their backward reduce-scatters the gradients; ``run(fn,
+    sync)`` switches the reduce-scatter off for every piece but the last (``set_requires_gradient_sync``)."""
+
+    def __init__(self, roots: list[nn.Module]) -> None:
+        self.roots = roots
+
+    def run(self, fn: Callable[[], T], sync: bool) -> T:
+        for m in self.roots:
+            m.set_requires_gradient_sync(sync)  # type: ignore[operator]
+        return fn()
+
+
+def shard_modules(modules: dict[str, nn.Module]) -> list[str]:
+    """``fully_shard`` every block of each ``blocks`` ModuleList (one all-gather per transformer block),
+    then each module; the names of the sharded units, for the start-up record."""
+    from torch.distributed.fsdp import fully_shard
+
+    units: list[str] = []
+    for name, module in modules.items():
+        for sub_name, sub in module.named_modules():
+            blocks = getattr(sub, "blocks", None)
+            if isinstance(blocks, nn.ModuleList):
+                for i, block in enumerate(blocks):
+                    fully_shard(block)
+                    units.append(f"{name}.{sub_name + '.' if sub_name else ''}blocks.{i}")
+        fully_shard(module)
+        units.append(name)
+    return units
+
+
+def full_state(modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_modules: dict[str, list[str]]) -> Any:
+    """Full (unsharded, CPU) state dicts of sharded modules and their optimizers; every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    mods = {k: get_model_state_dict(m, options=options) for k, m in modules.items()}
+    opts = {
+        k: get_optimizer_state_dict(nn.ModuleDict({n: modules[n] for n in stage_modules[k]}), o, options=options)
+        for k, o in optimizers.items()
+    }
+    return mods, opts
+
+
+def load_full_state(
+    modules: dict[str, nn.Module],
+    optimizers: dict[str, Any],
+    stage_modules: dict[str, list[str]],
+    module_states: dict[str, Any],
+    optimizer_states: dict[str, Any],
+) -> None:
+    """Load full state dicts (saved by any number of ranks) into sharded modules and optimizers."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True)
+    for k, m in modules.items():
+        set_model_state_dict(m, module_states[k], options=options)
+    for k, o in optimizers.items():
+        model = nn.ModuleDict({n: modules[n] for n in stage_modules[k]})
+        set_optimizer_state_dict(model, o, optimizer_states[k], options=options)

@@ -35,13 +35,17 @@ from speechtrain.logs import get_logger
 from speechtrain.memory.oom import maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import (
+    ShardedStage,
     StageSync,
     all_sum,
     any_rank,
+    full_state,
     gather,
     is_peer_failure,
+    load_full_state,
     mean_over_ranks,
     peer_failure_error,
+    shard_modules,
     world,
 )
 from speechtrain.train.evaluate import Evaluator
@@ -91,20 +95,22 @@ class Trainer:
         self.modules: dict[str, nn.Module] = task.modules()
         self.precision: PrecisionPlan = accel.precision
         self.specs = task.optimizer_specs()
+        self.sharded = self.world_size > 1 and train.strategy == "fsdp"
+        self.sync = self._build_sync()  # one DDP (or FSDP2) per stage under a process group, else none
         self.optimizers, self.optimizer_records, self.schedulers = build_stage_optimizers(
             self.specs, self.modules, optim, device, lr_multiplier, train.max_steps
         )
         self.scalers = {name: self.precision.grad_scaler() for name in self.optimizers}
-        self.oom = OOMGuard(oom_guard)
+        # FSDP all-gathers inside the forward: a rank out of memory there leaves the others in the collective
+        self.oom = OOMGuard(oom_guard and not self.sharded)
         self.numerics = NumericsGuard(train.nan_fallback_after)
-        self.sync = self._build_sync()  # one DDP per stage under a process group, else none
         writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
         self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
         self.evaluator = (
             None
-            if eval_loader is None or self.rank != 0
-            else Evaluator(task, eval_loader, train, self.run_dir, self.metrics)
+            if eval_loader is None or (self.rank != 0 and not self.sharded)  # sharded: every rank runs the forward
+            else Evaluator(task, eval_loader, train, writes, self.metrics)
         )
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
@@ -114,15 +120,24 @@ class Trainer:
         self.best_eval: float | None = None
         self._initial_state: dict[str, Any] | None = None
 
-    def _build_sync(self) -> dict[str, StageSync]:
-        """``train.strategy`` for more than one process: DDP over each stage's parameters."""
+    def _build_sync(self) -> dict[str, StageSync | ShardedStage]:
+        """``train.strategy`` for more than one process: DDP over each stage's parameters, or FSDP2."""
         if self.world_size == 1:
             return {}
-        if self.train.strategy == "fsdp":
-            raise UserError(
-                "train.strategy=fsdp is not available yet (FSDP2 sharding is planned); use train.strategy=ddp "
-                "(or auto) when the model, its gradients and optimizer state fit on one device"
-            )
+        if self.sharded:
+            problems = []
+            if len(self.specs) != 1:
+                problems.append(f"a task of one optimizer stage (this one has {len(self.specs)})")
+            if self.precision.use_grad_scaler:
+                problems.append("accel.precision bf16 or fp32 (not fp16)")
+            if self.optim.name == "muon":
+                problems.append("optim.name adamw, adam or sgd (not muon)")
+            if problems:
+                raise UserError(
+                    "train.strategy=fsdp needs " + "; ".join(problems) + ": use train.strategy=ddp otherwise"
+                )
+            self.sharded_units = shard_modules(self.modules)
+            return {s.name: ShardedStage([self.modules[n] for n in s.modules]) for s in self.specs}
         # auto: DDP (the estimate-based choice of FSDP comes with FSDP)
         return {
             spec.name: StageSync(params, self.device, self.train.ddp_bucket_mb)
@@ -195,6 +210,8 @@ class Trainer:
         spec = next(s for s in self.specs if s.name == stage)
         clip = spec.grad_clip if spec.grad_clip is not None else self.optim.grad_clip
         grad_norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
+        full = getattr(grad_norm, "full_tensor", None)  # FSDP2: a DTensor, the same norm on every rank
+        grad_norm = full() if full is not None else grad_norm
         finite = bool(torch.isfinite(grad_norm).item())  # host sync: one per stage, needed to skip bad steps
         if finite:
             scaler.step(opt)
@@ -271,8 +288,7 @@ class Trainer:
             "samples_seen": self.samples_seen,
             "audio_seconds_seen": self.audio_seconds_seen,
             "last_epoch": self.last_epoch,
-            "modules": {k: m.state_dict() for k, m in self.modules.items()},
-            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            **self._model_state(),
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "scalers": {k: s.state_dict() for k, s in self.scalers.items()},
             "loader": self.train_loader.state_dict() if self.train_loader is not None else None,
@@ -284,13 +300,31 @@ class Trainer:
             "config": self.run_config,
         }
 
+    def _stage_modules(self) -> dict[str, list[str]]:
+        return {s.name: list(s.modules) for s in self.specs}
+
+    def _model_state(self) -> dict[str, Any]:
+        """Modules and optimizers; sharded: full state dicts (every rank calls it), loadable by any world size."""
+        if self.sharded:
+            mods, opts = full_state(self.modules, self.optimizers, self._stage_modules())
+            return {"modules": mods, "optimizers": opts, "sharded_optimizer_state": True}
+        return {
+            "modules": {k: m.state_dict() for k, m in self.modules.items()},
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+        }
+
     def load_state_dict(self, state: dict[str, Any], restore_loader: bool = True) -> None:
         """Restore a :meth:`state_dict` (checkpoint)."""
         try:
-            for k, m in self.modules.items():
-                m.load_state_dict(state["modules"][k])
-            for k, o in self.optimizers.items():
-                o.load_state_dict(state["optimizers"][k])
+            if self.sharded or state.get("sharded_optimizer_state"):  # FQN-keyed optimizer state (FSDP2 runs)
+                load_full_state(
+                    self.modules, self.optimizers, self._stage_modules(), state["modules"], state["optimizers"]
+                )
+            else:
+                for k, m in self.modules.items():
+                    m.load_state_dict(state["modules"][k])
+                for k, o in self.optimizers.items():
+                    o.load_state_dict(state["optimizers"][k])
             for k, s in self.schedulers.items():
                 s.load_state_dict(state["schedulers"][k])
         except (KeyError, RuntimeError, ValueError) as exc:
@@ -321,9 +355,10 @@ class Trainer:
         if self.run_dir is None:
             return None
         rng_ranks = gather(ckpt.rng_state(), self.world_size) if self.world_size > 1 else None
+        sharded_state = self.state_dict() if self.sharded else None  # gathering the shards takes every rank
         if self.rank != 0:
             return None
-        state = self.state_dict()
+        state = sharded_state if sharded_state is not None else self.state_dict()
         if rng_ranks is not None:
             state["rng_ranks"] = rng_ranks
         return ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best)
