@@ -158,7 +158,7 @@ class TrainRecipe:
             "lr_scaling": self.lr_note,
             "precision": trainer.precision.name,
             "world_size": trainer.world_size,
-            "strategy": "ddp" if trainer.sync else "single process",
+            "strategy": ("fsdp" if trainer.sharded else "ddp") if trainer.sync else "single process",
         }
         (run_dir / "accel.json").write_text(json.dumps(records, indent=2, default=str) + "\n")
 
