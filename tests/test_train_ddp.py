@@ -201,16 +201,24 @@ TOY_RUN = [
 ]
 
 
-def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path) -> None:
+GPT_RUN = [  # GPT-TTS sharded per transformer block (FSDP2 on the CPU with gloo)
+    f"--config={ROOT / 'recipes' / 'gpt_tts_tiny.yaml'}",
+    "train.strategy=fsdp",
+    *TOY_RUN[3:],
+]
+
+
+@pytest.mark.parametrize("args,strategy", [(TOY_RUN, "ddp"), (GPT_RUN, "fsdp")], ids=["toy-ddp", "gpt_tts-fsdp"])
+def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path, args: list[str], strategy: str) -> None:
     run = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("RANK", None), env.pop("WORLD_SIZE", None), env.pop("LOCAL_RANK", None)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    cmd += ["-m", "speechtrain", "train", *TOY_RUN, *demo_data, f"train.output_dir={run}"]
+    cmd += ["-m", "speechtrain", "train", *args, *demo_data, f"train.output_dir={run}"]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = json.loads((run / "accel.json").read_text())
-    assert (records["world_size"], records["strategy"]) == (2, "ddp")
+    assert (records["world_size"], records["strategy"]) == (2, strategy)
     assert proc.stdout.count('"run_dir"') == 1, "rank 0 alone prints the summary"
     from speechtrain.train.metrics import read_metrics
 
