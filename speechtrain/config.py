@@ -316,6 +316,16 @@ class TrainConfig(Section):
 
     output_dir: str = Field("runs/run", description="Run directory.")
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
+    strategy: Literal["auto", "ddp", "fsdp"] = Field(
+        "auto",
+        description="Several processes (torchrun): ddp replicates the model and all-reduces gradients in buckets "
+        "during the backward; fsdp shards parameters, gradients and optimizer state (FSDP2, per transformer "
+        "block; one-stage tasks, fp32/bf16, no OOM redo); auto: ddp.",
+    )
+    ddp_bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (several processes only).")
+    dist_timeout_minutes: float = Field(
+        10.0, gt=0, description="Several processes: a rank waiting longer than this for the others gives up."
+    )
     memory_fraction: float | None = Field(
         None, gt=0, le=1, description="Cap this process's GPU memory share (set_per_process_memory_fraction)."
     )

@@ -26,11 +26,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    import torch
-
     from speechtrain.errors import UserError
+    from speechtrain.logs import process_rank
     from speechtrain.recipes.train import TrainRecipe
-    from speechtrain.train.distributed import init_from_env, world
 
     if args.resume:
         if args.config:
@@ -44,12 +42,7 @@ def run(args: argparse.Namespace) -> int:
         from speechtrain.cli.common import config_from_args
 
         recipe = TrainRecipe(config_from_args(args))
-    joined = init_from_env()  # under torchrun: one run over N ranks, not N runs in one directory
-    try:
-        run_dir, summary = recipe.run()
-    finally:
-        if joined:
-            torch.distributed.destroy_process_group()
-    if world()[0] == 0:
+    run_dir, summary = recipe.run()
+    if process_rank() == 0:  # under torchrun every worker runs this; one summary
         print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))
     return 0

@@ -25,7 +25,7 @@ from speechtrain.models.importing import ImportReport, import_for_init
 from speechtrain.recipes.common import build_task, load_run_config, place, seed_everything
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.distributed import world
+from speechtrain.train.distributed import any_rank, barrier, init_from_env, shutdown, world
 from speechtrain.train.rundir import RunLock
 from speechtrain.train.schedule import lr_scale
 from speechtrain.train.task import Task
@@ -118,22 +118,47 @@ class TrainRecipe:
         """Train as ``speechtrain train`` does; the run directory and the fit summary.
 
         Rank 0 holds the run directory's lock for the whole run (a second writer gets a clear error) and
-        alone writes the run files; ``config.yaml`` is written only once the resume checks passed."""
-        if world()[0] != 0:
-            return self.run_dir, self._run()
-        with RunLock(self.run_dir):
-            return self.run_dir, self._run()
+        alone writes the run files; ``config.yaml`` is written only once the resume checks passed.
+
+        Under ``torchrun`` every worker runs this: the process group starts from the environment (and
+        ends with the run when this call started it), the run directory is shared, rank 0 prepares the
+        data cache while the others wait, and rank 0 alone writes the config, metrics and checkpoints.
+        """
+        device = resolve_device(self.train.device)
+        started = init_from_env(device, self.train.dist_timeout_minutes)
+        try:
+            rank, size = world()
+            lock: RunLock | None = None
+            error: UserError | None = None
+            if rank == 0:
+                try:
+                    lock = RunLock(self.run_dir).acquire()
+                except UserError as exc:
+                    error = exc
+            if any_rank(error is not None, device, size):  # the other ranks must not wait for rank 0
+                raise error or UserError(f"rank {rank}: rank 0 could not take {self.run_dir} (see its message)")
+            try:
+                return self.run_dir, self._run()
+            finally:
+                if lock is not None:
+                    lock.release()
+        finally:
+            shutdown(started)
 
     def _run(self) -> dict[str, Any]:
         run_dir = self.run_dir
-        rank0 = world()[0] == 0
+        rank = world()[0]
         if not self.resuming and ckpt.list_checkpoints(run_dir / "checkpoints"):
             raise UserError(
                 f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}`, "
                 f"or choose another train.output_dir"
             )
         task = self.build_task()
+        if rank != 0:
+            barrier()  # rank 0 prepares the feature cache (when missing or stale) while the others wait
         data = self.build_data(task)
+        if rank == 0:
+            barrier()
         run_dir.mkdir(parents=True, exist_ok=True)
         place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
         if not self.resuming:
@@ -151,9 +176,9 @@ class TrainRecipe:
             log.info(f"no loadable checkpoint in {run_dir}/checkpoints: starting over from step 0 (--start-over)")
             trainer.metrics.rewind(0)
             task.setup(data.train_set)
-        if rank0:
+        if rank == 0:
             _run_file(run_dir / "config.yaml", lambda path: save_config(self.cfg, path))
-        self.report_start(trainer, data.train_loader, run_dir)
+            self.report_start(trainer, data.train_loader, run_dir)
         return trainer.fit()
 
     def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: Path) -> None:
@@ -165,6 +190,8 @@ class TrainRecipe:
             "memory_fraction": self.memory_record.to_dict() if self.memory_record else None,
             "lr_scaling": self.lr_note,
             "precision": trainer.precision.name,
+            "world_size": trainer.world_size,
+            "strategy": ("fsdp" if trainer.sharded else "ddp") if trainer.sync else "single process",
         }
         if world()[0] == 0:
             text = json.dumps(records, indent=2, default=str) + "\n"

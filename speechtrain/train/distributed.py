@@ -1,44 +1,131 @@
-"""The process group as the Trainer sees it: rank and world size, one agreement, gradient sync.
+"""The process group as the Trainer sees it: rank and world size, set-up from ``torchrun``, gradient sync.
 
-Gradients are averaged with one all-reduce per parameter after the backward passes of a stage.
-This is the whole of the current multi-process support (DDP replaces it in a later issue); it is
-kept here, in one small function, so that the loop does not change when it goes.
+- :func:`init_from_env` starts the process group from the variables ``torchrun`` sets (``RANK``,
+  ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``): NCCL on GPUs (one device per local
+  rank), gloo on CPUs. Single node and multi-node alike (``torchrun --nnodes N --rdzv-endpoint ...``).
+- :class:`StageSync`: the gradient sync of one optimizer stage, torch's
+  :class:`~torch.nn.parallel.DistributedDataParallel` over that stage's parameters (one per GAN stage):
+  gradients are all-reduced in buckets while the backward still runs. Only the last piece of a step
+  (last micro-batch, or last OOM-split piece) syncs; the others run under ``no_sync()``.
+
+Why DDP wraps a stage's *parameters* and runs the task's ``training_step`` as its forward, rather than
+wrapping each model: a task calls its own modules (several per stage, sometimes methods other than
+``forward``), and a GAN makes the generator's output in ``disc`` but back-propagates it in ``gen``. DDP
+arms its gradient hooks in the forward that precedes the synced backward; with the stage as the
+forward that is always the right backward, whatever the task calls inside.
+
+The library still issues a few collectives of its own, each small and each needed for agreement:
+
+- :func:`all_sum` of the step's total batch weight (items / frames) and counters, once per step: each
+  rank scales its loss by its share of the *global* weight, so 2 ranks x B give the gradient of one
+  process accumulating 2 x B even when the ranks' batches weigh differently (DDP itself averages);
+- :func:`mean_over_ranks` of a stage's loss terms, once per stage: the logged losses are the global
+  ones, and the finite-loss check (skip the step) is the same decision on every rank;
+- :func:`any_rank` for the OOM guard (every rank redoes a stage together), stop signals and rank 0's
+  "best checkpoint" decision (rank 0 alone evaluates);
+- :func:`gather` of every rank's RNG state when a checkpoint is saved (a resumed run continues each
+  rank's random stream, not rank 0's on every rank).
 """
 
 from __future__ import annotations
 
+import datetime
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
+from torch import nn
 
 from speechtrain.errors import UserError
+from speechtrain.logs import get_logger
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+
+#: the environment variables torchrun sets for every worker
+TORCHRUN_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def initialized() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
 
 
 def world() -> tuple[int, int]:
     """(rank, world size) of the process group; (0, 1) without one."""
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
+    if initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
 
 
-def init_from_env() -> bool:
-    """Join the process group that a launcher (``torchrun``) describes in the environment (``WORLD_SIZE`` > 1,
-    ``RANK``, ``MASTER_ADDR``/``MASTER_PORT``; on CUDA, ``LOCAL_RANK`` picks the GPU). Without it each
-    process would train alone, all into one directory. True if a group was joined here."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1") or 1)
-    if world_size <= 1 or (torch.distributed.is_available() and torch.distributed.is_initialized()):
+def env_world_size() -> int:
+    """``WORLD_SIZE`` as torchrun set it (1 outside torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def init_from_env(device: torch.device | None = None, timeout_minutes: float = 30.0) -> bool:
+    """Start the process group torchrun describes (a no-op for one process or an existing group).
+
+    NCCL when ``device`` is a GPU (which must be this local rank's, see
+    :func:`speechtrain.device.resolve_device`; None: ``cuda:LOCAL_RANK`` when there is a GPU), gloo
+    otherwise. True when this call started the group
+    (the caller then ends it with :func:`shutdown`).
+    """
+    if initialized() or env_world_size() <= 1:
         return False
-    missing = [k for k in ("RANK", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
-    if missing or not torch.distributed.is_available():
+    missing = [k for k in TORCHRUN_ENV if k not in os.environ]
+    if missing:
         raise UserError(
-            f"WORLD_SIZE={world_size} is set but {', '.join(missing) or 'torch.distributed'} is not available: "
-            f"launch with `torchrun --nproc_per_node=N -m speechtrain train ...`, or unset WORLD_SIZE"
+            f"WORLD_SIZE={os.environ['WORLD_SIZE']} but {', '.join(missing)} are not set: start multi-process "
+            "training with torchrun (torchrun --nproc-per-node N -m speechtrain train ...)"
         )
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    torch.distributed.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if not torch.distributed.is_available():
+        raise UserError("this torch build has no torch.distributed; install a build with distributed support")
+    if device is None:  # this local rank's GPU, else the CPU
+        local = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local) if torch.cuda.is_available() else torch.device("cpu")
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs: dict[str, Any] = {"timeout": datetime.timedelta(minutes=timeout_minutes)}
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        kwargs["device_id"] = device
+    torch.distributed.init_process_group(backend, **kwargs)
+    rank, size = world()
+    log.info(f"process group: {backend}, world size {size} (this is rank {rank}, device {device})")
     return True
+
+
+def shutdown(started: bool) -> None:
+    """End the process group if :func:`init_from_env` started it."""
+    if started and initialized():
+        torch.distributed.destroy_process_group()
+
+
+def is_peer_failure(exc: BaseException) -> bool:
+    """An error of a collective: a peer died (gloo: connection reset) or stopped answering (NCCL: timeout)."""
+    dist_error = getattr(torch.distributed, "DistError", None)
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(
+        key in text for key in ("gloo", "NCCL", "Connection reset", "Connection closed", "ProcessGroup")
+    )
+
+
+def peer_failure_error(exc: BaseException, rank: int, step: int, run_dir: Any) -> UserError:
+    """The message a rank leaves when another rank went away in the middle of a step."""
+    where = f"; the last checkpoint is in {run_dir}/checkpoints: continue with speechtrain train --resume {run_dir}"
+    return UserError(
+        f"rank {rank}: another rank stopped answering during step {step} (killed, out of host memory, or a "
+        f"network failure){where if run_dir else ''}. ({str(exc).splitlines()[0][:300]})"
+    )
+
+
+def barrier() -> None:
+    """Wait for every rank (a no-op without a process group)."""
+    if initialized() and torch.distributed.get_world_size() > 1:
+        torch.distributed.barrier()
 
 
 def any_rank(flag: bool, device: torch.device, world_size: int) -> bool:
@@ -50,11 +137,143 @@ def any_rank(flag: bool, device: torch.device, world_size: int) -> bool:
     return bool(t.item())  # host sync: ranks must agree before going on
 
 
-def sync_grads(params: Iterable[torch.nn.Parameter], world_size: int) -> None:
-    """Average the gradients of ``params`` over the ranks (a no-op for one process)."""
+def all_sum(values: Sequence[float], device: torch.device, world_size: int) -> list[float]:
+    """Host numbers summed over the ranks (one all-reduce in float64; themselves for one process)."""
     if world_size == 1:
-        return
-    for p in params:
-        if p.grad is not None:
-            torch.distributed.all_reduce(p.grad)
-            p.grad.div_(world_size)
+        return [float(v) for v in values]
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(t)
+    return [float(v) for v in t.tolist()]  # host sync: the step's weights are needed before the backward
+
+
+def gather(obj: Any, world_size: int) -> list[Any]:
+    """Every rank's ``obj`` (picklable), in rank order, on every rank (``[obj]`` for one process)."""
+    if world_size == 1:
+        return [obj]
+    out: list[Any] = [None] * world_size
+    torch.distributed.all_gather_object(out, obj)
+    return out
+
+
+def mean_over_ranks(terms: dict[str, torch.Tensor], world_size: int) -> dict[str, torch.Tensor]:
+    """Scalar loss terms averaged over the ranks (one all-reduce of the stacked terms)."""
+    if world_size == 1 or not terms:
+        return terms
+    keys = list(terms)
+    stacked = torch.stack([terms[k].detach().float().reshape(()) for k in keys])
+    torch.distributed.all_reduce(stacked)
+    stacked /= world_size
+    return {k: stacked[i] for i, k in enumerate(keys)}
+
+
+class _StageForward(nn.Module):
+    """The parameters of a stage, as the module DDP wraps; its forward runs the stage's step function."""
+
+    def __init__(self, params: list[nn.Parameter]) -> None:
+        super().__init__()
+        self.params = nn.ParameterList(params)
+
+    def forward(self, fn: Callable[[], Any]) -> Any:
+        return fn()
+
+
+class StageSync:
+    """DistributedDataParallel over the trainable parameters of one optimizer stage.
+
+    ``run(fn, sync)`` runs ``fn`` (forward of a piece: the task's ``training_step``) as DDP's forward;
+    with ``sync`` the backward that follows all-reduces the accumulated gradients bucket by bucket,
+    overlapped with the backward, and averages them; without it (``no_sync``) gradients accumulate locally.
+
+    ``find_unused_parameters`` is on: a stage may leave parameters without a gradient (a GAN generator
+    whose speaker table is unused, a task that skips a branch), and it keeps DDP's forward free of
+    collectives, so that the OOM guard can agree inside ``fn`` (see :class:`~speechtrain.train.oom_guard.OOMGuard`).
+    Its cost is one walk of the autograd graph per synced step.
+    """
+
+    def __init__(self, params: list[nn.Parameter], device: torch.device, bucket_mb: float = 25.0) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.module = _StageForward(params)
+        self.ddp = DistributedDataParallel(
+            self.module,
+            device_ids=[device] if device.type == "cuda" else None,
+            bucket_cap_mb=bucket_mb,
+            find_unused_parameters=True,
+        )
+
+    def run(self, fn: Callable[[], T], sync: bool) -> T:
+        if sync:
+            return self.ddp(fn)
+        with self.ddp.no_sync():
+            return self.ddp(fn)
+
+
+class ShardedStage:
+    """FSDP2 (``fully_shard``) gradient sync of one stage: the modules are sharded in place, their
+    forward all-gathers the parameters and their backward reduce-scatters the gradients; ``run(fn,
+    sync)`` switches the reduce-scatter off for every piece but the last (``set_requires_gradient_sync``)."""
+
+    def __init__(self, roots: list[nn.Module]) -> None:
+        self.roots = roots
+
+    def run(self, fn: Callable[[], T], sync: bool) -> T:
+        for m in self.roots:
+            m.set_requires_gradient_sync(sync)  # type: ignore[operator]
+        return fn()
+
+
+def shard_modules(modules: dict[str, nn.Module]) -> list[str]:
+    """``fully_shard`` every block of each ``blocks`` ModuleList (one all-gather per transformer block),
+    then each module; the names of the sharded units, for the start-up record."""
+    from torch.distributed.fsdp import fully_shard
+
+    units: list[str] = []
+    for name, module in modules.items():
+        for sub_name, sub in module.named_modules():
+            blocks = getattr(sub, "blocks", None)
+            if isinstance(blocks, nn.ModuleList):
+                for i, block in enumerate(blocks):
+                    fully_shard(block)
+                    units.append(f"{name}.{sub_name + '.' if sub_name else ''}blocks.{i}")
+        fully_shard(module)
+        units.append(name)
+    return units
+
+
+def full_state(modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_modules: dict[str, list[str]]) -> Any:
+    """Full (unsharded, CPU) state dicts of sharded modules and their optimizers; every rank calls it."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    mods = {k: get_model_state_dict(m, options=options) for k, m in modules.items()}
+    opts = {
+        k: get_optimizer_state_dict(nn.ModuleDict({n: modules[n] for n in stage_modules[k]}), o, options=options)
+        for k, o in optimizers.items()
+    }
+    return mods, opts
+
+
+def load_full_state(
+    modules: dict[str, nn.Module],
+    optimizers: dict[str, Any],
+    stage_modules: dict[str, list[str]],
+    module_states: dict[str, Any],
+    optimizer_states: dict[str, Any],
+) -> None:
+    """Load full state dicts (saved by any number of ranks) into sharded modules and optimizers."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    options = StateDictOptions(full_state_dict=True)
+    for k, m in modules.items():
+        set_model_state_dict(m, module_states[k], options=options)
+    for k, o in optimizers.items():
+        model = nn.ModuleDict({n: modules[n] for n in stage_modules[k]})
+        set_optimizer_state_dict(model, o, optimizer_states[k], options=options)

@@ -24,8 +24,14 @@ from speechtrain.memory.oom import is_oom_error
 
 log = get_logger(__name__)
 
-#: ``run_piece(i, piece, split)``: forward + backward of a piece of micro-batch ``i`` (``split``: a part of it)
-RunPiece = Callable[[int, Batch, bool], None]
+#: ``run_piece(i, piece, split, agree)``: forward + backward of a piece of micro-batch ``i`` (``split``: a part of
+#: it); ``agree`` is given for the last piece of the stage only: under a process group ``run_piece`` calls it
+#: after the forward and before the (gradient-syncing) backward
+RunPiece = Callable[[int, Batch, bool, Callable[[], None] | None], None]
+
+
+class _PeerFailed(Exception):
+    """Another rank ran out of memory in this stage: every rank redoes it."""
 
 
 class OOMGuard:
@@ -65,24 +71,55 @@ class OOMGuard:
         any_rank: Callable[[bool], bool] = lambda failed: failed,
     ) -> None:
         """Run every piece of ``micro``; on an OOM (any rank's, through ``any_rank``) call ``reset``
-        (drop the attempt's gradients and tensors), learn the smaller cap and run the stage again."""
+        (drop the attempt's gradients and tensors), learn the smaller cap and run the stage again.
+
+        Under a process group the ranks agree once per attempt: in the last piece, between its forward
+        and the backward that syncs gradients (``run_piece`` calls ``agree``), or, on a rank that ran out
+        of memory before getting there, right after the error. An out-of-memory error in the syncing
+        backward itself cannot be redone together (the other ranks are already in the all-reduce): that
+        is a :class:`~speechtrain.errors.UserError`. With one process ``agree`` is never called and any
+        OOM is redone.
+        """
         caps_before = dict(self.caps)
         while True:
             failed: Batch | None = None
             message = ""
+            agreed, peer_failed = False, False
+
+            def agree() -> None:
+                nonlocal agreed
+                agreed = True
+                if any_rank(False):
+                    raise _PeerFailed
+
             try:
-                for i, mb in enumerate(micro):
-                    pieces = self.pieces(mb)
-                    for piece in pieces:
-                        failed = piece
-                        run_piece(i, piece, len(pieces) > 1 or piece.size != mb.size)
+                plan = [
+                    (i, piece, len(pieces) > 1 or piece.size != mb.size)
+                    for i, mb in enumerate(micro)
+                    for pieces in [self.pieces(mb)]
+                    for piece in pieces
+                ]
+                for n, (i, piece, split) in enumerate(plan):
+                    failed = piece
+                    run_piece(i, piece, split, agree if n == len(plan) - 1 else None)
                 failed = None
+            except _PeerFailed:
+                failed, peer_failed = None, True
             except Exception as exc:
                 if not (self.enabled and is_oom_error(exc)):
                     raise
+                if agreed:
+                    raise UserError(
+                        f"out of memory in the backward of the last micro-batch of stage '{stage}' (step {step}), "
+                        "while the other ranks were already syncing gradients: a multi-process step cannot be "
+                        "redone there. Lower data.max_frames / data.batch_size for this bucket (speechtrain tune), "
+                        f"or switch on accel.activation_checkpointing. ({str(exc).splitlines()[0]})"
+                    ) from None
                 message = str(exc).splitlines()[0]
                 del exc  # the traceback holds the failed attempt's tensors
-            if not any_rank(failed is not None):
+            if agreed and not peer_failed:
+                return
+            if not agreed and not any_rank(failed is not None):
                 return
             reset()
             if failed is not None:

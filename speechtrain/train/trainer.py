@@ -34,7 +34,20 @@ from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.oom import maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
-from speechtrain.train.distributed import any_rank, sync_grads, world
+from speechtrain.train.distributed import (
+    ShardedStage,
+    StageSync,
+    all_sum,
+    any_rank,
+    full_state,
+    gather,
+    is_peer_failure,
+    load_full_state,
+    mean_over_ranks,
+    peer_failure_error,
+    shard_modules,
+    world,
+)
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard
@@ -82,18 +95,22 @@ class Trainer:
         self.modules: dict[str, nn.Module] = task.modules()
         self.precision: PrecisionPlan = accel.precision
         self.specs = task.optimizer_specs()
+        self.sharded = self.world_size > 1 and train.strategy == "fsdp"
+        self.sync = self._build_sync()  # one DDP (or FSDP2) per stage under a process group, else none
         self.optimizers, self.optimizer_records, self.schedulers = build_stage_optimizers(
             self.specs, self.modules, optim, device, lr_multiplier, train.max_steps
         )
         self.scalers = {name: self.precision.grad_scaler() for name in self.optimizers}
-        self.oom = OOMGuard(oom_guard, train.oom_single_utterance)
+        # FSDP all-gathers inside the forward: a rank out of memory there leaves the others in the collective
+        self.oom = OOMGuard(oom_guard and not self.sharded, train.oom_single_utterance)
         self.numerics = NumericsGuard(train.nan_fallback_after)
-        self.metrics = MetricsWriter(self.run_dir if self.rank == 0 else None, train.tensorboard)  # rank 0 writes
+        writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
+        self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
         self.evaluator = (
             None
-            if eval_loader is None
-            else Evaluator(task, eval_loader, train, self.run_dir if self.rank == 0 else None, self.metrics)
+            if eval_loader is None or (self.rank != 0 and not self.sharded)  # sharded: every rank runs the forward
+            else Evaluator(task, eval_loader, train, writes, self.metrics)
         )
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
@@ -102,6 +119,31 @@ class Trainer:
         self.last_epoch = train_loader.epoch if train_loader is not None else 0
         self.best_eval: float | None = None
         self._initial_state: dict[str, Any] | None = None
+
+    def _build_sync(self) -> dict[str, StageSync | ShardedStage]:
+        """``train.strategy`` for more than one process: DDP over each stage's parameters, or FSDP2."""
+        if self.world_size == 1:
+            return {}
+        if self.sharded:
+            problems = []
+            if len(self.specs) != 1:
+                problems.append(f"a task of one optimizer stage (this one has {len(self.specs)})")
+            if self.precision.use_grad_scaler:
+                problems.append("accel.precision bf16 or fp32 (not fp16)")
+            if self.optim.name == "muon":
+                problems.append("optim.name adamw, adam or sgd (not muon)")
+            if problems:
+                raise UserError(
+                    "train.strategy=fsdp needs " + "; ".join(problems) + ": use train.strategy=ddp otherwise"
+                )
+            self.sharded_units = shard_modules(self.modules)
+            return {s.name: ShardedStage([self.modules[n] for n in s.modules]) for s in self.specs}
+        # auto: DDP (the estimate-based choice of FSDP comes with FSDP)
+        return {
+            spec.name: StageSync(params, self.device, self.train.ddp_bucket_mb)
+            for spec in self.specs
+            if (params := self.params_of(spec.name))
+        }
 
     # the guards' counters, as the run summary and the tests read them
     oom_recoveries = property(lambda self: self.oom.recoveries)
@@ -119,17 +161,30 @@ class Trainer:
         spec = next(s for s in self.specs if s.name == stage)
         return [p for name in spec.modules for p in self.modules[name].parameters() if p.requires_grad]
 
-    def _run_stage(self, stage: str, micro: list[Batch], weights: list[float], caches: list[dict[str, Any]]) -> dict:
-        """Forward/backward of every micro-batch of ``stage``; the OOM guard redoes it in pieces when needed."""
-        total = sum(weights) or 1.0
-        sums: dict[str, torch.Tensor] = {}
+    def _run_stage(
+        self, stage: str, micro: list[Batch], weights: list[float], total: float, caches: list[dict[str, Any]]
+    ) -> dict:
+        """Forward/backward of every micro-batch of ``stage``; the OOM guard redoes it in pieces when needed.
 
-        def run_piece(i: int, piece: Batch, split: bool) -> None:
+        ``total`` is the step's weight over every rank: a piece's loss is scaled by its share of it (times
+        the world size, which DDP's average divides out), so the gradient is the one of the whole global batch.
+        """
+        sums: dict[str, torch.Tensor] = {}
+        sync = self.sync.get(stage)
+
+        def run_piece(i: int, piece: Batch, split: bool, agree: Callable[[], None] | None) -> None:
             maybe_inject_oom(piece)
-            share = (self.task.batch_weight(piece) if split else weights[i]) / total
+            share = (self.task.batch_weight(piece) if split else weights[i]) / total * self.world_size
             dev_piece = self.to_device(piece)
-            with self.precision.autocast():
-                out = self.task.training_step(dev_piece, stage, {} if split else caches[i])
+
+            def forward() -> dict[str, torch.Tensor]:
+                with self.precision.autocast():
+                    out = self.task.training_step(dev_piece, stage, {} if split else caches[i])
+                if agree is not None and self.world_size > 1:
+                    agree()  # every rank got here without running out of memory: the syncing backward may start
+                return out
+
+            out = forward() if sync is None else sync.run(forward, sync=agree is not None)
             self.scalers[stage].scale(out["loss"].float() * share).backward()
             for k, v in out.items():
                 v = v.detach().float()
@@ -146,16 +201,17 @@ class Trainer:
 
         agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
         self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
-        return sums
+        return mean_over_ranks(sums, self.world_size)
 
     def _optimizer_step(self, stage: str) -> tuple[torch.Tensor, bool]:
         opt, scaler = self.optimizers[stage], self.scalers[stage]
-        params = self.params_of(stage)
-        sync_grads(params, self.world_size)
+        params = self.params_of(stage)  # gradients already averaged over the ranks by the stage's DDP
         scaler.unscale_(opt)
         spec = next(s for s in self.specs if s.name == stage)
         clip = spec.grad_clip if spec.grad_clip is not None else self.optim.grad_clip
         grad_norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
+        full = getattr(grad_norm, "full_tensor", None)  # FSDP2: a DTensor, the same norm on every rank
+        grad_norm = full() if full is not None else grad_norm
         finite = bool(torch.isfinite(grad_norm).item())  # host sync: one per stage, needed to skip bad steps
         if finite:
             scaler.step(opt)
@@ -169,18 +225,23 @@ class Trainer:
         if self.oom.skipped:
             micro_batches = [p for mb in micro_batches for p in [self.oom.without_skipped(mb)] if p is not None]
         weights = [self.task.batch_weight(mb) for mb in micro_batches]
+        # the global batch: its weight (for each piece's share), items and audio seconds, summed over the ranks
+        items = sum(mb.size for mb in micro_batches)
+        seconds = sum(mb.audio_seconds for mb in micro_batches)
+        total, size, seconds = all_sum([sum(weights), items, seconds], self.device, self.world_size)
+        total = total or 1.0
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
         all_finite = True
         for spec in self.specs:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
-            sums = self._run_stage(spec.name, micro_batches, weights, caches)
+            sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
             if any_rank("loss" not in sums, self.device, self.world_size):  # every utterance left out (OOM alone)
                 self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
                 out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
                 continue
-            loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard
+            loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard (same on every rank)
             if loss_finite:
                 grad_norm, grad_finite = self._optimizer_step(spec.name)
             else:
@@ -196,9 +257,12 @@ class Trainer:
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)  # free stray gradients between steps
         self.step += 1
-        for mb in micro_batches:
-            self.samples_seen += mb.size
-            self.audio_seconds_seen += mb.audio_seconds
+        self.samples_seen += int(size)
+        if self.world_size == 1:
+            for mb in micro_batches:  # the same float sums as before process groups existed
+                self.audio_seconds_seen += mb.audio_seconds
+        else:
+            self.audio_seconds_seen += seconds
         if self.optim.scheduler_interval == "step":
             for s in self.schedulers.values():
                 s.step()
@@ -231,8 +295,7 @@ class Trainer:
             "samples_seen": self.samples_seen,
             "audio_seconds_seen": self.audio_seconds_seen,
             "last_epoch": self.last_epoch,
-            "modules": {k: m.state_dict() for k, m in self.modules.items()},
-            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            **self._model_state(),
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "scalers": {k: s.state_dict() for k, s in self.scalers.items()},
             "loader": self.train_loader.state_dict() if self.train_loader is not None else None,
@@ -244,13 +307,31 @@ class Trainer:
             "config": self.run_config,
         }
 
+    def _stage_modules(self) -> dict[str, list[str]]:
+        return {s.name: list(s.modules) for s in self.specs}
+
+    def _model_state(self) -> dict[str, Any]:
+        """Modules and optimizers; sharded: full state dicts (every rank calls it), loadable by any world size."""
+        if self.sharded:
+            mods, opts = full_state(self.modules, self.optimizers, self._stage_modules())
+            return {"modules": mods, "optimizers": opts, "sharded_optimizer_state": True}
+        return {
+            "modules": {k: m.state_dict() for k, m in self.modules.items()},
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+        }
+
     def load_state_dict(self, state: dict[str, Any], restore_loader: bool = True) -> None:
         """Restore a :meth:`state_dict` (checkpoint)."""
         try:
-            for k, m in self.modules.items():
-                m.load_state_dict(state["modules"][k])
-            for k, o in self.optimizers.items():
-                o.load_state_dict(state["optimizers"][k])
+            if self.sharded or state.get("sharded_optimizer_state"):  # FQN-keyed optimizer state (FSDP2 runs)
+                load_full_state(
+                    self.modules, self.optimizers, self._stage_modules(), state["modules"], state["optimizers"]
+                )
+            else:
+                for k, m in self.modules.items():
+                    m.load_state_dict(state["modules"][k])
+                for k, o in self.optimizers.items():
+                    o.load_state_dict(state["optimizers"][k])
             for k, s in self.schedulers.items():
                 s.load_state_dict(state["schedulers"][k])
         except (KeyError, RuntimeError, ValueError) as exc:
@@ -270,13 +351,24 @@ class Trainer:
         self.best_eval = state["best_eval"]
         if restore_loader and state.get("loader") is not None and self.train_loader is not None:
             self.train_loader.load_state_dict(state["loader"])
-        ckpt.set_rng_state(state["rng"])
+        ranks = state.get("rng_ranks")  # every rank's streams, when saved by as many ranks as there are now
+        ckpt.set_rng_state(ranks[self.rank] if ranks and len(ranks) == self.world_size else state["rng"])
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
-        """Atomically write ``checkpoints/step_N.pt`` (and ``best.pt``), keep the last K (rank 0 only)."""
-        if self.run_dir is None or self.rank != 0:
+        """Atomically write ``checkpoints/step_N.pt`` (and ``best.pt``), keep the last K.
+
+        Every rank calls it at the same step (it gathers every rank's RNG state); rank 0 alone writes.
+        """
+        if self.run_dir is None:
             return None
-        return ckpt.save_step(self.run_dir, self.state_dict(), self.train.keep_checkpoints, best)
+        rng_ranks = gather(ckpt.rng_state(), self.world_size) if self.world_size > 1 else None
+        sharded_state = self.state_dict() if self.sharded else None  # gathering the shards takes every rank
+        if self.rank != 0:
+            return None
+        state = sharded_state if sharded_state is not None else self.state_dict()
+        if rng_ranks is not None:
+            state["rng_ranks"] = rng_ranks
+        return ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best)
 
     def resume(self) -> bool:
         """Load the newest loadable checkpoint of ``run_dir`` and rewind ``metrics.jsonl`` to its step (the
@@ -306,11 +398,9 @@ class Trainer:
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
-                    late = bool(t.max_minutes) and time.perf_counter() - t_start > (t.max_minutes or 0) * 60
-                    stop = signals.reason is not None or late
-                    if self.world_size > 1:  # agreed: every rank stops at the same step (rank 0 saves)
-                        stop = any_rank(stop, self.device, self.world_size)
-                    if stop:
+                    late = bool(t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60)
+                    # agreed: a signal on any rank (or its clock) stops every rank at the same step
+                    if any_rank(signals.reason is not None or late, self.device, self.world_size):
                         reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
                         break
                     t0 = time.perf_counter()
@@ -326,8 +416,13 @@ class Trainer:
                         interval = Interval()
                     eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps
                     best = self._maybe_eval() if eval_now else False
+                    best = any_rank(best, self.device, self.world_size) if eval_now else False  # rank 0 evaluates
                     if self.step % t.save_every == 0 or self.step == t.max_steps or best:
                         self.save_checkpoint(best=best)
+            except RuntimeError as exc:
+                if self.world_size > 1 and is_peer_failure(exc):
+                    raise peer_failure_error(exc, self.rank, self.step + 1, self.run_dir) from None
+                raise
             finally:
                 bar.close()
         if reason != "max_steps":

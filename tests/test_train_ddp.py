@@ -1,0 +1,298 @@
+"""DDP on the CPU with gloo: 2 processes x batch B train exactly as 1 process accumulating 2 x B
+(per-step losses within 1e-5, final weights), for a one-stage task and a GAN; a resumed 2-rank run
+equals the uninterrupted one; SIGTERM on one rank stops both at the same step; and `speechtrain train`
+under torchrun initialises the group itself, shares the run directory and writes from rank 0 alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+pytestmark = pytest.mark.slow
+
+STEPS = 3
+MODELS = ("toy", "toy_gan")
+LOSS_KEYS = ("loss", "disc_loss")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _batches(step: int, n: int = 2) -> list:
+    """``n`` micro-batches of a step, of different sizes and lengths (so that their weights differ)."""
+    from tests.test_train_engine import make_batch
+
+    shapes = [[16, 12, 15, 9], [8, 6, 11], [14, 10], [7, 13, 12, 5, 9]]
+    return [make_batch(10 * step + i, shapes[i]) for i in range(n)]
+
+
+def _trainer(model: str, *overrides: str):
+    from tests.test_train_engine import cfg_for, trainer_for
+
+    # SGD: Adam divides by sqrt(v), which magnifies float-order noise in near-zero gradients past 1e-5
+    return trainer_for(
+        cfg_for(f"model.name={model}", "optim.name=sgd", "optim.lr=0.1", "optim.grad_clip=1.0", *overrides)
+    )
+
+
+def _run(
+    model: str, rank: int | None, accum: int = 1, *overrides: str, keep: list | None = None
+) -> tuple[list[dict[str, float]], dict[str, torch.Tensor]]:
+    """Per-step losses and final weights: one process with every micro-batch (rank None), else rank's
+    ``accum`` micro-batches (2 x ``accum`` micro-batches per step in all). ``keep`` receives the trainer."""
+    from speechtrain.train.distributed import full_state
+    from tests.test_train_engine import params
+
+    tr = _trainer(model, *overrides)
+    if keep is not None:
+        keep.append(tr)
+    losses = []
+    for step in range(STEPS):
+        micro = _batches(step, 2 * accum)
+        out = tr.train_step(micro if rank is None else micro[rank * accum : (rank + 1) * accum])
+        losses.append({k: float(out[k]) for k in LOSS_KEYS if k in out})
+    if tr.sharded:  # the full weights (on rank 0; every rank takes part)
+        mods, _ = full_state(tr.modules, tr.optimizers, tr._stage_modules())
+        return losses, {f"{m}.{k}": v for m, sd in mods.items() for k, v in sd.items()}
+    return losses, params(tr)
+
+
+def _worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        results = {}
+        for model in MODELS:
+            for accum in (1, 2):  # accum 2: no_sync on the first micro-batch (GAN: generator graph kept across stages)
+                tr_losses, weights = _run(model, rank, accum)
+                results[model, accum] = {"losses": tr_losses, "params": weights}
+        results["sigterm"] = _sigterm_on_rank_1(rank, Path(out_dir) / "sigterm_run")
+        results["resume"] = _resume(rank, Path(out_dir))
+        torch.save(results, Path(out_dir) / f"{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+class _SignalLoader:
+    """Endless batches; on rank 1 the 3rd batch comes with ``sig`` sent to this process."""
+
+    notes: list[str] = []
+    mean_batch_size = 2.0
+    epoch = 0
+
+    def __init__(self, rank: int, sig: int = signal.SIGTERM) -> None:
+        self.rank, self.pos, self.sig = rank, 0, sig
+
+    def __iter__(self):
+        from tests.test_train_engine import make_batch
+
+        while True:
+            self.pos += 1
+            if self.rank == 1 and self.pos == 3:
+                os.kill(os.getpid(), self.sig)
+            yield make_batch(self.pos, [9, 8])
+
+    def state_dict(self) -> dict:
+        return {"pos": self.pos}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pos = state["pos"]
+
+
+def _sigterm_on_rank_1(rank: int, run_dir: Path) -> dict:
+    """fit() on both ranks; rank 1 alone receives SIGTERM: both stop at the same step, rank 0 saves it."""
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import cfg_for, make_trainer
+
+    cfg = cfg_for("train.max_steps=50", "train.save_every=100")
+    torch.manual_seed(0)
+    tr = make_trainer(cfg, build_task(cfg), _SignalLoader(rank), None, run_dir)
+    return tr.fit()
+
+
+def _resume(rank: int, out: Path) -> dict:
+    """4 steps straight, and 2 steps then a resume to 4, on 2 ranks whose random streams differ."""
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import ListLoader, NaNAfter, cfg_for, make_batch, make_trainer, params
+
+    class Noisy(NaNAfter):  # the loss gets a draw of torch's RNG: a rank must resume its own stream
+        def training_step(self, batch, stage, cache):
+            out = self.task.training_step(batch, stage, cache)
+            return {**out, "loss": out["loss"] + torch.rand(())}
+
+    def run(run_dir: Path, max_steps: int, resume: bool) -> dict:
+        cfg = cfg_for(f"train.max_steps={max_steps}", "train.save_every=2")
+        torch.manual_seed(0)
+        loader = ListLoader([make_batch(10 * rank + k, [9, 8, 7 + k]) for k in range(3)])
+        tr = make_trainer(cfg, Noisy(build_task(cfg), 0, 0), loader, None, run_dir)
+        torch.manual_seed(100 + rank)
+        if resume:
+            assert tr.resume()
+        tr.fit()
+        return params(tr)
+
+    full = run(out / "full", 4, False)
+    run(out / "cut", 2, False)
+    return {"full": full, "resumed": run(out / "cut", 4, True)}
+
+
+def _spawn(worker, args: tuple, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ctx = mp.spawn(worker, args=args, nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=300)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "a rank hung"
+    assert all(p.exitcode == 0 for p in ctx.processes), [p.exitcode for p in ctx.processes]
+
+
+def test_two_ranks_equal_one_process_accumulating_two_resume_and_stop_together(tmp_path: Path, monkeypatch) -> None:
+    _spawn(_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    from speechtrain.train.metrics import read_metrics
+    from tests.test_train_engine import assert_params_close
+
+    ranks = [torch.load(tmp_path / f"{r}.pt") for r in (0, 1)]
+    for model in MODELS:
+        for accum in (1, 2):
+            ref_losses, ref_params = _run(model, None, accum)
+            for r in ranks:
+                got = r[model, accum]["losses"]
+                assert [set(x) for x in got] == [set(x) for x in ref_losses]
+                for step, (a, b) in enumerate(zip(got, ref_losses)):
+                    for k in a:
+                        assert abs(a[k] - b[k]) <= 1e-5, f"{model} x{accum} step {step + 1} {k}: {a[k]} vs {b[k]}"
+                assert_params_close(r[model, accum]["params"], ref_params, atol=1e-5)
+            assert_params_close(ranks[0][model, accum]["params"], ranks[1][model, accum]["params"], atol=0)
+    # a resumed 2-rank run is the uninterrupted one: weights and (rank-mean) per-step losses
+    for r in ranks:
+        assert_params_close(r["resume"]["resumed"], r["resume"]["full"], atol=0)
+    full, cut = (read_metrics(tmp_path / name) for name in ("full", "cut"))
+    assert [row["step"] for row in cut] == [1, 2, 3, 4]
+    assert [row["loss"] for row in cut] == [row["loss"] for row in full]
+    # SIGTERM on one rank: every rank stops at the same step, rank 0 saved it
+    stops = [r["sigterm"] for r in ranks]
+    assert stops[1]["stopped"] == "signal SIGTERM" and stops[0]["stopped"] == "a stop on another rank"
+    assert stops[0]["steps"] == stops[1]["steps"] >= 2
+    from speechtrain.train import checkpoint as ckpt
+
+    assert ckpt.list_checkpoints(tmp_path / "sigterm_run" / "checkpoints")[-1][0] == stops[0]["steps"]
+
+
+TOY_RUN = [
+    "model.name=speechtrain.testing.toy.task:build_toy",  # the CLI does not register the test families
+    "model.channels=16",
+    "data.max_frames=2500",
+    "train.max_steps=4",
+    "train.log_every=1",
+    "train.eval_every=2",
+    "train.save_every=2",
+    "train.progress=false",
+    "train.tensorboard=false",
+    "train.device=cpu",
+    "accel.precision=fp32",
+]
+
+
+GPT_RUN = [  # GPT-TTS sharded per transformer block (FSDP2 on the CPU with gloo)
+    f"--config={ROOT / 'recipes' / 'gpt_tts_tiny.yaml'}",
+    "train.strategy=fsdp",
+    *TOY_RUN[3:],
+]
+
+
+@pytest.mark.parametrize("args,strategy", [(TOY_RUN, "ddp"), (GPT_RUN, "fsdp")], ids=["toy-ddp", "gpt_tts-fsdp"])
+def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path, args: list[str], strategy: str) -> None:
+    run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("RANK", None), env.pop("WORLD_SIZE", None), env.pop("LOCAL_RANK", None)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += ["-m", "speechtrain", "train", *args, *demo_data, f"train.output_dir={run}"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = json.loads((run / "accel.json").read_text())
+    assert (records["world_size"], records["strategy"]) == (2, strategy)
+    assert proc.stdout.count('"run_dir"') == 1, "rank 0 alone prints the summary"
+    from speechtrain.train.metrics import read_metrics
+
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2, 3, 4], "rank 0 alone writes one row per step"
+    assert {p.name for p in (run / "checkpoints").iterdir()} >= {"step_00000004.pt"}
+    state = torch.load(run / "checkpoints" / "step_00000004.pt", weights_only=False)
+    assert state["loader"]["sampler"]["world_size"] == 2
+
+
+def _killed_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    from speechtrain.errors import UserError
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import cfg_for, make_trainer
+
+    cfg = cfg_for("train.max_steps=50", "train.save_every=100", "train.dist_timeout_minutes=1")
+    tr = make_trainer(cfg, build_task(cfg), _SignalLoader(rank, signal.SIGKILL), None, Path(out_dir) / "run")
+    try:
+        tr.fit()
+    except UserError as exc:
+        (Path(out_dir) / f"error_{rank}.txt").write_text(str(exc))
+        raise SystemExit(2) from None
+
+
+def test_kill_9_of_one_rank_ends_the_other_with_a_clear_message(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ctx = mp.spawn(_killed_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
+    for p in ctx.processes:
+        p.join(timeout=180)
+    alive = [p for p in ctx.processes if p.is_alive()]
+    for p in alive:
+        p.kill()
+    assert not alive, "the surviving rank hung"
+    assert [p.exitcode for p in ctx.processes] == [2, -signal.SIGKILL]
+    message = (tmp_path / "error_0.txt").read_text()
+    assert "rank 0: another rank stopped answering during step" in message
+    assert "speechtrain train --resume" in message
+
+
+def _fsdp_worker(rank: int, init_file: str, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        results: dict = {}
+        for accum in (1, 2):
+            kept: list = []
+            results[accum] = dict(zip(("losses", "params"), _run("toy", rank, accum, "train.strategy=fsdp", keep=kept)))
+            if accum == 2:  # a checkpoint written by the 2 sharded ranks
+                kept[0].run_dir = Path(out_dir) / "fsdp_run"
+                kept[0].save_checkpoint()
+        results["units"] = kept[0].sharded_units
+        torch.save(results, Path(out_dir) / f"fsdp_{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_path: Path, monkeypatch) -> None:
+    """FSDP2 on the CPU with gloo (fully_shard per block, then per module): 2 ranks x B equal 1 process
+    accumulating 2 x B, and the checkpoint saved by the 2 ranks loads into a 1-process Trainer."""
+    _spawn(_fsdp_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    from speechtrain.train import checkpoint as ckpt
+    from tests.test_train_engine import assert_params_close, params
+
+    r0, r1 = (torch.load(tmp_path / f"fsdp_{r}.pt", weights_only=False) for r in (0, 1))
+    assert "model.blocks.0" in r0["units"] and "model" in r0["units"]
+    for accum in (1, 2):
+        ref_losses, ref_params = _run("toy", None, accum)
+        for r in (r0, r1):
+            for step, (a, b) in enumerate(zip(r[accum]["losses"], ref_losses)):
+                assert abs(a["loss"] - b["loss"]) <= 1e-5, f"x{accum} step {step + 1}: {a} vs {b}"
+        assert_params_close(r0[accum]["params"], ref_params, atol=1e-5)
+    found = ckpt.latest(tmp_path / "fsdp_run")
+    assert found is not None and found[1]["step"] == STEPS
+    one = _trainer("toy")
+    one.load_state_dict(found[1])
+    assert_params_close(params(one), r0[2]["params"], atol=0)
+    one.train_step(_batches(STEPS, 2))  # the optimizer state loaded too: training goes on
