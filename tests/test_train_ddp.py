@@ -241,6 +241,7 @@ def _killed_worker(rank: int, init_file: str, out_dir: str) -> None:
         tr.fit()
     except UserError as exc:
         (Path(out_dir) / f"error_{rank}.txt").write_text(str(exc))
+        dist.destroy_process_group()  # as TrainRecipe.run does (else gloo's threads abort the exit)
         raise SystemExit(2) from None
 
 
