@@ -167,3 +167,18 @@ def test_make_dataset_speaks_a_language(tmp_path: Path, capsys: pytest.CaptureFi
     assert "data.language=am" in capsys.readouterr().out
     header = (tmp_path / "am" / "train.csv").read_text(encoding="utf-8").splitlines()[0]
     assert header == "audio_file|text|speaker_name" and (tmp_path / "am" / "eval.csv").is_file()
+
+
+def test_make_dataset_speaks_n_sentences_and_refuses_more_than_it_has(tmp_path: Path, capsys) -> None:
+    """One espeak-ng corpus maker: `make-dataset --language am -n N` draws N different Amharic sentences
+    (the XTTS rehearsal corpus), seeded; a language with a fixed list refuses more than it has."""
+    from speechtrain.cli.main import main
+
+    assert main(["make-dataset", str(tmp_path / "am"), "--language", "am", "-n", "20", "--seed", "3"]) == 0
+    rows = (tmp_path / "am" / "metadata.csv").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 20 and len({r.split("|")[1] for r in rows}) >= 18
+    assert sorted(p.name for p in (tmp_path / "am" / "wavs").iterdir())[0] == "am_0001.wav"
+    assert "wrote 20 utterances in am" in capsys.readouterr().out
+    assert main(["make-dataset", str(tmp_path / "uz"), "--language", "uz", "-n", "100"]) == 2
+    assert "built-in sentences, not 100" in capsys.readouterr().err
+    assert not (tmp_path / "uz").exists()

@@ -180,7 +180,7 @@ def test_foreign_folders_are_user_errors(tmp_path: Path, tiny_folder: Path) -> N
 
 # ------------------------------------------------------------------------------------------ tokenizer
 def test_new_language_tokens_encode_amharic_without_unknowns(tiny_folder: Path) -> None:
-    from speechtrain.data.espeak import amharic_sentences
+    from speechtrain.data.speak import amharic_sentences
 
     tok = XttsTokenizer.from_file(tiny_folder / "vocab.json")
     texts = amharic_sentences(30, seed=3)
@@ -336,11 +336,11 @@ def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monke
     import soundfile as sf
 
     from speechtrain.cli.main import main
-    from speechtrain.data.espeak import make_espeak_corpus
+    from speechtrain.data.speak import make_language_corpus
     from speechtrain.recipes.inference import load_task
     from speechtrain.train.metrics import read_metrics
 
-    corpus = make_espeak_corpus(tmp_path / "am", "am", utterances=16, seed=0)
+    corpus = make_language_corpus(tmp_path / "am", "am", utterances=16, seed=0)
     run, base = tmp_path / "run", tmp_path / "base"
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "xtts_finetune_tiny.yaml"
     steps = 48  # fewer: the stop code comes too early (16 steps: 0.18 s for a 2.1 s sentence)
@@ -412,10 +412,10 @@ def test_resume_after_the_vocabulary_grew_continues_the_same_run(
     head (and their AdamW moments) back: the same losses as a run that never stopped."""
     pytest.importorskip("espeakng_loader")
     from speechtrain.cli.main import main
-    from speechtrain.data.espeak import make_espeak_corpus
+    from speechtrain.data.speak import make_language_corpus
     from speechtrain.train.metrics import read_metrics
 
-    corpus = make_espeak_corpus(tmp_path / "am", "am", utterances=8, seed=1)
+    corpus = make_language_corpus(tmp_path / "am", "am", utterances=8, seed=1)
     recipe = Path(__file__).resolve().parents[1] / "recipes" / "xtts_finetune_tiny.yaml"
     common = [
         "--config",

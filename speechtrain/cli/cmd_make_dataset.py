@@ -1,5 +1,5 @@
 """speechtrain make-dataset OUT --utterances N --seed S
-[--labelled | --espeak LANG | --singing [--sample-rate SR --hop-length H] | --language LANG [--layout xtts]]"""
+[--labelled | --singing [--sample-rate SR --hop-length H] | --language LANG [--layout xtts]]"""
 
 from __future__ import annotations
 
@@ -14,7 +14,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "(22050 Hz 16-bit), audio learnable from its text; the same seed gives identical files.",
     )
     p.add_argument("out", metavar="OUT", help="output folder")
-    p.add_argument("--utterances", "-n", type=int, default=200, help="number of utterances (default 200)")
+    p.add_argument(
+        "--utterances",
+        "-n",
+        type=int,
+        default=None,
+        help="number of utterances (default 200; with --language: its built-in sentences, about a dozen)",
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--labelled", action="store_true", help="also write OUT/classes/<label>/*.wav (4 sound classes)")
@@ -25,16 +31,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "OUT/f0/ID.npy, for NSF vocoders and pitch checks",
     )
     kind.add_argument(
-        "--espeak",
-        metavar="LANG",
-        default=None,
-        help="instead: sentences spoken by espeak-ng in LANG (built-in sentences: am, Amharic); needs espeakng-loader",
-    )
-    kind.add_argument(
         "--language",
         default=None,
-        help="instead: a dozen built-in sentences of this language (en, uz, uz-Cyrl, am, ru) spoken by espeak-ng "
-        "in two voices (needs the 'phonemes' extra)",
+        help="instead: sentences of this language spoken by espeak-ng in two voices (built in: en, uz, uz-Cyrl, "
+        "am, ru; -n N for Amharic draws N sentences from a lexicon); needs the 'espeak' extra",
     )
     p.add_argument(
         "--layout", choices=("ljspeech", "xtts"), default="ljspeech", help="with --language: the dataset layout"
@@ -64,10 +64,12 @@ def _singing(args: argparse.Namespace) -> int:
 
 
 def _spoken(args: argparse.Namespace) -> int:
-    from speechtrain.data.speak import SENTENCES, make_language_corpus
+    from speechtrain.data.speak import corpus_sentences, make_language_corpus
 
-    out = make_language_corpus(args.out, args.language, layout=args.layout, voices=("", "+f3"))
-    n = len(SENTENCES.get(args.language, ()))
+    n = len(corpus_sentences(args.language, args.utterances, args.seed))
+    out = make_language_corpus(
+        args.out, args.language, utterances=args.utterances, seed=args.seed, layout=args.layout, voices=("", "+f3")
+    )
     print(f"wrote {n} utterances in {args.language} spoken by espeak-ng to {out} ({args.layout} layout)")
     print(f"next: speechtrain prepare {out} data.language={args.language}")
     return 0
@@ -79,17 +81,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.language:
         return _spoken(args)
+    if args.utterances is None:
+        args.utterances = 200
     if args.utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {args.utterances}")
     if (args.sample_rate or args.hop_length) and not args.singing:
         raise UserError("--sample-rate and --hop-length apply to --singing only (the demo corpus is 22050 Hz)")
-    if args.espeak:
-        from speechtrain.data.espeak import make_espeak_corpus
-
-        out = make_espeak_corpus(args.out, args.espeak, utterances=args.utterances, seed=args.seed)
-        print(f"wrote {args.utterances} utterances spoken by espeak-ng ({args.espeak}) to {out}/metadata.csv and wavs/")
-        print(f"next: speechtrain prepare {out}")
-        return 0
     if args.singing:
         return _singing(args)
     out = make_demo_corpus(args.out, utterances=args.utterances, seed=args.seed, labelled=args.labelled)

@@ -1,13 +1,19 @@
-"""Small corpora of real (robotic) speech in any language espeak-ng speaks, for tests and rehearsals.
+"""Speech corpora spoken by espeak-ng, in any language it has a voice for: for tests and rehearsals.
 
-``make_language_corpus(out, "uz")`` writes sentences of the language, spoken by espeak-ng (22050 Hz,
-16-bit PCM), in a dataset layout people have: ``ljspeech`` (``metadata.csv`` + ``wavs/``) or ``xtts``
-(``train.csv`` + ``eval.csv`` with the header ``audio_file|text|speaker_name``, voices as speakers).
-:data:`SENTENCES` holds a dozen sentences each for ``en``, ``uz`` (Latin, with every apostrophe form
-people type for oʻ gʻ and the tutuq belgisi), ``uz-Cyrl``, ``am`` (with Ethiopic punctuation and
-numerals) and ``ru``; pass your own for any other voice.
+espeak-ng is a formant synthesiser: robotic, but the real phonetics of the language, read from its own
+script, with no model weights to download. ``make_language_corpus(out, "uz")`` writes sentences of the
+language (22050 Hz, 16-bit PCM) in a dataset layout people have: ``ljspeech`` (``metadata.csv`` +
+``wavs/``) or ``xtts`` (``train.csv`` + ``eval.csv`` with the header ``audio_file|text|speaker_name``,
+voices as speakers). Rate and pitch vary per utterance, seeded.
 
-espeak-ng comes from the ``espeakng-loader`` package (extra ``phonemes``); no system install.
+The texts: :data:`SENTENCES` holds a dozen hand-written sentences each for ``en``, ``uz`` (Latin, with
+every apostrophe form people type for oʻ gʻ and the tutuq belgisi), ``uz-Cyrl``, ``am`` (with Ethiopic
+punctuation and numerals) and ``ru``; ``utterances=N`` asks for N sentences instead (Amharic: drawn,
+seeded, from a small lexicon by :func:`amharic_sentences`, for the XTTS rehearsal); pass your own
+``sentences`` for any other voice.
+
+espeak-ng comes from the ``espeakng-loader`` wheel (extra ``espeak``), driven through ctypes in
+synchronous mode: no system install.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from speechtrain.errors import UserError
 SAMPLE_RATE = 22050  # espeak-ng's own rate
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1
+_RATE, _PITCH = 1, 3  # espeak_PARAMETER
+INSTALL_HINT = "pip install 'speechtrain[espeak]' (or: pip install espeakng-loader)"
 
 SENTENCES: dict[str, tuple[str, ...]] = {
     "en": (
@@ -99,61 +107,167 @@ SENTENCES: dict[str, tuple[str, ...]] = {
     ),
 }
 
+# a small Amharic lexicon (Ge'ez script): subjects, objects/places, modifiers and verbs; sentences end in ።
+AMHARIC_WORDS: dict[str, tuple[str, ...]] = {
+    "subject": ("እኔ", "አንተ", "እሷ", "እሱ", "እኛ", "ልጁ", "እናቴ", "አባቴ", "ወንድሜ", "እህቴ", "መምህሩ", "ገበሬው"),
+    "object": (
+        "ቡና",
+        "ውሃ",
+        "ዳቦ",
+        "ምግብ",
+        "መጽሐፍ",
+        "ደብዳቤ",
+        "ቤቱን",
+        "ገበያ",
+        "ትምህርት ቤት",
+        "አዲስ አበባ",
+        "ከተማውን",
+        "ወንዙን",
+        "ተራራውን",
+        "አበባውን",
+        "ዛፉን",
+    ),
+    "modifier": ("ዛሬ", "ነገ", "ትላንት", "በጣም", "ቶሎ", "ቀስ ብሎ", "ጠዋት", "ማታ", "ሁልጊዜ", "አሁን", "በደስታ"),
+    "verb": ("ሄደ", "መጣ", "በላ", "ጠጣ", "አየ", "ወደደ", "ጻፈ", "አነበበ", "ገዛ", "ሰራ", "ተመለሰ", "ተኛ"),
+    "adjective": ("ትልቅ", "ትንሽ", "አዲስ", "አሮጌ", "ቆንጆ", "ጥሩ", "ሞቃት", "ቀዝቃዛ"),
+}
+
 _lock = threading.Lock()
 _lib: Any = None
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
 _chunks: list[np.ndarray] = []
+_voice: list[str] = [""]  # the voice set last
 
 
 @_CALLBACK
 def _collect(wav: Any, n: int, events: Any) -> int:
     if n > 0:
         _chunks.append(np.ctypeslib.as_array(wav, shape=(n,)).copy())
-    return 0
+    return 0  # go on
+
+
+def _data_path() -> str:
+    try:
+        import espeakng_loader
+    except ImportError:
+        raise UserError(f"speaking a corpus needs the espeak-ng library: {INSTALL_HINT}") from None
+    return str(espeakng_loader.get_data_path())
 
 
 def _espeak() -> Any:
-    """espeak-ng from espeakng-loader, started once for synchronous synthesis."""
+    """espeak-ng from espeakng-loader, started once for synchronous synthesis into a Python buffer."""
     global _lib
     if _lib is None:
-        try:
-            import espeakng_loader
-        except ImportError:
-            from speechtrain.data.text.phonemize import INSTALL_HINT
+        data_path = _data_path()
+        import espeakng_loader
 
-            raise UserError(f"speaking a corpus needs espeak-ng: {INSTALL_HINT}") from None
         lib = ctypes.CDLL(espeakng_loader.get_library_path())
-        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, espeakng_loader.get_data_path().encode(), 0)
+        lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, data_path.encode(), 0)
         if rate != SAMPLE_RATE:
-            raise UserError(f"espeak-ng did not start (espeak_Initialize returned {rate})")
+            raise UserError(f"espeak-ng did not start (espeak_Initialize returned {rate}; data in {data_path})")
         lib.espeak_SetSynthCallback(_collect)
+        lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+        lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         _lib = lib
     return _lib
 
 
-def say(text: str, voice: str) -> np.ndarray:
-    """``text`` spoken by espeak-ng's ``voice`` (``uz``, ``am``, ``en-us``, ``uz+f3`` for a variant):
-    int16 samples at 22050 Hz."""
+def voice_of(language: str) -> str:
+    """The espeak-ng voice for a BCP-47 code (``en`` -> ``en-us``, ``uz-Cyrl`` -> ``uz``, ``am`` -> ``am``);
+    UserError naming the voices folder when espeak-ng has none."""
+    from speechtrain.data.text.phonemize import VOICE_OF
+
+    code = language.lower().replace("_", "-")
+    base = code.split("-")[0]
+    candidates = [c for c in (VOICE_OF.get(code), code, VOICE_OF.get(base), base) if c]
     with _lock:
         lib = _espeak()
-        if lib.espeak_SetVoiceByName(voice.encode()) != 0:
-            raise UserError(f"espeak-ng has no voice {voice!r}")
+        for candidate in candidates:
+            if lib.espeak_SetVoiceByName(candidate.encode()) == 0:
+                _voice[0] = candidate
+                return candidate
+    raise UserError(
+        f"espeak-ng has no voice for {language!r} (tried {', '.join(dict.fromkeys(candidates))}; its voices are "
+        f"in {Path(_data_path()) / 'lang'}); pass --language with one of them"
+    )
+
+
+def say(text: str, voice: str, rate_wpm: int | None = None, pitch: int | None = None) -> np.ndarray:
+    """``text`` spoken by espeak-ng's ``voice`` (``uz``, ``am``, ``en-us``, ``uz+f3`` for a variant), at
+    ``rate_wpm`` words per minute and ``pitch`` (0-100) when given: int16 samples at 22050 Hz."""
+    with _lock:
+        lib = _espeak()
+        if _voice[0] != voice or rate_wpm is None or pitch is None:  # a voice resets rate and pitch
+            if lib.espeak_SetVoiceByName(voice.encode()) != 0:
+                raise UserError(f"espeak-ng has no voice {voice!r} (its voices: {Path(_data_path()) / 'lang'})")
+            _voice[0] = voice
+        if rate_wpm is not None:
+            lib.espeak_SetParameter(_RATE, int(rate_wpm), 0)
+        if pitch is not None:
+            lib.espeak_SetParameter(_PITCH, int(pitch), 0)
         _chunks.clear()
-        raw = text.encode() + b"\0"
-        lib.espeak_Synth(raw, len(raw), 0, 0, 0, _CHARS_UTF8, None, None)
+        raw = text.encode("utf-8") + b"\0"
+        if lib.espeak_Synth(raw, len(raw), 0, 0, 0, _CHARS_UTF8, None, None) != 0:
+            raise UserError(f"espeak-ng could not speak {text!r}")
         lib.espeak_Synchronize()
         audio = np.concatenate(_chunks) if _chunks else np.zeros(0, dtype=np.int16)
         _chunks.clear()
     return audio.astype(np.int16)
 
 
+def amharic_sentences(count: int, seed: int = 0) -> list[str]:
+    """``count`` seeded Amharic sentences from :data:`AMHARIC_WORDS` (subject, modifier, [adjective] object,
+    verb; some joined by ``፣`` and ``እና``), each ending in ``።``."""
+    rng = np.random.default_rng(seed)
+    w = AMHARIC_WORDS
+
+    def pick(kind: str) -> str:
+        return str(w[kind][int(rng.integers(len(w[kind])))])
+
+    def clause() -> str:
+        words = [pick("subject"), pick("modifier")]
+        if rng.random() < 0.4:
+            words.append(pick("adjective"))
+        words += [pick("object"), pick("verb")]
+        return " ".join(words)
+
+    out = []
+    for _ in range(count):
+        text = clause()
+        if rng.random() < 0.35:
+            text += "፣ " + ("እና " if rng.random() < 0.5 else "") + clause()
+        out.append(text + "።")
+    return out
+
+
+def corpus_sentences(language: str, utterances: int | None = None, seed: int = 0) -> list[str]:
+    """The built-in texts of ``language``: its :data:`SENTENCES` (``utterances``: the first N of them), or
+    for Amharic any number from :func:`amharic_sentences`. UserError when there are not enough."""
+    if utterances is not None and utterances < 1:
+        raise UserError(f"--utterances must be >= 1, got {utterances}")
+    if language == "am" and utterances is not None and utterances > len(SENTENCES["am"]):
+        return amharic_sentences(utterances, seed)
+    if language not in SENTENCES:
+        raise UserError(f"no built-in sentences for {language!r} (have {', '.join(SENTENCES)}); pass sentences")
+    have = list(SENTENCES[language])
+    if utterances is not None and utterances > len(have):
+        raise UserError(
+            f"{language!r} has {len(have)} built-in sentences, not {utterances} (Amharic has a sentence generator; "
+            "for other languages pass your own sentences)"
+        )
+    return have[:utterances]
+
+
 def _write_wav(path: Path, pcm: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as w:
+    tmp = path.with_name(path.name + ".tmp")
+    with wave.open(str(tmp), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(SAMPLE_RATE)
         w.writeframes(np.ascontiguousarray(pcm, dtype="<i2").tobytes())
+    os.replace(tmp, path)
 
 
 def _spoken_form(text: str, language: str) -> str:
@@ -168,30 +282,36 @@ def make_language_corpus(
     language: str,
     sentences: Sequence[str] | None = None,
     *,
+    utterances: int | None = None,
+    seed: int = 0,
     layout: str = "ljspeech",
     voices: Sequence[str] = ("",),
     eval_count: int = 2,
 ) -> Path:
-    """Write ``sentences`` (default :data:`SENTENCES` of ``language``) spoken by espeak-ng to ``out``.
+    """Write ``sentences`` (default :func:`corpus_sentences` of ``language``) spoken by espeak-ng to ``out``
+    (ids ``<language>_0001`` ...).
 
-    ``voices``: espeak variants, one speaker each (``""`` the plain voice, ``"+f3"`` a female one);
-    the sentences go round the voices. ``layout``: ``ljspeech`` or ``xtts`` (the last ``eval_count``
-    sentences in ``eval.csv``). Returns ``out``."""
-    from speechtrain.data.text.phonemize import espeak_voice
-
-    if sentences is None:
-        if language not in SENTENCES:
-            raise UserError(f"no built-in sentences for {language!r} (have {', '.join(SENTENCES)}); pass sentences")
-        sentences = SENTENCES[language]
+    ``voices``: espeak variants, one speaker each (``""`` the plain voice, ``"+f3"`` a female one); the
+    sentences go round the voices. Rate (140-190 wpm) and pitch (35-65) vary per utterance, seeded by
+    ``seed``. ``layout``: ``ljspeech`` or ``xtts`` (the last ``eval_count`` sentences in ``eval.csv``).
+    Returns ``out``."""
+    texts = list(sentences) if sentences is not None else corpus_sentences(language, utterances, seed)
+    if not texts:
+        raise UserError("make_language_corpus: no sentences")
     if layout not in ("ljspeech", "xtts"):
-        raise ValueError(f"layout must be ljspeech or xtts, got {layout!r}")
+        raise UserError(f"layout must be ljspeech or xtts, got {layout!r}")
     out = Path(out)
-    voice = espeak_voice(language)
+    voice = voice_of(language)
+    rng = np.random.default_rng([seed, 7])
     rows: list[tuple[str, str, str]] = []  # (id, text, speaker)
-    for i, text in enumerate(sentences):
+    for i, text in enumerate(texts):
         variant = voices[i % len(voices)]
         uid = f"{language.replace('-', '_')}_{i + 1:04d}"
-        _write_wav(out / "wavs" / f"{uid}.wav", say(_spoken_form(text, language), voice + variant))
+        rate, pitch = int(rng.integers(140, 191)), int(rng.integers(35, 66))
+        pcm = say(_spoken_form(text, language), voice + variant, rate, pitch)
+        if pcm.size == 0:
+            raise UserError(f"espeak-ng produced no audio for {text!r} ({language})")
+        _write_wav(out / "wavs" / f"{uid}.wav", pcm)
         rows.append((uid, text, f"spk{voices.index(variant)}"))
     if layout == "ljspeech":
         lines = [f"{uid}|{text}|{text}\n" for uid, text, _ in rows]
