@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -78,3 +83,44 @@ def test_injected_oom_run_finishes_and_reports(demo_data: list[str], tmp_path: P
 def test_resume_of_a_missing_run_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert train("--resume", str(tmp_path / "nope")) == 2
     assert "not a speechtrain run directory" in capsys.readouterr().err
+
+
+def _spawn_train(args: list[str]) -> subprocess.Popen:
+    """`speechtrain train ARGS` in its own process (the toy family registered first), to be killed for real."""
+    code = (
+        "import sys; from speechtrain.testing.toy import register; register(); "
+        f"from speechtrain.cli.main import main; sys.exit(main({['train', *args]!r}))"
+    )
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _kill_after_checkpoint(proc: subprocess.Popen, run: Path, past: int) -> None:
+    """SIGKILL ``proc`` as soon as a checkpoint newer than step ``past`` is on disk (often mid-way through
+    the next save)."""
+    from speechtrain.train import checkpoint as ckpt
+
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        steps = [s for s, _ in ckpt.list_checkpoints(run / "checkpoints")] if (run / "checkpoints").is_dir() else []
+        if steps and max(steps) > past:
+            break
+        time.sleep(0.005)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+
+
+def test_kill_9_twice_then_resume_gives_the_uninterrupted_losses(demo_data: list[str], tmp_path: Path) -> None:
+    """Issue 14: a real kill -9 of `speechtrain train` (twice, the second kill of the resumed run), then
+    `--resume`: every step is in metrics.jsonl once, with the losses of the run that was never killed, and no
+    temporary file is left."""
+    common = [*TOY, *demo_data, "train.save_every=2", "train.eval_every=1000", "train.max_steps=60"]
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert train(*common, f"train.output_dir={full}") == 0
+    _kill_after_checkpoint(_spawn_train([*common, f"train.output_dir={part}"]), part, past=4)
+    _kill_after_checkpoint(_spawn_train(["--resume", str(part)]), part, past=12)
+    assert train("--resume", str(part)) == 0
+    rows, want = read_metrics(part), read_metrics(full)
+    assert [r["step"] for r in rows] == list(range(1, 61))
+    assert [r["loss"] for r in rows] == [r["loss"] for r in want]
+    assert not [p.name for p in (part / "checkpoints").iterdir() if ".tmp" in p.name]
