@@ -175,3 +175,17 @@ def test_estimate_builds_the_configured_task_with_its_accelerations(capsys: pyte
     assert main(["estimate", *base, "train.device=cpu", "data.n_mels=8"]) == 0
     out = capsys.readouterr().out
     assert "optimizer" in out and "frame budget" in out
+
+
+def test_estimate_of_a_text_model_on_a_prepared_corpus_uses_its_learned_symbols(demo_data: list[str]) -> None:
+    """The estimate sets the task up on synthetic data: its tokens must come from the run's symbols (the
+    corpus's learned set), else the text families refuse the set-up (what `tune` and `bench --tune` met for
+    gpt_tts_tiny on the demo corpus once symbols were learned from the data)."""
+    from speechtrain.recipes.common import find_recipe
+    from speechtrain.recipes.data import DataRecipe
+
+    cfg = load_config(find_recipe("gpt_tts_tiny"), [*demo_data, "train.device=cpu"])
+    DataRecipe(cfg).ensure_prepared()
+    est = EstimateRecipe(cfg).run()
+    assert est["parameters"] > 0
+    assert cfg.data.symbols is not None and len(cfg.data.symbols) < 72  # learned, not the ASCII set

@@ -75,7 +75,10 @@ class FakeSpeechDataset:
         fields: Sequence[str] = ("mel", "audio", "tokens"),
         num_speakers: int = 2,
         num_labels: int = 3,
+        tokenizer: Any = None,
     ) -> None:
+        """``tokenizer``: what makes ``tokens`` (default: the fixed ASCII character set); pass the run's
+        (``Tokenizer.from_data``) where a task checks that its data uses its symbols."""
         self.frames = np.asarray(frames, dtype=np.int64)
         self.n_mels, self.hop_length, self.sample_rate, self.seed = n_mels, hop_length, sample_rate, seed
         self.fields = tuple(fields)
@@ -83,13 +86,13 @@ class FakeSpeechDataset:
         self.durations = self.frames * hop_length / sample_rate
         self.speakers = [f"spk{i}" for i in range(num_speakers)]
         self.labels = [f"class{i}" for i in range(num_labels)]
-        self.tokenizer = _tokenizer()
+        self.tokenizer = tokenizer if tokenizer is not None else _tokenizer()
         self.texts = [self.text(i) for i in range(self.frames.size)]
         self.token_lengths = np.asarray([len(self.tokenizer.encode(t)) for t in self.texts], dtype=np.int64)
         self.speaker_ids = np.arange(self.frames.size, dtype=np.int64) % num_speakers
         self.label_ids = np.arange(self.frames.size, dtype=np.int64) % num_labels
         self._options = dict(n_mels=n_mels, hop_length=hop_length, sample_rate=sample_rate, seed=seed)
-        self._options.update(num_speakers=num_speakers, num_labels=num_labels)
+        self._options.update(num_speakers=num_speakers, num_labels=num_labels, tokenizer=self.tokenizer)
 
     def __len__(self) -> int:
         return int(self.frames.size)

@@ -123,10 +123,16 @@ class DataRecipe:
     def setup_set(self) -> Any:
         """A small synthetic set to run ``Task.setup`` on when there is no corpus (estimate)."""
         from speechtrain.data.synthetic import FakeSpeechDataset
+        from speechtrain.data.text import Tokenizer
 
         d = self.data
         return FakeSpeechDataset(
-            [128] * 128, n_mels=d.n_mels, hop_length=d.hop_length, sample_rate=d.sample_rate, fields=("mel", "tokens")
+            [128] * 128,
+            n_mels=d.n_mels,
+            hop_length=d.hop_length,
+            sample_rate=d.sample_rate,
+            fields=("mel", "tokens"),
+            tokenizer=Tokenizer.from_data(d),  # the run's symbols, as the task's (a learned set or a pinned one)
         )
 
     def longest_train_frames(self) -> int | None:
