@@ -258,3 +258,26 @@ def test_auto_threads_leave_a_core_per_loader_worker() -> None:
     assert row_threads("auto", {"data": {"num_workers": 1}}, 4) == 3
     assert row_threads("auto", {"data": {"num_workers": 8}}, 2) == 1
     assert row_threads(2, {"data": {"num_workers": 1}}, 4) == 2
+
+
+def test_the_rows_own_threads_are_not_counted_as_other_processes_load() -> None:
+    """A row at 2 torch threads on 2 cores makes a load of about 2 by itself: no 'loaded machine' note; the
+    same load at 1 thread per row leaves a core's worth to others (noted)."""
+    for threads, noted in ((2, False), (1, True)):
+        rows = ladder()
+        for row in rows:
+            if row.result is not None:
+                row.result.host_load, row.result.threads = 2.0, threads
+        rep = build_report(rows, {**CPU, "usable_cores": 2})
+        assert any(n.startswith("other processes loaded") for n in rep["notes"]) is noted
+
+
+def test_compute_bound_advice_follows_the_measured_precision_row() -> None:
+    """bf16 measured at 0.18x of 'all off' (a CPU without fast bf16): the advice keeps fp32, and TF32 (a GPU
+    format) is not offered on the CPU; without such a row, lower precision is advised."""
+    off = run("speechtrain, all off", key="engine", audio_seconds_per_second=400.0)
+    slow = run("+ bf16 autocast", key="precision", audio_seconds_per_second=75.0)
+    advice = diagnose([off, slow, run()], CPU)["advice"]
+    assert any(a.startswith("keep accel.precision=fp32") and "0.19x" in a for a in advice)
+    assert not any("TF32" in a for a in advice)
+    assert any("accel.precision=bf16" in a for a in diagnose([run()], GPU)["advice"])

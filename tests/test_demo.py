@@ -59,3 +59,12 @@ def test_demo_rejects_a_bad_budget(tmp_path) -> None:
     assert (
         main(["demo", "--recipe", "no_such_recipe", "--out", str(tmp_path / "o"), "--data", str(tmp_path / "d")]) == 2
     )
+
+
+def test_the_demo_runs_the_passes_its_time_holds() -> None:
+    """13 measured rows in 208 s: 2 passes of ~8 s measurements, not bench.repeat's 3 (which took 300 s)."""
+    from speechtrain.cli.cmd_demo import passes_that_fit
+
+    assert passes_that_fit(13, 208.0, 3) == 2
+    assert passes_that_fit(13, 1000.0, 3) == 3
+    assert passes_that_fit(13, 30.0, 3) == 1

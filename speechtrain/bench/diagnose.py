@@ -108,10 +108,25 @@ def diagnose(runs: Sequence[dict[str, Any]], device_info: dict[str, Any]) -> dic
         evidence += ", GPU busy" if busy is not None else ""
         evidence += "; the model's maths sets the pace)"
     advice = [
-        "lower precision where it is safe: accel.precision=bf16 (fp16 on pre-Ampere GPUs)",
+        _precision_advice(runs),
         "torch.compile to fuse elementwise work (accel.compile=true); keep SDPA attention on (accel.sdpa, the default)",
-        "TF32 for fp32 matmuls on Ampere+ (accel.tf32=true)",
     ]
-    if not on_gpu:
+    if on_gpu:
+        advice.append("TF32 for fp32 matmuls on Ampere+ (accel.tf32=true)")
+    else:
         advice.insert(0, "train on a GPU: on the CPU the model's maths is the limit")
     return {"kind": "compute-bound", "evidence": evidence, "advice": advice}
+
+
+def _precision_advice(runs: Sequence[dict[str, Any]]) -> str:
+    """Lower precision, unless this ladder measured it slower than speechtrain with everything off."""
+    by_key = {r.get("key"): r for r in runs}
+    row, off = by_key.get("precision"), by_key.get("engine")
+    if row and off and row.get("audio_seconds_per_second") and off.get("audio_seconds_per_second"):
+        ratio = float(row["audio_seconds_per_second"]) / float(off["audio_seconds_per_second"])
+        if ratio < 0.95:
+            return (
+                f"keep accel.precision=fp32 on this device: '{row.get('name')}' measured {ratio:.2f}x of "
+                "'speechtrain, all off' here (no fast low-precision maths)"
+            )
+    return "lower precision where it is safe: accel.precision=bf16 (fp16 on pre-Ampere GPUs)"

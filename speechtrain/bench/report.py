@@ -121,15 +121,18 @@ def build_report(
             reason = row.error or row.variant.skip_reason
             skipped.append({"name": row.variant.label, "key": row.variant.key, "reason": reason, "index": index})
     bottleneck = diagnose(runs, device)
-    loads = [r["host_load"] for r in runs if r.get("host_load") is not None]
+    # the load beyond the row's own torch threads (a row at `threads` threads loads the machine by about that
+    # much itself; its loader workers stay below a core on these rows): what other processes added
+    others = [(r["host_load"] - (r.get("threads") or 0), r["host_load"]) for r in runs if r.get("host_load")]
     cores = device.get("usable_cores") or device.get("cpu_count") or 1
-    loaded = bool(loads) and max(loads) > 0.75 * cores
+    loaded = bool(others) and max(o for o, _ in others) >= 0.5 * cores
     if loaded:
+        extra, load = max(others)
         notes = [
             *notes,
-            f"other processes loaded the machine (1-minute load average up to {max(loads):.1f} on {cores} cores "
-            "while rows were timed): wall-clock rates and their ratios are unreliable; on a CPU compare "
-            "audio-s per CPU-s, and re-run on a quiet machine before quoting a figure",
+            f"other processes loaded the machine (1-minute load average up to {load:.1f} on {cores} cores, "
+            f"{extra:.1f} beyond the row's own threads, while rows were timed): wall-clock rates and their ratios "
+            "are unreliable; on a CPU compare audio-s per CPU-s, and re-run on a quiet machine before quoting a figure",
         ]
     headline = _headline(runs)
     if headline is not None and headline["verdict"] == Verdict.INCONCLUSIVE.value:

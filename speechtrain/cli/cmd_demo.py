@@ -211,6 +211,17 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
     return run_dir
 
 
+#: what one ladder measurement costs at least on 2 idle CPU cores: a fresh process, the model and the data
+#: (~5-6 s), warm-up and a window of a few steps (measured: 39 measurements took 300 s in the demo)
+MEASUREMENT_SECONDS = 8.0
+
+
+def passes_that_fit(measured_rows: int, seconds: float, repeat: int) -> int:
+    """Interleaved passes over ``measured_rows`` rows that ``seconds`` hold at ~MEASUREMENT_SECONDS per
+    measurement: ``repeat`` at most, 1 at least."""
+    return max(1, min(repeat, int(seconds // (max(1, measured_rows) * MEASUREMENT_SECONDS))))
+
+
 class Pacer:
     """Shares what is left of the ladder's time among the measurements still to run (every measured
     row, ``repeat`` passes): each timed window gets (time left / measurements left) minus the
@@ -249,7 +260,7 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
 
     skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
     rows = plan_ladder(cfg.data, info.device_type, info, skip, tuned)
-    repeat = cfg.bench.repeat
+    repeat = passes_that_fit(sum(1 for v in rows if not v.skip_reason), seconds, cfg.bench.repeat)
     pacer = Pacer(rows, seconds, repeat)
     bar = tqdm(total=pacer.total, desc="ladder", unit="run", file=sys.stdout)
 
@@ -277,8 +288,9 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
     bar.n = pacer.total
     bar.refresh()
     bar.close()
+    fewer = f" (of bench.repeat={cfg.bench.repeat}: no more fit in {seconds:.0f}s)" if repeat < cfg.bench.repeat else ""
     report["notes"].append(
-        f"demo: each measurement timed for {pacer.summary()}, {repeat} passes (bounded demo; run "
+        f"demo: each measurement timed for {pacer.summary()}, {repeat} passes{fewer} (bounded demo; run "
         "`speechtrain bench --ablate` for longer windows)"
     )
     return report
