@@ -181,6 +181,27 @@ def test_checkpointing_wraps_blocks_same_outputs_and_grads_and_recomputes():
     assert Block.calls == 3
 
 
+def test_checkpointed_blocks_frozen_for_a_forward_run_plain_and_give_the_same_input_gradient():
+    """A GAN's generator stage freezes the discriminator for its forward and unfreezes it before the
+    backward: a checkpointed block then recomputed with other tensors than it saved (torch's
+    CheckpointError). Frozen blocks run unwrapped; the gradient reaching the input is unchanged."""
+    torch.manual_seed(0)
+    plain = Stack(n=3)
+    ckpt = copy.deepcopy(plain)
+    apply_activation_checkpointing(ckpt, True)
+    grads = []
+    for model in (plain, ckpt):
+        x = torch.randn(2, 5, 4, generator=torch.Generator().manual_seed(1), requires_grad=True)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        y = model(x).square().sum()
+        for p in model.parameters():
+            p.requires_grad_(True)
+        y.backward()
+        grads.append(x.grad)
+    torch.testing.assert_close(grads[1], grads[0])
+
+
 def test_checkpointed_model_deepcopy_calls_its_own_blocks():
     model = Stack(n=2)
     apply_activation_checkpointing(model, True)

@@ -87,6 +87,26 @@ def test_pad_collate_carries_the_transcripts_when_the_task_reads_text() -> None:
     assert PadCollate(Needs(audio=True, mel=False), 4, 16)(items).texts == []
 
 
+def test_pad_collate_carries_f0_cropped_with_the_mel() -> None:
+    """The plain loop of an NSF vocoder needs f0 (the ladder's baseline and Lightning rows failed with 'the
+    batch has no f0'): padded with 0 (unvoiced), and cropped with the same window as the mel."""
+    t = [10, 6]
+    items = [
+        {
+            "id": f"u{i}",
+            "mel": np.tile(np.arange(n, dtype=np.float32), (3, 1)),
+            "audio": np.repeat(np.arange(n, dtype=np.float32), 4),
+            "f0": 100.0 + np.arange(n, dtype=np.float32),
+        }
+        for i, n in enumerate(t)
+    ]
+    batch = PadCollate(Needs(mel=True, audio=True, f0=True), 4, 16)(items)
+    assert batch["f0"].shape == (2, 10) and float(batch["f0"][1, 6:].abs().sum()) == 0.0
+    cropped = PadCollate(Needs(mel=True, audio=True, f0=True), 4, 16, crop_frames=4)(items)
+    assert cropped["f0"].shape == (2, 4)
+    torch.testing.assert_close(cropped["f0"] - 100.0, cropped["mel"][:, 0, :])  # the same frames
+
+
 def test_run_bench_json_shape_and_consistency(tmp_path) -> None:
     from speechtrain.config import load_config
     from speechtrain.recipes.bench import run_bench

@@ -18,7 +18,10 @@ def _checkpointed_forward(block: nn.Module, *args: Any, **kwargs: Any) -> Any:
     # a module-level function bound with functools.partial (not a closure), so that deepcopy
     # (EMA copies) and pickling give a copy that calls its own block, not the original
     forward = type(block).forward
-    if block.training and torch.is_grad_enabled():
+    # a block whose parameters are frozen for this forward (a GAN's discriminator in the generator's stage)
+    # runs as it is: the recompute happens in backward, after they are unfrozen again, and would record
+    # other tensors than the forward did (torch's CheckpointError "different metadata")
+    if block.training and torch.is_grad_enabled() and any(p.requires_grad for p in block.parameters()):
         return checkpoint(forward, block, *args, use_reentrant=False, **kwargs)
     return forward(block, *args, **kwargs)
 

@@ -34,7 +34,7 @@ class PadCollate:
     """Pads items to the longest one in the batch (or crops them to ``crop_frames``).
 
     ``items`` are SpeechDataset dicts; the result is a :class:`Batch` with ``mel`` (B, n_mels,
-    T_frames), ``audio`` (B, 1, T_samples), ``tokens`` (B, L_tokens) and their ``*_lengths``,
+    T_frames), ``audio`` (B, 1, T_samples), ``tokens`` (B, L_tokens), ``f0`` (B, T_frames) and their ``*_lengths``,
     plus ``labels`` / ``speakers`` (B,) and the transcripts (``Batch.texts``) when the task asks for them.
     """
 
@@ -57,6 +57,8 @@ class PadCollate:
         if "audio" in item:
             hop = self.hop_length
             out["audio"] = item["audio"][start * hop : (start + crop) * hop]
+        if "f0" in item:  # one value per mel frame (NSF vocoders)
+            out["f0"] = item["f0"][start : start + crop]
         return out
 
     def __call__(self, items: Sequence[dict[str, Any]]) -> Batch:
@@ -70,6 +72,9 @@ class PadCollate:
             tensors["audio"], tensors["audio_lengths"] = audio.unsqueeze(1), lengths  # (B, 1, T_samples)
         if "tokens" in items[0]:
             tensors["tokens"], tensors["token_lengths"] = _pad([torch.as_tensor(it["tokens"]) for it in items])
+        if "f0" in items[0]:  # (B, T_frames) Hz, padded with 0 (unvoiced)
+            f0 = [torch.from_numpy(np.asarray(it["f0"], dtype=np.float32).reshape(-1)) for it in items]
+            tensors["f0"], tensors["f0_lengths"] = _pad(f0)
         if self.needs.labels:
             tensors["labels"] = torch.tensor([int(it["label"]) for it in items], dtype=torch.long)
         if self.needs.speakers:
