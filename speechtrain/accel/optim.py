@@ -56,7 +56,46 @@ def _orthogonalize(g: torch.Tensor, steps: int, coeffs: tuple[float, float, floa
     return x.T if tall else x
 
 
-class FlatMuon(torch.optim.Optimizer):
+class _MatrixMuon(torch.optim.Optimizer):
+    """What the Muon variants share: matrices only (a tensor of 2 or more dimensions, seen as
+    ``out x (in * k)``), Nesterov momentum by ``lerp``, decoupled weight decay, and the step
+    ``p -= lr * scale * direction`` where the subclass's ``_direction`` orthogonalises the momentum and
+    gives the scale."""
+
+    def _require_matrices(self, what: str) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.dim() < 2:
+                    raise ValueError(f"{what}: a parameter of shape {tuple(p.shape)} is not a matrix (needs >= 2-D)")
+
+    def _direction(self, update: torch.Tensor, p: torch.Tensor, group: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
+                buf = state["momentum_buffer"]
+                buf.lerp_(p.grad, 1 - mom)
+                update = p.grad.lerp(buf, mom) if group["nesterov"] else buf
+                ortho, scale = self._direction(update, p, group)
+                if wd > 0:
+                    p.mul_(1 - lr * wd)
+                p.add_(ortho.reshape(p.shape).to(p.dtype), alpha=-lr * scale)
+        return loss
+
+
+class FlatMuon(_MatrixMuon):
     """Muon for tensors of 2 or more dimensions: the momentum is orthogonalised as an
     ``out x (in * k)`` matrix. Same update as ``torch.optim.Muon`` (Nesterov momentum, lr scaled
     by ``sqrt(max(1, out / fan_in))``, decoupled weight decay) for 2-D tensors."""
@@ -80,34 +119,12 @@ class FlatMuon(torch.optim.Optimizer):
             "eps": eps,
         }
         super().__init__(params, defaults)
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.dim() < 2:
-                    raise ValueError(f"FlatMuon: a parameter of shape {tuple(p.shape)} is not a matrix (needs >= 2-D)")
+        self._require_matrices("FlatMuon")
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
-                buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - mom)
-                update = p.grad.lerp(buf, mom) if group["nesterov"] else buf
-                rows = p.shape[0]
-                ortho = _orthogonalize(update.reshape(rows, -1), group["ns_steps"], _NS_COEFFS, group["eps"])
-                scale = math.sqrt(max(1.0, rows / (p.numel() // rows)))
-                p.mul_(1 - lr * wd)
-                p.add_(ortho.reshape(p.shape).to(p.dtype), alpha=-lr * scale)
-        return loss
+    def _direction(self, update: torch.Tensor, p: torch.Tensor, group: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        rows = p.shape[0]
+        ortho = _orthogonalize(update.reshape(rows, -1), group["ns_steps"], _NS_COEFFS, group["eps"])
+        return ortho, math.sqrt(max(1.0, rows / (p.numel() // rows)))
 
 
 def _sv_coefficients() -> list[tuple[float, float, float]]:
@@ -149,7 +166,7 @@ def _bf16_newton_schulz(device: torch.device) -> bool:
     return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 8
 
 
-class SingingVocodersMuon(torch.optim.Optimizer):
+class SingingVocodersMuon(_MatrixMuon):
     """The Muon half of SingingVocoders' ``Muon_AdamW``: Nesterov momentum (``lerp``), the momentum
     orthogonalised as an ``out x (in * k)`` matrix by :func:`_orthogonalize_sv`, decoupled weight decay
     ``p *= 1 - lr * weight_decay``, and the update ``lr x sqrt(max(rows, cols))`` times it."""
@@ -165,34 +182,12 @@ class SingingVocodersMuon(torch.optim.Optimizer):
     ) -> None:
         defaults = {"lr": lr, "momentum": momentum, "weight_decay": weight_decay, "nesterov": nesterov}
         super().__init__(params, {**defaults, "ns_steps": ns_steps})
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.dim() < 2:
-                    raise ValueError(f"SingingVocodersMuon: a parameter of shape {tuple(p.shape)} is not a matrix")
+        self._require_matrices("SingingVocodersMuon")
 
-    @torch.no_grad()
-    def step(self, closure: Callable[[], Any] | None = None) -> Any:
-        loss = None
-        if closure is not None:
-            with torch.enable_grad():
-                loss = closure()
-        for group in self.param_groups:
-            lr, mom, wd = group["lr"], group["momentum"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                state = self.state[p]
-                if "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p.grad, memory_format=torch.preserve_format)
-                buf = state["momentum_buffer"]
-                buf.lerp_(p.grad, 1 - mom)
-                update = p.grad.lerp(buf, mom) if group["nesterov"] else buf
-                matrix = update.reshape(p.shape[0], -1)
-                ortho = _orthogonalize_sv(matrix, group["ns_steps"], _bf16_newton_schulz(p.device))
-                if wd > 0:
-                    p.mul_(1 - lr * wd)
-                p.add_(ortho.reshape(p.shape).to(p.dtype), alpha=-lr * max(matrix.shape) ** 0.5)
-        return loss
+    def _direction(self, update: torch.Tensor, p: torch.Tensor, group: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        matrix = update.reshape(p.shape[0], -1)
+        ortho = _orthogonalize_sv(matrix, group["ns_steps"], _bf16_newton_schulz(p.device))
+        return ortho, max(matrix.shape) ** 0.5
 
 
 class CombinedOptimizer(torch.optim.Optimizer):
