@@ -21,6 +21,16 @@ from speechtrain.models.common import get_padding, init_weights, norm_layer, rem
 LRELU_SLOPE = 0.1
 
 
+def multi_receptive_field(resblocks: nn.ModuleList, stage: int, num_kernels: int, x: torch.Tensor) -> torch.Tensor:
+    """HiFi-GAN's MRF after upsampling stage ``stage``: the mean of its ``num_kernels`` residual blocks
+    (``resblocks[stage * num_kernels :][:num_kernels]``) on ``x`` (B, C, T)."""
+    base = stage * num_kernels
+    acc = resblocks[base](x)
+    for j in range(1, num_kernels):
+        acc = acc + resblocks[base + j](x)
+    return acc / num_kernels
+
+
 class ResBlock1(nn.Module):
     """Residual block with one dilated and one plain convolution per dilation (HiFi-GAN V1/V2)."""
 
@@ -117,11 +127,7 @@ class Generator(nn.Module):
             x = x + self.cond(g)  # g: (B, gin_channels, 1)
         for i, up in enumerate(self.ups):
             x = up(F.leaky_relu(x, LRELU_SLOPE))  # (B, C0 / 2^(i+1), T_frames * prod(rates[: i + 1]))
-            base = i * self.num_kernels
-            acc = self.resblocks[base](x)
-            for j in range(1, self.num_kernels):
-                acc = acc + self.resblocks[base + j](x)
-            x = acc / self.num_kernels
+            x = multi_receptive_field(self.resblocks, i, self.num_kernels, x)
         x = self.conv_post(F.leaky_relu(x))  # (B, 1, T_samples)
         return torch.tanh(x)
 

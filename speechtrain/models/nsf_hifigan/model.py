@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from speechtrain.models.common import init_weights, remove_weight_norm, weight_norm
-from speechtrain.models.hifigan.model import LRELU_SLOPE, ResBlock1, ResBlock2
+from speechtrain.models.hifigan.model import LRELU_SLOPE, ResBlock1, ResBlock2, multi_receptive_field
 
 
 def source_phase(f0: torch.Tensor, upp: int, sample_rate: float, ramp: bool = False) -> torch.Tensor:
@@ -185,11 +185,7 @@ class NSFGenerator(nn.Module):
                 x = x + self.noise_convs[i](src)
             elif i == 1:
                 x = x + self.source_conv(src)
-            base = i * self.num_kernels
-            acc = self.resblocks[base](x)
-            for j in range(1, self.num_kernels):
-                acc = acc + self.resblocks[base + j](x)
-            x = acc / self.num_kernels
+            x = multi_receptive_field(self.resblocks, i, self.num_kernels, x)
         x = self.conv_post(F.leaky_relu(x))  # (B, 1, T_samples)
         return torch.tanh(x)
 
