@@ -7,7 +7,10 @@ weights for inference.
 
 from __future__ import annotations
 
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 
@@ -104,3 +107,28 @@ def parameter_report(argv: list[str] | None = None) -> int:
         print(f"{name:>14s}: {n:>12,d} parameters ({n / 1e6:.2f}M)")
     print(f"{'total':>14s}: {total:>12,d} parameters ({total / 1e6:.2f}M)")
     return 0
+
+
+def attend(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None,
+    causal: bool,
+    dropout: float,
+    use_sdpa: bool,
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v over (B, H, S, d); ``mask`` bool (True: may attend), broadcastable.
+    ``use_sdpa``: torch's ``scaled_dot_product_attention``; else the explicit softmax path (the attention
+    modules' ``use_sdpa`` switch, ``accel.sdpa``)."""
+    if use_sdpa:
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, S, S_keys)
+    if causal:
+        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
+    if dropout:
+        weights = F.dropout(weights, dropout)
+    return weights @ v  # (B, H, S, d)

@@ -18,8 +18,9 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from speechtrain.models.common import attend
 
 IGNORE_INDEX = -100
 
@@ -64,25 +65,8 @@ class CausalSelfAttention(nn.Module):
             mask = torch.ones(s, offset + s, dtype=torch.bool, device=x.device).tril(offset)  # (S, S_keys)
             causal = False
         p = self.dropout if self.training else 0.0
-        if self.use_sdpa:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal)
-        else:
-            y = self._attention_math(q, k, v, mask, causal, p)
+        y = attend(q, k, v, mask, causal, p, self.use_sdpa)
         return self.proj(y.transpose(1, 2).reshape(b, s, w))  # (B, S, width)
-
-    @staticmethod
-    def _attention_math(
-        q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, causal: bool, p: float
-    ) -> torch.Tensor:
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, S, S_keys)
-        if causal:
-            mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-        if mask is not None:
-            scores = scores.masked_fill(~mask, float("-inf"))
-        weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-        if p:
-            weights = F.dropout(weights, p)
-        return weights @ v  # (B, H, S, hd)
 
 
 class Block(nn.Module):

@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from speechtrain.models.common import attend
+
 IGNORE_INDEX = -1  # Coqui's ignore_index for both cross-entropies
 
 
@@ -53,29 +55,6 @@ class LayerCache:
     k: torch.Tensor  # (B, heads, S_max, head_dim)
     v: torch.Tensor  # (B, heads, S_max, head_dim)
     length: int = 0
-
-
-def _attend(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    mask: torch.Tensor | None,
-    causal: bool,
-    dropout: float,
-    use_sdpa: bool,
-) -> torch.Tensor:
-    """softmax(q k^T / sqrt(d)) v over (B, H, S, d); ``mask`` bool (True: may attend), broadcastable."""
-    if use_sdpa:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, S, S_keys)
-    if causal:
-        mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)
-    if dropout:
-        weights = F.dropout(weights, dropout)
-    return weights @ v  # (B, H, S, d)
 
 
 class GPT2Attention(nn.Module):
@@ -109,7 +88,7 @@ class GPT2Attention(nn.Module):
                 if s > 1:  # several new queries against the cache: causal with an offset
                     mask = torch.ones(s, offset + s, dtype=torch.bool, device=x.device).tril(offset)
         p = self.dropout if self.training else 0.0
-        y = _attend(q, k, v, mask, causal, p, self.use_sdpa)
+        y = attend(q, k, v, mask, causal, p, self.use_sdpa)
         return self.resid_dropout(self.c_proj(y.transpose(1, 2).reshape(b, s, w)))  # (B, S, width)
 
 
@@ -295,7 +274,7 @@ class PerceiverAttention(nn.Module):
         q = self.to_q(latents)
         k, v = self.to_kv(context).chunk(2, dim=-1)
         q, k, v = (t.view(b, t.shape[1], self.heads, self.dim_head).transpose(1, 2) for t in (q, k, v))
-        out = _attend(q, k, v, None, False, 0.0, self.use_sdpa)  # (B, H, N, dh)
+        out = attend(q, k, v, None, False, 0.0, self.use_sdpa)  # (B, H, N, dh)
         return self.to_out(out.transpose(1, 2).reshape(b, n, -1))
 
 
