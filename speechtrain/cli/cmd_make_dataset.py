@@ -66,10 +66,9 @@ def _singing(args: argparse.Namespace) -> int:
 def _spoken(args: argparse.Namespace) -> int:
     from speechtrain.data.speak import corpus_sentences, make_language_corpus
 
-    n = len(corpus_sentences(args.language, args.utterances, args.seed))
-    out = make_language_corpus(
-        args.out, args.language, utterances=args.utterances, seed=args.seed, layout=args.layout, voices=("", "+f3")
-    )
+    texts = corpus_sentences(args.language, args.utterances, args.seed)
+    out = make_language_corpus(args.out, args.language, texts, seed=args.seed, layout=args.layout, voices=("", "+f3"))
+    n = len(texts)
     print(f"wrote {n} utterances in {args.language} spoken by espeak-ng to {out} ({args.layout} layout)")
     print(f"next: speechtrain prepare {out} data.language={args.language}")
     return 0
