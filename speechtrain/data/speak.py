@@ -249,12 +249,15 @@ def corpus_sentences(language: str, utterances: int | None = None, seed: int = 0
     if language == "am" and utterances is not None and utterances > len(SENTENCES["am"]):
         return amharic_sentences(utterances, seed)
     if language not in SENTENCES:
-        raise UserError(f"no built-in sentences for {language!r} (have {', '.join(SENTENCES)}); pass sentences")
+        raise UserError(
+            f"no built-in sentences for {language!r} (have {', '.join(SENTENCES)}): pick one of those, or give your "
+            f"own texts from Python: speechtrain.data.speak.make_language_corpus(OUT, {language!r}, sentences=[...])"
+        )
     have = list(SENTENCES[language])
     if utterances is not None and utterances > len(have):
         raise UserError(
-            f"{language!r} has {len(have)} built-in sentences, not {utterances} (Amharic has a sentence generator; "
-            "for other languages pass your own sentences)"
+            f"{language!r} has {len(have)} built-in sentences, not {utterances}: use -n {len(have)} or less (Amharic "
+            "has a sentence generator), or give your own texts from Python (make_language_corpus(..., sentences=))"
         )
     return have[:utterances]
 
