@@ -218,3 +218,16 @@ def test_ladder_reference_is_the_sdpa_baseline_and_the_naive_row_is_not() -> Non
     naive = next(r for r in rows if r.key == "naive_attention")
     assert naive.kind == "baseline" and naive.overrides == {"accel.sdpa": False}
     assert all_off("cpu")["accel.sdpa"] is True  # "all off" attends as the baseline does
+
+
+def test_fake_data_is_tokenized_with_the_runs_symbols() -> None:
+    """--fake-data with a text model whose symbols were learned (or pinned): the synthetic transcripts are
+    tokenized as the model reads them (with the ASCII default, bench of gpt_tts_tiny failed on every row)."""
+    from speechtrain.config import load_config
+    from speechtrain.data.text import Tokenizer
+    from speechtrain.recipes.data import DataRecipe
+
+    cfg = load_config("recipes/gpt_tts_tiny.yaml", ["data.symbols=[a, b, c, ' ']"])
+    fake = DataRecipe(cfg).synthetic(8, Needs(text=True))
+    vocab = Tokenizer.from_data(cfg.data).vocab_size
+    assert max(int(fake[i]["tokens"].max()) for i in range(len(fake))) < vocab

@@ -49,6 +49,8 @@ class RunSpec:
     threads: int | None = None  # torch intra-op threads in the measuring process (None: torch's default)
     families: dict[str, Any] | None = None  # registry.registered_families(): registered again in a child process
     source_dir: str | None = None  # the config file's folder: a user's 'module:factory' is looked for there too
+    processes: int = 1  # > 1: measured under torchrun, one process per device (DDP; see speechtrain.bench.scaling)
+    gradient_sync: bool = True  # False: the gradient all-reduce is left out (the scaling bench's twin row)
 
 
 @dataclass
@@ -76,6 +78,7 @@ class RunResult:
     items_per_batch_limit: float | None = None  # items a batch can hold at most from this data (per bucket)
     threads: int | None = None  # torch intra-op threads the row ran with
     page_faults: int | None = None  # minor page faults of this process over the timed steps (CPU allocator)
+    processes: int = 1  # processes the row ran in (several: counts summed over ranks, seconds the slowest rank's)
 
     @property
     def steps_per_second(self) -> float:
@@ -144,6 +147,7 @@ class RunResult:
             "precision": self.precision,
             "speedup_vs_baseline": self.speedup_vs_baseline,
             "applied": self.applied,
+            "processes": self.processes,
         }
 
     @classmethod
@@ -315,11 +319,14 @@ def run_spec(
     spec: RunSpec, isolate: bool = True, timeout: float | None = None, execute: Execute | None = None
 ) -> RunResult:
     """Measure ``spec`` in a fresh process (``isolate``: ``python -m speechtrain.recipes.bench``) or in
-    this one with ``execute``.
+    this one with ``execute``. ``spec.processes > 1`` starts that many processes with torchrun
+    (``python -m torch.distributed.run --standalone``), one per device.
 
     A configuration that fails raises :class:`RunFailed` with the child's last error lines.
     """
     if not isolate:
+        if spec.processes > 1:
+            raise ValueError("several processes are always measured in fresh processes (isolate=True)")
         if execute is None:
             raise ValueError("run_spec(isolate=False) needs execute (speechtrain.recipes.bench.execute)")
         return execute(spec)
@@ -327,17 +334,33 @@ def run_spec(
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
         spec_path.write_text(json.dumps(asdict(spec), default=str))
         cmd = [sys.executable, "-m", CHILD_MODULE, str(spec_path), str(out_path)]
+        env = None
+        if spec.processes > 1:
+            launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+            cmd = [*launcher, f"--nproc-per-node={spec.processes}", "-m", *cmd[2:]]
+            # torchrun would set 1 thread per worker and warn; the spec sets the threads itself
+            env = {**os.environ, "OMP_NUM_THREADS": str(spec.threads or 1)}
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise RunFailed(f"timed out after {timeout:.0f} s") from None
         if proc.returncode == NOT_APPLICABLE_EXIT:
             lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
             raise RowNotApplicable(lines[-1] if lines else "not applicable")
         if proc.returncode != 0 or not out_path.is_file():
-            lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
-            raise RunFailed(lines[-1] if lines else f"exit status {proc.returncode}")
+            raise RunFailed(last_error_line(proc.stderr or "") or f"exit status {proc.returncode}")
         return RunResult.from_raw(json.loads(out_path.read_text()))
+
+
+def last_error_line(stderr: str) -> str | None:
+    """The line of a failed child's stderr that says what went wrong: the last line, or under torchrun
+    (whose own summary comes last) the last worker line naming an error, without the ``[rankN]:`` tag."""
+    lines = [ln.strip() for ln in stderr.strip().splitlines() if ln.strip()]
+    worker = [ln for ln in lines if ln.startswith("[rank")]
+    if not worker:
+        return lines[-1] if lines else None
+    named = [ln for ln in worker if "Error" in ln or "error" in ln] or worker
+    return named[-1].split("]:", 1)[-1].strip()
 
 
 class RunFailed(RuntimeError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from speechtrain.cli.common import add_config_args
@@ -37,6 +38,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="widest range of a ratio's passes, as a fraction, still called a speed-up (bench.max_spread)",
+    )
+    p.add_argument(
+        "--nproc",
+        type=int,
+        default=None,
+        metavar="N",
+        help="measure scaling instead: training in 1..N processes (torchrun, DDP; one GPU each), "
+        "audio-s/s, scaling efficiency and the all-reduce share of the step",
     )
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
@@ -73,6 +82,22 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError(f"--fake-data needs at least 2 utterances, got {args.fake_data}")
     if args.plot and not args.plot.lower().endswith(".png"):
         raise UserError(f"--plot {args.plot}: give a .png path")
+    if args.nproc is not None:
+        if args.nproc < 2:
+            raise UserError(f"--nproc must be at least 2 (it measures 1..N processes), got {args.nproc}")
+        clash = [
+            flag
+            for flag, on in (
+                ("--ablate", args.ablate),
+                ("--tune", args.tune),
+                ("--plot", args.plot),
+                ("--in-process", args.in_process),
+                ("--time-limit", args.time_limit is not None),
+            )
+            if on
+        ]
+        if clash:
+            raise UserError(f"--nproc measures scaling alone: leave out {', '.join(clash)}")
 
 
 def tune_overrides(cfg: Any) -> dict[str, Any]:
@@ -92,6 +117,8 @@ def run(args: argparse.Namespace) -> int:
 
     _validate(args)
     cfg = config_from_args(args)
+    if args.nproc is not None:
+        return _scaling(cfg, args)
     tuned = tune_overrides(cfg) if args.tune else None
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
@@ -127,3 +154,36 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         print(f"wrote {write_plot(report, args.plot)}")
     return 0
+
+
+def _scaling(cfg: Any, args: argparse.Namespace) -> int:
+    """``--nproc N``: the scaling table."""
+    from speechtrain.bench.report import write_json
+    from speechtrain.bench.scaling import scaling_markdown, scaling_report_markdown
+    from speechtrain.recipes.bench import run_scaling
+
+    command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    report = run_scaling(
+        cfg,
+        args.nproc,
+        steps=args.steps,
+        warmup=args.warmup,
+        repeat=args.repeat,
+        threads=args.threads,
+        fake_data=args.fake_data,
+        command=command,
+        on_row=lambda i, n, label: print(f"[{i + 1}/{n}] {label}", flush=True),
+    )
+    print()
+    print(scaling_markdown(report))
+    for note in report["notes"]:
+        print(f"- {note}")
+    if args.json:
+        print(f"wrote {write_json(report, args.json)}")
+    if args.markdown:
+        path = Path(args.markdown)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(scaling_report_markdown(report))
+        print(f"wrote {path}")
+    failed = [line for line in report["scaling"] if line.get("audio_seconds_per_second") is None]
+    return 1 if failed else 0

@@ -15,9 +15,9 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -28,6 +28,7 @@ from speechtrain.errors import UserError
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.registry import register_all, registered_families
+from speechtrain.train.distributed import barrier, gather, init_from_env, shutdown, world
 from speechtrain.train.task import Needs
 
 if TYPE_CHECKING:
@@ -151,6 +152,97 @@ def run_bench(
     return build_report(rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread)
 
 
+def run_scaling(
+    cfg: Config,
+    nproc: int,
+    *,
+    steps: int | None = None,
+    warmup: int | None = None,
+    repeat: int | None = None,
+    threads: int | str | None = None,
+    fake_data: int | None = None,
+    command: str = "",
+    on_row: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """``speechtrain bench --nproc N``: ``cfg`` trained in 1..``nproc`` processes (torchrun, DDP) and
+    without the gradient all-reduce (:mod:`speechtrain.bench.scaling`); every process gets the same
+    batch and ``threads`` torch threads (default: the usable cores shared out over ``nproc``)."""
+    import tempfile
+
+    from speechtrain.bench.ablate import run_ladder
+    from speechtrain.bench.measure import device_info
+    from speechtrain.bench.scaling import build_scaling_report, scaling_variants, variant_processes
+    from speechtrain.device import resolve_device
+
+    if nproc < 2:
+        raise UserError(f"--nproc must be at least 2 (1..N processes are measured), got {nproc}")
+    if world()[1] > 1:
+        raise UserError(
+            "speechtrain bench starts its own processes: run `speechtrain bench --nproc N` once, without torchrun"
+        )
+    dev = resolve_device(cfg.train.device)
+    if dev.type == "cuda" and torch.cuda.device_count() < nproc:
+        raise UserError(
+            f"--nproc {nproc} needs {nproc} GPUs (one per process); this machine has {torch.cuda.device_count()}"
+        )
+    b = cfg.bench
+    steps = b.steps if steps is None else steps
+    warmup = b.warmup if warmup is None else warmup
+    repeat = b.repeat if repeat is None else repeat
+    cores = usable_cores()
+    per_process = max(1, cores // nproc) if threads in (None, "auto") else int(threads)
+    variants = scaling_variants(nproc)
+    n = len(variants)
+    with tempfile.TemporaryDirectory(prefix="speechtrain-scaling-") as tmp:
+        from speechtrain.bench.ablate import Variant
+
+        raw = variant_raw(cfg, Variant("config", "config"), dev.type)
+        specs = []
+        for v in variants:
+            processes, sync = variant_processes(v)
+            specs.append(
+                RunSpec(
+                    name=v.label,
+                    raw=raw,
+                    steps=steps,
+                    warmup=warmup,
+                    fake_data=fake_data,
+                    setup_state=str(Path(tmp) / "setup.pt"),
+                    threads=per_process,
+                    families=registered_families(),
+                    source_dir=str(cfg.source_dir) if cfg.source_dir else None,
+                    processes=processes,
+                    gradient_sync=sync,
+                )
+            )
+        rows = run_ladder(
+            variants,
+            specs,
+            repeat=repeat,
+            on_row=(lambda i, v, r: on_row(i, n, v.label + (f" (pass {r + 1}/{repeat})" if repeat > 1 else "")))
+            if on_row
+            else None,
+        )
+    notes = [
+        f"each measurement: {warmup} warm-up steps, then exactly {steps} timed steps on every rank; a row's seconds "
+        "are its slowest rank's, its audio and items the sum over ranks",
+        f"every process: the config's batch (weak scaling: n processes train n batches per step) and {per_process} "
+        f"torch thread(s); {cores} usable cores"
+        + (" (processes share the CPU's cores: their sum caps the scaling)" if dev.type == "cpu" else ""),
+        "scaling efficiency: rate(n) / (n x rate(1)), per pass; all-reduce share: 1 - t(step, all-reduce left "
+        "out) / t(step), per pass (the exposed gradient communication the backward did not hide)",
+        f"process groups: {'NCCL, one GPU per process' if dev.type == 'cuda' else 'gloo on the CPU'}",
+    ]
+    if repeat > 1:
+        notes.append(f"{repeat} passes over the rows, interleaved; the median pass and the range over passes")
+    if fake_data:
+        notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
+    info = device_info(None, cfg.train.device)
+    info["torch_threads_per_process"] = per_process
+    info["usable_cores"] = cores
+    return build_scaling_report(rows, info, command, notes)
+
+
 def usable_cores() -> int:
     """CPU cores this process may run on."""
     try:
@@ -204,6 +296,12 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     from speechtrain.recipes.train import TrainRecipe
 
     cfg = build_config(spec.raw)
+    size = world()[1]
+    if size > 1:
+        if spec.kind != "engine":
+            raise UserError(f"a {spec.kind} row runs in one process; only speechtrain's own loop runs in several")
+        # every rank must run the same steps (each is a collective): a fixed count, no time window
+        spec = replace(spec, min_seconds=0.0, time_limit=None)
     if spec.source_dir:
         cfg._source_dir = Path(spec.source_dir)  # the YAML's folder, lost in the raw dict (own models live there)
     if spec.threads:
@@ -265,6 +363,8 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         recipe = TrainRecipe(cfg)
         loader = recipe.data_recipe.train_loader(dataset, needs)
         trainer = recipe.build_trainer(task, loader, run_dir=tmp / "run")
+        if not spec.gradient_sync:
+            trainer.sync = {name: cast(Any, WithoutGradientSync(stage)) for name, stage in trainer.sync.items()}
         device = trainer.device
         reset_peak(device)
         applied = _records(trainer)
@@ -309,6 +409,18 @@ def _result(
     )
 
 
+class WithoutGradientSync:
+    """A stage's DDP with its gradient all-reduce left out (every piece under ``no_sync``): the twin row
+    of the scaling bench, whose step time beside the synced row's is the exposed cost of that all-reduce.
+    Each rank then steps on its own gradient: for timing only, never for training."""
+
+    def __init__(self, stage: Any) -> None:
+        self.stage = stage
+
+    def run(self, fn: Callable[[], Any], sync: bool) -> Any:
+        return self.stage.run(fn, False)
+
+
 def _records(trainer: Any) -> dict[str, Any]:
     """What the Trainer says took effect: its acceleration records and one optimizer record per
     stage (``optimizer:<stage>``)."""
@@ -327,16 +439,23 @@ def _record_dict(rec: Any) -> dict[str, Any]:
 
 def _setup(task: Any, dataset: Any, state_path: str | None) -> None:
     """``task.setup(dataset)`` once per ladder: the first row saves the fitted modules (codebooks,
-    normalisers) and the later rows load them, so every row trains exactly the same model."""
+    normalisers) and the later rows load them, so every row trains exactly the same model. Under a
+    process group rank 0 fits and saves while the others wait, then they load its file."""
     path = Path(state_path) if state_path else None
-    if path is not None and path.is_file():
+    rank, size = world()
+    if path is None:
+        task.setup(dataset)
+        return
+    first = not path.is_file()
+    if first and rank == 0:
+        task.setup(dataset)
+        torch.save({name: m.state_dict() for name, m in task.modules().items()}, path)
+    if first and size > 1:
+        barrier()
+    if not (first and rank == 0):
         state = torch.load(path, map_location="cpu", weights_only=True)
         for name, module in task.modules().items():
             module.load_state_dict(state[name])
-        return
-    task.setup(dataset)
-    if path is not None:
-        torch.save({name: m.state_dict() for name, m in task.modules().items()}, path)
 
 
 def _data_record(cfg: Config, loader: Any) -> dict[str, Any]:
@@ -370,13 +489,44 @@ def _main(argv: list[str]) -> int:
         return 2
     spec = RunSpec(**json.loads(Path(argv[0]).read_text()))
     register_all(spec.families or {})  # the plug-in families of the parent (the test-suite's toy tasks)
+    started = init_from_env(None)  # under torchrun (spec.processes > 1): one process per device
     try:
-        result = execute(spec)
-    except RowNotApplicable as exc:
-        print(str(exc), file=sys.stderr)
-        return NOT_APPLICABLE_EXIT
-    Path(argv[1]).write_text(json.dumps(asdict(result), default=str))
-    return 0
+        try:
+            result = execute(spec)
+        except RowNotApplicable as exc:
+            print(str(exc), file=sys.stderr)
+            return NOT_APPLICABLE_EXIT
+        rank, size = world()
+        if size > 1:
+            result = merge_ranks(gather(asdict(result), size))
+        if rank == 0:
+            Path(argv[1]).write_text(json.dumps(asdict(result), default=str))
+        return 0
+    finally:
+        shutdown(started)
+
+
+def merge_ranks(results: list[dict[str, Any]]) -> RunResult:
+    """One row from every rank's measurement of the same timed steps: items, audio and frames summed
+    (each rank trained its own batches), the slowest rank's seconds (the step waits for it), the
+    largest peak memory and data wait, CPU seconds summed."""
+    first = RunResult.from_raw(results[0])
+    runs = [RunResult.from_raw(r) for r in results]
+    peaks = [r.peak_memory_bytes for r in runs if r.peak_memory_bytes is not None]
+    cpu = [r.cpu_seconds for r in runs if r.cpu_seconds is not None]
+    return replace(
+        first,
+        processes=len(runs),
+        seconds=max(r.seconds for r in runs),
+        samples=sum(r.samples for r in runs),
+        audio_seconds=sum(r.audio_seconds for r in runs),
+        padded_frames=sum(r.padded_frames for r in runs),
+        real_frames=sum(r.real_frames for r in runs),
+        data_wait_seconds=max(r.data_wait_seconds for r in runs),
+        peak_memory_bytes=max(peaks) if peaks else None,
+        cpu_seconds=sum(cpu) if len(cpu) == len(runs) else None,
+        page_faults=None,
+    )
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ class DataRecipe:
     def synthetic(self, utterances: int, needs: Needs) -> Any:
         """``utterances`` LJSpeech-like synthetic utterances in memory (``--fake-data``)."""
         from speechtrain.data.synthetic import FakeSpeechDataset, ljspeech_like_frames
+        from speechtrain.data.text import Tokenizer
 
         d = self.data
         frames = ljspeech_like_frames(utterances, seed=self.seed, sample_rate=d.sample_rate, hop_length=d.hop_length)
@@ -118,6 +119,7 @@ class DataRecipe:
             sample_rate=d.sample_rate,
             seed=self.seed,
             fields=self.fields(needs),
+            tokenizer=Tokenizer.from_data(d),  # the run's symbols, as the task's (a learned set or a pinned one)
         )
 
     def setup_set(self) -> Any:
