@@ -108,3 +108,9 @@ def test_bench_nproc_2_measures_one_and_two_processes(tmp_path: Path, capsys: py
     # two ranks ran the same 3 timed steps, each on its own batches: more items than one process
     assert runs["2 processes (DDP)"]["samples"] > runs["1 process"]["samples"]
     assert "| 2 |" in capsys.readouterr().out and "scaling efficiency" in md.read_text()
+
+
+def test_bench_under_torchrun_says_to_run_it_once(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["bench", "--nproc", "2", "--fake-data", "4", *TINY]) == 2
+    assert "without torchrun" in capsys.readouterr().err

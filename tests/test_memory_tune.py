@@ -256,3 +256,69 @@ def test_tune_on_cuda_finds_a_real_memory_limit(tmp_path: Path) -> None:
     assert report.estimate["device"].startswith("cuda")
     x = torch.empty(int(0.5 * total), dtype=torch.uint8, device="cuda")  # the 2 GiB cap is gone
     del x
+
+
+def test_ranks_tuned_alone_agree_on_the_smallest_batch_per_bucket(tmp_path: Path, monkeypatch) -> None:
+    """merge_ranks: each bucket takes the rank whose batch was smallest; grad_accum counts every rank's batch."""
+    from dataclasses import replace
+
+    from speechtrain.memory.tune import merge_ranks
+
+    monkeypatch.setenv(INJECT_ENV, str(LIMIT))
+    cfg = _cfg(tmp_path, "tune.target_batch_seconds=20")
+    task, ds = ToyTask(n_mels=8), fake_dataset(n=40, n_mels=8, min_frames=10, max_frames=60)
+    task.setup(ds)
+    one = TuneRecipe(cfg, quiet=True).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
+    halved = [replace(b, batch_size=max(1, b.batch_size // 2)) for b in one.buckets]
+    other = replace(one, buckets=[halved[0], *one.buckets[1:]])  # rank 1: its shortest bucket fits half
+    merged = merge_ranks([one, other], cfg.data, grad_accum=1)
+    assert [b.batch_size for b in merged.buckets] == [halved[0].batch_size, *[b.batch_size for b in one.buckets[1:]]]
+    assert merged.tuned.bucket_batch_sizes == [b.batch_size for b in merged.buckets]
+    accum_alone = choose_grad_accum(merged.buckets, 20.0)[0]
+    assert merged.grad_accum == choose_grad_accum(merged.buckets, 10.0)[0] <= accum_alone  # 2 ranks: half each
+    assert "2 ranks" in merged.notes[-1]
+
+
+@pytest.mark.slow
+def test_tune_under_torchrun_takes_the_smallest_batch_of_any_rank(
+    tmp_path: Path, demo_corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`torchrun --nproc-per-node 2 -m speechtrain tune`: rank 1's device holds half of rank 0's (injected
+    limits 3000 and 1500 frames); the tuned config fits rank 1, and rank 0 alone writes it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg_path.write_text(
+        yaml.safe_dump(
+            {
+                "data": {"manifest": str(demo_corpus), "eval_utterances": 4, "num_buckets": 2},
+                # the CLI does not register the test families: the toy model by its factory
+                "model": {"name": "speechtrain.testing.toy.task:build_toy", "channels": 8, "blocks": 1},
+                "train": {"device": "cpu", "output_dir": str(tmp_path / "run"), "tensorboard": False},
+                "tune": {"objective": "memory", "steps_per_trial": 1},
+            }
+        )
+    )
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env[INJECT_ENV] = "3000,1500"
+    for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        env.pop(key, None)
+    out, rep = tmp_path / "tuned.yaml", tmp_path / "tune.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m"]
+    cmd += ["speechtrain", "tune", "--config", str(cfg_path), "--out", str(out), "--json", str(rep), "--quiet"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("wrote ") == 1, "rank 0 alone prints and writes"
+    report = json.loads(rep.read_text())
+    assert "2 ranks" in report["notes"][-1]
+    for b in report["buckets"]:
+        assert 1 <= b["batch_size"] and b["batch_frames"] <= 1500  # rank 1's limit binds every bucket
+    assert any(b["batch_frames"] > 1500 * 0.6 for b in report["buckets"])  # and the search went near it
+    tuned = load_config(out)
+    assert tuned.data.bucket_batch_sizes == [b["batch_size"] for b in report["buckets"]]

@@ -65,6 +65,13 @@ def _threads(text: str) -> int | str:
 
 def _validate(args: argparse.Namespace) -> None:
     from speechtrain.errors import UserError
+    from speechtrain.train.distributed import env_world_size
+
+    if env_world_size() > 1:
+        raise UserError(
+            "speechtrain bench starts its own processes: run it once, without torchrun; "
+            "`speechtrain bench --nproc N` measures training in 1..N processes"
+        )
 
     if args.steps is not None and args.steps < 1:
         raise UserError(f"--steps must be >= 1, got {args.steps}")

@@ -4,6 +4,8 @@ Finds, per duration bucket, the largest batch that trains within the memory budg
 past which audio-seconds/s stop rising), by running real training steps; writes the config with
 ``data.bucket_boundaries`` / ``data.bucket_batch_sizes`` (and ``train.grad_accum`` when
 ``tune.target_batch_seconds`` is set) so that ``speechtrain train --config TUNED.yaml`` uses them.
+Under torchrun (``torchrun --nproc-per-node N -m speechtrain tune ...``) every rank measures its own
+device and each bucket takes the smallest batch of any rank.
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     from speechtrain.memory.estimate import format_estimate
     from speechtrain.recipes.tune import TuneRecipe, write_tuned_config
+    from speechtrain.train.distributed import env_rank
 
-    print(f"tuning batch sizes per bucket ({cfg.tune.objective}) ...")
-    report = TuneRecipe(cfg, quiet=args.quiet).run()
+    # under torchrun every rank tunes its own device; they agree, and the first alone prints and writes
+    first = env_rank() == 0
+    if first:
+        print(f"tuning batch sizes per bucket ({cfg.tune.objective}) ...")
+    report = TuneRecipe(cfg, quiet=args.quiet or not first).run()
+    if not first:
+        return 0
     print(report.table())
     if report.estimate is not None:
         print("estimate (before any run):")

@@ -2,7 +2,8 @@
 
 ``SPEECHTRAIN_INJECT_OOM_FRAMES=N`` makes every training micro-batch whose padded frames exceed
 N raise ``torch.OutOfMemoryError`` before its forward pass, so the OOM guard and the tuner can be
-rehearsed (and tested) on a CPU.
+rehearsed (and tested) on a CPU. ``N0,N1,...`` gives each torchrun rank (``RANK``) its own limit
+(the last one for ranks beyond the list): devices of different free memory, rehearsed.
 """
 
 from __future__ import annotations
@@ -35,11 +36,15 @@ def injected_oom_frames() -> int | None:
     if not raw:
         return None
     try:
-        return int(raw)
+        limits = [int(x) for x in raw.split(",")]
     except ValueError:
         from speechtrain.errors import UserError
 
-        raise UserError(f"{INJECT_ENV}={raw!r} is not an integer number of frames") from None
+        raise UserError(
+            f"{INJECT_ENV}={raw!r} is not an integer number of frames (or one per rank, comma-separated)"
+        ) from None
+    rank = int(os.environ.get("RANK", "0") or 0)
+    return limits[min(rank, len(limits) - 1)]
 
 
 def maybe_inject_oom(batch: object) -> None:

@@ -31,7 +31,7 @@ import gc
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -524,6 +524,32 @@ def tune(
             else "process peak RSS (includes Python and torch themselves)"
         ),
         notes=notes,
+    )
+
+
+def merge_ranks(reports: list[TuneReport], data: DataConfig, grad_accum: int = 1) -> TuneReport:
+    """One report from the reports of ranks that each tuned alone (``speechtrain tune`` under torchrun):
+    a batch must fit and run on every rank, so each bucket takes the rank whose batch was smallest
+    (its trials and peaks). ``grad_accum`` (the run's) is chosen again for the target audio per
+    optimizer step over all ranks: ``len(reports)`` batches count towards it."""
+    first = reports[0]
+    size = len(reports)
+    buckets = [min(rows, key=lambda b: b.batch_size) for rows in zip(*(r.buckets for r in reports))]
+    target = first.target_batch_seconds
+    accum, mean_s, eff_s = choose_grad_accum(buckets, target / size if target else None, grad_accum)
+    sizes = [[b.batch_size for b in r.buckets] for r in reports]
+    note = f"tuned on {size} ranks, each alone; per bucket the smallest batch of any rank (sizes by rank: {sizes})"
+    budgets = [r.budget_bytes for r in reports if r.budget_bytes is not None]
+    return replace(
+        first,
+        buckets=buckets,
+        seconds=max(r.seconds for r in reports),
+        budget_bytes=min(budgets) if budgets else None,
+        grad_accum=accum,
+        mean_batch_seconds=mean_s,
+        effective_batch_seconds=eff_s * size,
+        tuned=_tuned_settings(buckets, first.mode, data, accum),
+        notes=[*first.notes, note],
     )
 
 

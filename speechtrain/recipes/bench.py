@@ -176,10 +176,6 @@ def run_scaling(
 
     if nproc < 2:
         raise UserError(f"--nproc must be at least 2 (1..N processes are measured), got {nproc}")
-    if world()[1] > 1:
-        raise UserError(
-            "speechtrain bench starts its own processes: run `speechtrain bench --nproc N` once, without torchrun"
-        )
     dev = resolve_device(cfg.train.device)
     if dev.type == "cuda" and torch.cuda.device_count() < nproc:
         raise UserError(

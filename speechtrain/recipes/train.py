@@ -86,8 +86,10 @@ class TrainRecipe:
         eval_loader: Any = None,
         run_dir: str | Path | None = None,
         oom_guard: bool = True,
+        alone: bool = False,
     ) -> Trainer:
-        """Apply the process-wide settings (seed, accelerations, memory fraction) and build the Trainer."""
+        """Apply the process-wide settings (seed, accelerations, memory fraction) and build the Trainer
+        (``alone``: this rank by itself under a process group, see :class:`Trainer`)."""
         t, d = self.train, self.data
         seed_everything(t.seed)
         device = resolve_device(t.device)
@@ -111,6 +113,7 @@ class TrainRecipe:
             lr_multiplier=lr_multiplier,
             recompile_limit=4 * (train_loader.num_buckets if isinstance(train_loader, TrainLoader) else 1),
             run_config=self.cfg.to_dict(),
+            alone=alone,
         )
 
     # ------------------------------------------------------------------ the run

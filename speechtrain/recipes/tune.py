@@ -26,6 +26,7 @@ from speechtrain.recipes.common import build_task, place
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.estimate import EstimateRecipe
 from speechtrain.recipes.train import TrainRecipe
+from speechtrain.train.distributed import barrier, gather, init_from_env, shutdown, world
 
 
 @dataclass(kw_only=True)
@@ -59,7 +60,36 @@ class TuneRecipe:
         """Tune; ``task`` defaults to the config's model (set up on ``dataset``; a task you pass must be
         set up already), ``dataset`` to the prepared training set (prepared when missing or stale),
         ``step_fn(batch)`` to one step of a Trainer built without its OOM guard (pass your own to tune
-        a training loop of your own)."""
+        a training loop of your own).
+
+        Under torchrun every rank tunes its own device alone (the trials differ from rank to rank, so
+        they cannot be collectives) and the ranks then agree on the smallest batch per bucket
+        (:func:`speechtrain.memory.tune.merge_ranks`); every rank returns the same result.
+        """
+        started = init_from_env(resolve_device(self.train.device), self.train.dist_timeout_minutes)
+        try:
+            rank, size = world()
+            if rank != 0:
+                barrier()  # rank 0 prepares the feature cache while the others wait
+            try:
+                report = self._run_alone(task, dataset, step_fn, with_estimate, size)
+            finally:
+                if rank == 0:
+                    barrier()
+            if size > 1:
+                report = search.merge_ranks(gather(report, size), self.data, self.train.grad_accum)
+        finally:
+            shutdown(started)
+        raw = self.cfg.to_dict()
+        for key, value in report.tuned.overrides().items():
+            section, name = key.split(".", 1)
+            raw[section][name] = value
+        fields = {k: getattr(report, k) for k in TuneReport.__dataclass_fields__}
+        return TunedConfig(**fields, config=build_config(raw))
+
+    def _run_alone(
+        self, task: Any, dataset: Any, step_fn: Callable[[Any], Any] | None, with_estimate: bool, size: int
+    ) -> TuneReport:
         device = resolve_device(self.train.device)
         user_task = task is not None
         if task is None:
@@ -79,32 +109,33 @@ class TuneRecipe:
             estimator = EstimateRecipe(self.cfg)
             est = estimator.run(task=task if user_task else None, longest_frames=int(frames.max()))
         if step_fn is None:
-            trainer = TrainRecipe(self.cfg).build_trainer(task, oom_guard=False)
+            trainer = TrainRecipe(self.cfg).build_trainer(task, oom_guard=False, alone=True)
             device = trainer.device
 
             def step_fn(batch: Any) -> Any:
                 return trainer.train_step([batch])
 
+        params = [p for m in task.modules().values() for p in m.parameters()]
+        settings = self.tune
+        if size > 1 and self.train.strategy != "fsdp":
+            # DDP's reducer keeps its own copy of the gradients (its buckets), which a rank tuning alone
+            # does not allocate: keep that much more of the device free
+            grads = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+            settings = settings.model_copy(update={"margin_gib": settings.margin_gib + grads / 2**30})
         with _quiet(self.quiet):
-            report = search.tune(
+            return search.tune(
                 step_fn,
                 frames=frames,
                 bounds=self.data_recipe.bucket_bounds(frames) if frames.size else [],
                 read=self.data_recipe.batch_reader(dataset, needs),
                 device=device,
-                settings=self.tune,
+                settings=settings,
                 data=self.data,
                 grad_accum=self.train.grad_accum,
-                params=[p for m in task.modules().values() for p in m.parameters()],
+                params=params,
                 estimate=est,
                 memory_fraction=self.train.memory_fraction,
             )
-        raw = self.cfg.to_dict()
-        for key, value in report.tuned.overrides().items():
-            section, name = key.split(".", 1)
-            raw[section][name] = value
-        fields = {k: getattr(report, k) for k in TuneReport.__dataclass_fields__}
-        return TunedConfig(**fields, config=build_config(raw))
 
 
 @contextmanager

@@ -64,6 +64,11 @@ def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1") or 1)
 
 
+def env_rank() -> int:
+    """``RANK`` as torchrun set it (0 outside torchrun): which worker this is, with or without a group."""
+    return int(os.environ.get("RANK", "0") or 0)
+
+
 def init_from_env(device: torch.device | None = None, timeout_minutes: float = 30.0) -> bool:
     """Start the process group torchrun describes (a no-op for one process or an existing group).
 

@@ -68,7 +68,9 @@ class Trainer:
     ``train``/``optim`` are the typed config sections; ``lr_multiplier`` the recipe's LR scaling;
     ``batch_transform`` the on-device features (``speechtrain.data.loader.DeviceFeatures``);
     ``recompile_limit`` the torch.compile recompiles tolerated before a warning; ``run_config`` the
-    resolved config saved in every checkpoint.
+    resolved config saved in every checkpoint. ``alone``: under a process group, train this rank by
+    itself (no gradient sync, no collectives): what ``speechtrain tune`` measures on every rank, whose
+    trials differ from rank to rank.
     """
 
     def __init__(
@@ -87,11 +89,14 @@ class Trainer:
         lr_multiplier: float = 1.0,
         recompile_limit: int = 40,
         run_config: dict[str, Any] | None = None,
+        alone: bool = False,
     ) -> None:
         self.task, self.train, self.optim, self.device, self.accel = task, train, optim, device, accel
         self.train_loader, self.batch_transform, self.run_config = train_loader, batch_transform, run_config
         self.run_dir = Path(run_dir) if run_dir else None
         self.rank, self.world_size = world()
+        if alone:
+            self.world_size = 1
         self.modules: dict[str, nn.Module] = task.modules()
         self.precision: PrecisionPlan = accel.precision
         self.specs = task.optimizer_specs()
