@@ -19,6 +19,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _torch_numerics_restored():  # noqa: ANN202
+    """Every test starts with the session's torch threads and matmul precision: a test (or an in-process
+    bench row, or a command's --threads) that changes them must not change the sums of the tests after
+    it (a tiny GPT-TTS trained after such a change once collapsed to text-blind greedy codes)."""
+    threads, precision = torch.get_num_threads(), torch.get_float32_matmul_precision()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    if torch.get_float32_matmul_precision() != precision:
+        torch.set_float32_matmul_precision(precision)
+    if torch.are_deterministic_algorithms_enabled() != deterministic:
+        torch.use_deterministic_algorithms(deterministic)
+
+
 @pytest.fixture
 def one_torch_thread():  # noqa: ANN201
     """Tiny models gain nothing from intra-op threads; on a busy shared CPU two spinning threads made a
