@@ -167,10 +167,10 @@ class PrepareReport:
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
             + f" ({self.workers} worker{'s' if self.workers != 1 else ''}, {self.seconds:.1f} s)"
         )
-        for d in self.derived:
+        for feature in self.derived:
             lines.append(
-                f"{d.name:<9} {d.description or 'derived feature'}: reused {d.reused}, computed {d.computed}"
-                + (f" ({d.seconds:.1f} s)" if d.computed else "")
+                f"{feature.name:<9} {feature.description or 'derived feature'}: reused {feature.reused}, "
+                f"computed {feature.computed}" + (f" ({feature.seconds:.1f} s)" if feature.computed else "")
             )
         if self.problems:
             counts = ", ".join(f"{r} {n}" for r, n in totals(self.problems).items())
