@@ -143,6 +143,21 @@ def import_user_module(name: str, module: str, search: Sequence[Path] = ()) -> M
     )
 
 
+def derived_features(model: Any, data: Any, search: Sequence[Path] = ()) -> list[Any]:
+    """The derived features (``speechtrain.data.derived.DerivedFeature``) that family ``model.name`` asks
+    ``prepare`` to cache: its task module's (or a user model's module's) optional
+    ``derived_features(model, data)``; none when it has none or no model is named."""
+    name = model.name
+    if name is None:
+        return []
+    if is_user_factory(name):
+        imported = import_user_module(name, name.split(":", 1)[0], search)
+    else:
+        imported = importlib.import_module(family(name).package + ".task")
+    hook = getattr(imported, "derived_features", None)
+    return list(hook(model, data)) if hook is not None else []
+
+
 def build_task(model: Any, data: Any, search: Sequence[Path] = ()) -> Any:
     """The Task of family ``model.name`` from its model section and the data section (a user's
     ``module:factory`` is also looked for in the ``search`` folders: the config's folder)."""

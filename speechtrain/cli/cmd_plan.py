@@ -76,11 +76,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         if cfg.data.manifest is None:
             raise UserError("speechtrain plan: give DATA (a dataset folder or manifest), data.manifest, or --synthetic")
-        from speechtrain.data.dataset import SpeechDataset
-        from speechtrain.data.prepare import ensure_prepared
+        from speechtrain.recipes.data import DataRecipe
 
-        ensure_prepared(cfg.data)
-        ds = SpeechDataset.from_config(cfg.data, split="train", fields=())
+        recipe = DataRecipe(cfg)
+        recipe.ensure_prepared()
+        ds = recipe.dataset("train", fields=())
         report = plan_report(
             ds.frames,
             cfg.data,

@@ -15,7 +15,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "prepare",
         help="validate the data and build the feature cache (reused when nothing changed)",
         description="Validation pass (bad items are skipped and reported), then log-mel, audio and "
-        "token features computed once into the cache in parallel worker processes.",
+        "token features computed once into the cache in parallel worker processes; with --config, the model "
+        "family's derived features too (XTTS: the DVAE codes of every utterance).",
     )
     p.add_argument("data", nargs="?", default=None, metavar="DATA", help="LJSpeech folder/csv, JSONL, or ROOT/<label>/")
     p.add_argument("--config", "-c", help="YAML config (its data.* settings are used)")
@@ -53,15 +54,14 @@ def _allow_overrides_anywhere(p: argparse.ArgumentParser, takes_value: tuple[str
 
 def run(args: argparse.Namespace) -> int:
     from speechtrain.config import load_config
-    from speechtrain.data.prepare import prepare_dataset
+    from speechtrain.recipes.data import DataRecipe
 
     overrides = list(args.overrides or [])
     data = args.data
     cfg = load_config(args.config, overrides)
     if data is not None:
         cfg.data.manifest = str(data)  # set directly: a path is not parsed as YAML
-    report = prepare_dataset(
-        cfg.data,
+    report = DataRecipe(cfg).prepare(  # with the model family's derived features (XTTS's DVAE codes)
         workers=args.workers,
         strict=args.strict,
         progress=not args.no_progress,

@@ -42,19 +42,9 @@ def read_texts(path: str) -> list[str]:
 
 def eval_mels(cfg: Any, n: int) -> list[Any]:
     """Up to ``n`` mels (n_mels, T_frames) of the run's eval set (else its training set)."""
-    from speechtrain.data.dataset import SpeechDataset
-    from speechtrain.data.prepare import ensure_prepared
-    from speechtrain.errors import UserError
+    from speechtrain.recipes.data import DataRecipe
 
-    ensure_prepared(cfg.data)
-    for split in ("eval", "train"):
-        try:
-            ds = SpeechDataset.from_config(cfg.data, split, fields=("mel",))
-        except UserError:
-            continue
-        if len(ds):
-            return [ds[i]["mel"] for i in range(min(n, len(ds)))]
-    raise UserError(f"no utterances to vocode in {cfg.data.manifest}; check data.manifest in the run's config.yaml")
+    return DataRecipe(cfg).eval_mels(n)
 
 
 def task_device(task: Any) -> Any:

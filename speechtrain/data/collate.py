@@ -1,7 +1,7 @@
 """Pad a list of items into a :class:`~speechtrain.data.batch.Batch`, and cut vocoder crops.
 
 Padding values: mel with the log floor ``log(1e-5)`` (silence in log-mel), audio, f0 (unvoiced) and
-tokens with 0 (``Tokenizer.pad_id``). Padded lengths may be rounded up to ``pad_multiple`` (8 helps tensor
+tokens with 0 (``Tokenizer.pad_id``), a model family's derived features (XTTS's DVAE ``codes``) with 0. Padded lengths may be rounded up to ``pad_multiple`` (8 helps tensor
 cores); the audio's padded length is always the mel's padded length x ``hop_length``, so that the
 two stay aligned frame for frame.
 """
@@ -18,6 +18,7 @@ import torch
 from speechtrain.data.batch import Batch, round_up
 
 MEL_PAD = math.log(1e-5)  # the log-mel floor of LogMel: padding reads as silence
+_STANDARD = ("mel", "audio", "f0", "tokens", "speaker", "label", "text", "id")
 
 
 def crop_item(item: dict[str, Any], offset: int, crop_frames: int, hop_length: int) -> dict[str, Any]:
@@ -56,7 +57,9 @@ def collate(
     """Pad items (dicts from ``SpeechDataset[i]``) to the longest in the batch.
 
     Keys used when present: ``mel`` (n_mels, T_frames), ``audio`` (T_samples,), ``tokens`` (L,),
-    ``f0`` (T_frames,), ``speaker``, ``label``, ``text`` (kept as ``Batch.texts``). ``min_frames`` pads every item
+    ``f0`` (T_frames,), ``speaker``, ``label``, ``text`` (kept as ``Batch.texts``); any other array is a derived
+    feature (XTTS: ``codes`` (T_codes,)), padded with 0 along its last axis (integers as int64, else float32)
+    to the longest rounded up to ``pad_multiple``, with ``<name>_lengths``. ``min_frames`` pads every item
     to at least that many frames (crop mode, so that crop batches have one fixed shape). Returns ``mel``
     (B, n_mels, T), ``audio`` (B, 1, T * hop), ``tokens`` (B, L), ``f0`` (B, T) with ``*_lengths``, ``speakers``,
     ``labels``.
@@ -98,6 +101,15 @@ def collate(
         length = round_up(max(max(lengths), 1), pad_multiple)
         tensors["tokens"] = torch.from_numpy(_pad_stack(toks, length, 0, np.int64))  # (B, L_tokens)
         host["token_lengths"] = lengths
+    for key in first:
+        if key in _STANDARD or not isinstance(first[key], np.ndarray):
+            continue
+        arrays = [np.asarray(it[key]) for it in items]
+        dtype = np.int64 if np.issubdtype(arrays[0].dtype, np.integer) else np.float32
+        lengths = [a.shape[-1] for a in arrays]
+        length = round_up(max(max(lengths), 1), pad_multiple)
+        tensors[key] = torch.from_numpy(_pad_stack(arrays, length, 0, dtype))  # (B, ..., T)
+        host[f"{key}_lengths"] = lengths
     for key, name in (("speaker", "speakers"), ("label", "labels")):
         if key in first and first[key] is not None:
             tensors[name] = torch.tensor([int(it[key]) for it in items], dtype=torch.long)  # (B,)

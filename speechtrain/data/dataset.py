@@ -6,7 +6,9 @@ cache that ``speechtrain prepare`` wrote for a :class:`speechtrain.config.DataCo
 own), and fails with a DataError (and the command to run) when it is missing or stale. ``ds[i]`` is
 a dict with ``id``, ``text``, ``speaker``, ``label`` and the requested fields among ``mel`` float32
 (n_mels, T_frames), ``audio`` float32 (T_frames * hop,), ``tokens`` int64 (L,) and ``f0`` float32
-(T_frames,) Hz, 0 = unvoiced (prepared with ``data.f0_method``); only those arrays are read from disk.
+(T_frames,) Hz, 0 = unvoiced (prepared with ``data.f0_method``), and a model family's derived features by
+name (XTTS: ``codes`` int16 (T_codes,), the DVAE codes; :mod:`speechtrain.data.derived`) when the store was
+opened with them; only those arrays are read from disk.
 
 Eval split: ``data.eval_manifest`` when set; otherwise ``data.eval_utterances`` items held out by a
 stable hash of their id (:meth:`speechtrain.data.store.FeatureStore.split_items`, the one rule).
@@ -25,7 +27,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from speechtrain.data.features import MelSettings
-from speechtrain.data.store import CachedItem, FeatureStore, ReaderLease, audio_path, f0_path, mel_path
+from speechtrain.data.derived import DerivedFeature
+from speechtrain.data.store import (
+    CachedItem,
+    FeatureStore,
+    ReaderLease,
+    derived_path,
+    f0_path,
+    mel_path,
+    read_audio,
+)
 from speechtrain.data.text import Tokenizer
 from speechtrain.errors import DataError
 
@@ -49,10 +60,16 @@ class SpeechDataset:
         labels: Sequence[str] = (),
         tokenizer: Tokenizer | None = None,
         fields: Sequence[str] = DEFAULT_FIELDS,
+        derived: Sequence[str] = (),
     ) -> None:
-        unknown = [f for f in fields if f not in FIELDS]
+        derived = sorted({*derived, *(name for it in items for name in it.derived)})  # names that may be fields
+        unknown = [f for f in fields if f not in FIELDS and f not in derived]
         if unknown:
-            raise ValueError(f"unknown dataset field(s) {unknown}; valid: {FIELDS} (id/text/speaker/label always)")
+            valid = (*FIELDS, *derived)
+            raise ValueError(f"unknown dataset field(s) {unknown}; valid: {valid} (id/text/speaker/label always)")
+        missing = [f for f in fields if f in derived and any(f not in it.derived for it in items)]
+        if missing:
+            raise DataError(f"derived feature(s) {missing} were not prepared for every item; run `speechtrain prepare`")
         self.fields = tuple(fields)
         self.root = root
         self.mel_settings = mel
@@ -63,6 +80,8 @@ class SpeechDataset:
         self.labels = list(labels)
         self.tokenizer = tokenizer if tokenizer is not None else Tokenizer()
         self._items = list(items)
+        self.derived_names = tuple(derived)
+        self.derived = tuple(f for f in self.fields if f in derived)  # the derived features read
         self._lease: ReaderLease | None = None  # held while this dataset (or a subset of it) is alive
         self.ids: list[str] = [it.id for it in self._items]
         self.frames = np.asarray([it.frames for it in self._items], dtype=np.int64)  # mel frames per item
@@ -92,7 +111,7 @@ class SpeechDataset:
         ``symbols``: a pinned symbol set (None: the symbols ``prepare`` learned from the training data)."""
         part = store.open_split(split, require_text)
         lease = store.lease(part.items)  # a prepare run meanwhile keeps these feature files
-        gone = [it.id for it in part.items if not store.has_features(it.key, it.audio_key)]
+        gone = [it.id for it in part.items if not store.has_item(it)]
         if gone:  # removed between reading the index and taking the lease
             raise DataError(
                 f"feature files of {len(gone)} item(s) (e.g. '{gone[0]}') were removed while the dataset was "
@@ -107,16 +126,25 @@ class SpeechDataset:
             labels=part.labels,
             tokenizer=tokenizer,
             fields=fields,
+            derived=[f.name for f in store.derived],
         )
         ds._lease = lease
         return ds
 
     @classmethod
-    def from_config(cls, data: DataConfig, split: str = "train", fields: Sequence[str] = DEFAULT_FIELDS) -> SpeechDataset:
-        """Open the prepared cache for ``split`` (``train`` or ``eval``) of a data section."""
+    def from_config(
+        cls,
+        data: DataConfig,
+        split: str = "train",
+        fields: Sequence[str] = DEFAULT_FIELDS,
+        derived: Sequence[DerivedFeature] = (),
+    ) -> SpeechDataset:
+        """Open the prepared cache for ``split`` (``train`` or ``eval``) of a data section; ``derived``: the
+        model family's derived features it was prepared with (their names may then be ``fields``)."""
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-        return cls.from_store(FeatureStore.from_data(data), split, fields, data.require_text, data.symbols)
+        store = FeatureStore.from_data(data, derived)
+        return cls.from_store(store, split, fields, data.require_text, data.symbols)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -133,13 +161,14 @@ class SpeechDataset:
             mel = np.load(mel_path(self.root, it.key), mmap_mode="r")  # (n_mels, T_frames)
             out["mel"] = np.array(mel, dtype=np.float32)
         if "audio" in self.fields:
-            pcm = np.load(audio_path(self.root, it.audio_key), mmap_mode="r")  # int16 (T_frames * hop,)
-            out["audio"] = pcm.astype(np.float32) / np.float32(32767.0)
+            out["audio"] = read_audio(self.root, it.audio_key)  # float32 (T_frames * hop,)
         if "tokens" in self.fields:
             out["tokens"] = np.asarray(self.tokenizer.encode_symbols(it.symbols), dtype=np.int64)  # (L,)
         if "f0" in self.fields:
             assert it.f0_key is not None  # checked in __init__
             out["f0"] = np.array(np.load(f0_path(self.root, it.f0_key), mmap_mode="r"), dtype=np.float32)  # (T_frames,)
+        for name in self.derived:
+            out[name] = np.array(np.load(derived_path(self.root, it.derived[name], name), mmap_mode="r"))  # (..., T)
         return out
 
     def _like(self, items: Sequence[CachedItem], fields: Sequence[str]) -> SpeechDataset:
@@ -151,6 +180,7 @@ class SpeechDataset:
             labels=self.labels,
             tokenizer=self.tokenizer,
             fields=fields,
+            derived=self.derived_names,
         )
         ds._lease = self._lease  # the subset reads the same files
         return ds

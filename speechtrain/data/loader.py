@@ -125,6 +125,24 @@ def dataset_fields(data: DataConfig, needs: FieldNeeds) -> tuple[str, ...]:
     return tuple(k for k in item_keys(data, needs) if k in ("mel", "audio", "tokens", "f0"))
 
 
+def derived_usable(data: DataConfig) -> bool:
+    """Whether derived features (:mod:`speechtrain.data.derived`, computed by ``prepare`` from the stored
+    audio) describe the audio the task sees: not with ``data.noise_snr_db`` (noise is added on the device,
+    so XTTS's cached DVAE codes would be those of the clean audio) nor with ``data.crop_frames`` (the task
+    sees a crop, perhaps key-shifted, and the features describe the whole utterance). The task then
+    computes them itself from the batch's audio."""
+    return data.noise_snr_db is None and not data.crop_frames
+
+
+def derived_keys(data: DataConfig, dataset: Any, needs: Any) -> tuple[str, ...]:
+    """The derived features a task reads (``Needs.derived``) that ``dataset`` yields, shipped with each
+    batch when :func:`derived_usable`; a task computes what is not shipped from the audio."""
+    if not derived_usable(data):
+        return ()
+    have = getattr(dataset, "derived", ())
+    return tuple(name for name in getattr(needs, "derived", ()) if name in have)
+
+
 def resolve_pin_memory(value: bool | str) -> bool:
     """``auto`` -> pin when CUDA is available."""
     if value == "auto":
@@ -411,7 +429,7 @@ def build_train_loader(
     sampler.replan_changed_data = True  # a resume after a data filter changed (data.max_duration) re-plans the epoch
     if sampler.usable.size == 0:
         raise DataError("every utterance was skipped by the sampler: " + "; ".join(sampler.report.lines()))
-    keys = item_keys(data, needs)
+    keys = item_keys(data, needs) + derived_keys(data, dataset, needs)
     shift = PitchShift.from_data(data, seed)
     if shift is not None and "audio" not in keys:
         raise ConfigError(
@@ -444,7 +462,7 @@ def build_eval_loader(data: DataConfig, dataset: UtteranceSource, needs: FieldNe
     """Whole utterances (no crop) in dataset order, ``data.eval_batch_size`` per batch."""
     bs = data.eval_batch_size
     keys = [BatchKey(tuple(range(s, min(s + bs, len(dataset)))), None, None) for s in range(0, len(dataset), bs)]
-    reader = BatchReader(dataset, item_keys(data, needs), data.pad_multiple, None)
+    reader = BatchReader(dataset, item_keys(data, needs) + derived_keys(data, dataset, needs), data.pad_multiple, None)
     if keys:
         reader.read(0)
     return EvalLoader(reader, keys, LoaderOptions.from_data(data))

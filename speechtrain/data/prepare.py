@@ -11,10 +11,13 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
    log-mel (float32) and, with ``data.f0_method``, its f0 (float32 Hz per mel frame, 0 = unvoiced,
    measured on the stored audio at the centre of each frame's hop: :mod:`speechtrain.data.pitch`)
    -- in ``workers`` spawned processes with a progress bar.
-4. The text front end (:mod:`speechtrain.data.text`) turns every transcript into symbols (phonemes
+4. The model family's derived features (:mod:`speechtrain.data.derived`; XTTS's DVAE codes), in this
+   process, from the stored audio of every kept item whose feature file is missing; their weights are
+   loaded only when there is something to compute.
+5. The text front end (:mod:`speechtrain.data.text`) turns every transcript into symbols (phonemes
    with ``data.phonemizer``; cached in the index and reused while the text settings stay the same);
    the training transcripts' symbols are the run's symbol set unless ``data.symbols`` pins one.
-5. Write one index per manifest, delete feature files nothing refers to, return a
+6. Write one index per manifest, delete feature files nothing refers to, return a
    :class:`PrepareReport` with the text report (inventory, unknown characters and their share:
    above 1% a warning, and with ``strict`` a DataError).
 """
@@ -28,14 +31,16 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
 from speechtrain.data.pitch import F0Settings
-from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role
+from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role, read_audio
 from speechtrain.data.text.frontend import Processed, TextFrontEnd
 from speechtrain.data.text.inventory import TextItem, TextReport, learn_symbols, text_report
 from speechtrain.data.validate import Checked, Probe, totals, validate_entries
@@ -48,6 +53,20 @@ if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
 log = get_logger(__name__)
+
+
+@dataclass
+class DerivedReport:
+    """What prepare did for one derived feature: utterances computed now and reused from the cache."""
+
+    name: str
+    description: str
+    computed: int = 0
+    reused: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"description": self.description, "computed": self.computed, "reused": self.reused, "seconds": self.seconds}
 
 
 @dataclass
@@ -76,6 +95,7 @@ class PrepareReport:
     up_to_date: bool = False
     clipped: dict[str, int] = field(default_factory=dict)  # id -> samples beyond [-1, 1] clipped (float files)
     text: TextReport | None = None
+    derived: list[DerivedReport] = field(default_factory=list)
 
     @property
     def skipped(self) -> dict[str, list[str]]:
@@ -105,7 +125,12 @@ class PrepareReport:
             "empty_text_kept": self.empty_text_kept,
             "hours": self.hours,
             "duration_s": self.duration,
-            "cache": {"reused": self.reused, "computed": self.computed, "removed_stale": self.removed_stale},
+            "cache": {
+                "reused": self.reused,
+                "computed": self.computed,
+                "removed_stale": self.removed_stale,
+                "derived": {d.name: d.to_dict() for d in self.derived},
+            },
             "workers": self.workers,
             "seconds": self.seconds,
             "clipped": self.clipped,
@@ -142,6 +167,11 @@ class PrepareReport:
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
             + f" ({self.workers} worker{'s' if self.workers != 1 else ''}, {self.seconds:.1f} s)"
         )
+        for feature in self.derived:
+            lines.append(
+                f"{feature.name:<9} {feature.description or 'derived feature'}: reused {feature.reused}, "
+                f"computed {feature.computed}" + (f" ({feature.seconds:.1f} s)" if feature.computed else "")
+            )
         if self.problems:
             counts = ", ".join(f"{r} {n}" for r, n in totals(self.problems).items())
             lines.append(f"skipped   {len(self.problems)}: {counts}")
@@ -158,22 +188,29 @@ def _require_text(data: DataConfig, require_text: bool | None) -> bool | None:
     return require_text if require_text is not None else data.require_text
 
 
-def is_prepared(data: DataConfig, require_text: bool | None = None) -> str | None:
+def is_prepared(
+    data: DataConfig, require_text: bool | None = None, derived: Sequence[DerivedFeature] = ()
+) -> str | None:
     """None when every manifest's cache is fresh, else why not (``missing``, ``stale (...)``).
 
-    ``require_text``: the task's need (None: ``data.require_text``)."""
-    return FeatureStore.from_data(data).status(_require_text(data, require_text))
+    ``require_text``: the task's need (None: ``data.require_text``); ``derived``: the model family's
+    derived features (:mod:`speechtrain.data.derived`)."""
+    return FeatureStore.from_data(data, derived).status(_require_text(data, require_text))
 
 
 def ensure_prepared(
-    data: DataConfig, require_text: bool | None = None, workers: int | None = None, progress: bool = True
+    data: DataConfig,
+    require_text: bool | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    derived: Sequence[DerivedFeature] = (),
 ) -> PrepareReport | None:
     """Prepare only when the cache is missing or stale; returns the report, or None when it was fresh."""
-    reason = is_prepared(data, require_text)
+    reason = is_prepared(data, require_text, derived)
     if reason is None:
         return None
     log.info("feature cache %s: preparing", reason)
-    return prepare_dataset(data, workers=workers, progress=progress, require_text=require_text)
+    return prepare_dataset(data, workers=workers, progress=progress, require_text=require_text, derived=derived)
 
 
 @dataclass
@@ -234,12 +271,14 @@ def prepare_dataset(
     strict: bool = False,
     progress: bool = True,
     require_text: bool | None = None,
+    derived: Sequence[DerivedFeature] = (),
 ) -> PrepareReport:
     """Validation pass + feature cache for a data section; see the module doc.
 
     ``workers``: feature processes (None: up to 8, at most the CPU count; 1: in this process).
     ``strict``: any skipped item raises DataError (before feature work for validation problems).
     ``require_text``: True skips empty-text items; None: ``data.require_text``.
+    ``derived``: the model family's derived features (XTTS's DVAE codes), computed for every kept item.
     """
     if getattr(mp.current_process(), "_inheriting", False):
         raise DataError(
@@ -250,7 +289,7 @@ def prepare_dataset(
         raise DataError(f"workers must be >= 1, got {workers}")
     start = time.perf_counter()
     rt = _require_text(data, require_text)
-    store = FeatureStore.from_data(data)
+    store = FeatureStore.from_data(data, derived)
     front_end = TextFrontEnd(store.settings.text)
 
     plans = []
@@ -306,6 +345,7 @@ def prepare_dataset(
                 f"and prepare again to keep their waveform"
             )
         lengths = _Lengths(computed, [p.previous for p in plans if p.previous is not None], store)
+        report.derived = _derived_pass(plans, store, lengths, progress)
 
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
@@ -450,6 +490,7 @@ def _index_of(
                 orig_sr=c.info.sample_rate,
                 channels=c.info.channels,
                 f0_key=store.f0_key(c.entry.audio_path, c.sig),
+                derived=store.derived_keys(akey),
             )
         )
     speakers = sorted({it.speaker for it in items if it.speaker is not None})
@@ -483,6 +524,61 @@ def _map_to_train(items: list[CachedItem], problems: list[Problem], train: Cache
         else:
             out.append(it)
     return out
+
+
+# ---------------------------------------------------------------- derived features
+
+
+def _derived_pass(plans: list[_ManifestPlan], store: FeatureStore, lengths: _Lengths, progress: bool) -> list[DerivedReport]:
+    """Compute the derived features missing from the cache for every kept item whose features are there;
+    one report per feature."""
+    reports = []
+    for feature in store.derived:
+        report = DerivedReport(feature.name, feature.description)
+        todo: dict[str, tuple[str, str, str]] = {}  # derived key -> (item id, audio file, audio key)
+        have: set[str] = set()
+        for plan in plans:
+            for c in plan.kept:
+                key, akey = store.feature_keys(c.entry.audio_path, c.sig)
+                if lengths.of(key).problem is not None:
+                    continue  # no stored audio: skipped with its problem
+                dkey = store.derived_keys(akey)[feature.name]
+                if store.derived_path(dkey, feature.name).is_file():
+                    have.add(dkey)
+                else:
+                    todo[dkey] = (c.entry.id, c.entry.audio_path, akey)
+        report.reused = len(have)
+        if todo:
+            start = time.perf_counter()
+            _compute_derived(feature, todo, store, progress)
+            report.computed, report.seconds = len(todo), time.perf_counter() - start
+        reports.append(report)
+    return reports
+
+
+def _compute_derived(
+    feature: DerivedFeature, todo: dict[str, tuple[str, str, str]], store: FeatureStore, progress: bool
+) -> None:
+    """Load the feature's model once, then compute and store each item from its stored audio (a failure
+    names the item: a model that cannot read this audio is not a property of one file to skip)."""
+    from tqdm import tqdm
+
+    what = feature.description or feature.name
+    log.info("computing %s of %d utterance(s)", what, len(todo))
+    compute = feature.load()
+    bar = tqdm(total=len(todo), desc=feature.name, unit="utt", disable=not progress, dynamic_ncols=True)
+    try:
+        for dkey, (item_id, audio_file, akey) in todo.items():
+            try:
+                value = np.asarray(compute(read_audio(store.root, akey)))
+            except Exception as exc:
+                raise DataError(
+                    f"{what} of '{item_id}' ({audio_file}) failed: {type(exc).__name__}: {exc}"[:500]
+                ) from None
+            _save_npy(store.derived_path(dkey, feature.name), value)
+            bar.update()
+    finally:
+        bar.close()
 
 
 # ---------------------------------------------------------------- feature workers

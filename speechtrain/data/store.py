@@ -9,12 +9,15 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
     <root>/features/<kk>/<mel_key>.mel.npy       float32 (n_mels, T_frames)
     <root>/features/<kk>/<audio_key>.audio.npy   int16 (T_frames * hop_length,)
     <root>/features/<kk>/<f0_key>.f0.npy         float32 (T_frames,) Hz, 0 = unvoiced (with data.f0_method)
+    <root>/features/<kk>/<key>.<name>.npy        a model family's derived feature (XTTS: int16 DVAE codes
+                                                 (T_codes,) as ``codes``): :mod:`speechtrain.data.derived`
     <root>/.lock                                 held while preparing
     <root>/leases/<pid>-<n>.keys                 the feature keys an open dataset reads (a reader lease)
 
 A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
 n_fft, win_length, hop_length, n_mels, fmin, fmax); an audio key the same file facts with sample_rate
-and hop_length only; an f0 key the audio key's facts with the f0 settings (method, f0_min, f0_max). A
+and hop_length only; an f0 key the audio key's facts with the f0 settings (method, f0_min, f0_max); a derived
+feature's key the audio key with the feature's settings digest (its weights, its own mel settings). A
 changed file or setting gets new keys and is recomputed (a mel-only setting from the stored audio) while
 everything else is reused; files that no index and no live reader lease refers to are removed. A
 :class:`ReaderLease` is an ``flock``-held file listing the keys an open dataset reads (a training, say): a
@@ -36,11 +39,14 @@ import json
 import os
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
 from speechtrain.data.pitch import F0Settings
 from speechtrain.data.manifest import (
@@ -94,15 +100,20 @@ class IndexSettings:
     encoding: str | None = None
     version: int = CACHE_VERSION
     f0: F0Settings | None = None
+    derived: tuple[tuple[str, str], ...] = ()  # (name, settings digest) of each derived feature, sorted
+
+    def with_derived(self, features: Sequence[DerivedFeature]) -> IndexSettings:
+        """These settings with ``features`` as the derived features (replacing any)."""
+        return replace(self, derived=tuple(sorted((f.name, f.digest()) for f in features)))
 
     @property
     def lowercase(self) -> bool:
         return self.text.lowercase
 
     @classmethod
-    def from_data(cls, data: DataConfig) -> IndexSettings:
+    def from_data(cls, data: DataConfig, derived: Sequence[DerivedFeature] = ()) -> IndexSettings:
         f0 = F0Settings(data.f0_method, data.f0_min, data.f0_max) if data.f0_method is not None else None
-        return cls(
+        settings = cls(
             MelSettings.from_data(data),
             data.min_duration,
             data.max_duration,
@@ -110,10 +121,11 @@ class IndexSettings:
             data.encoding,
             f0=f0,
         )
+        return settings.with_derived(derived)
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat JSON layout of an index's ``settings`` (the f0 keys only with f0, so that the indexes
-        of data without f0 keep their names)."""
+        """The flat JSON layout of an index's ``settings`` (the f0 keys only with f0, ``derived`` only with
+        derived features, so that the indexes of data without them keep their names)."""
         return {
             "version": self.version,
             **self.mel.to_dict(),
@@ -122,6 +134,7 @@ class IndexSettings:
             **self.text.to_dict(),
             "encoding": self.encoding,
             **(self.f0.to_dict() if self.f0 is not None else {}),
+            **({"derived": dict(self.derived)} if self.derived else {}),
         }
 
     @classmethod
@@ -131,7 +144,10 @@ class IndexSettings:
         f0 = None
         if raw.get("f0_method") is not None:
             f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
-        return cls(mel, raw["min_duration"], raw["max_duration"], text, raw["encoding"], int(raw["version"]), f0)
+        derived = tuple(sorted((str(k), str(v)) for k, v in (raw.get("derived") or {}).items()))
+        return cls(
+            mel, raw["min_duration"], raw["max_duration"], text, raw["encoding"], int(raw["version"]), f0, derived
+        )
 
     def changes_from(self, other: IndexSettings) -> list[str]:
         """``key old -> new`` for every setting that differs from ``other``."""
@@ -162,9 +178,14 @@ class CachedItem:
     orig_sr: int  # the file's own sample rate
     channels: int  # the file's channels (downmixed to mono)
     f0_key: str | None = None  # cached f0 (T_frames,), with data.f0_method
+    derived: dict[str, str] = field(default_factory=dict)  # derived feature name -> its key
+
+    def feature_keys(self) -> list[str]:
+        """Every feature file key of this item (mel, audio, f0, derived)."""
+        return [k for k in (self.key, self.audio_key, self.f0_key, *self.derived.values()) if k is not None]
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: dict(v) if isinstance(v := getattr(self, f.name), dict) else v for f in fields(self)}
 
     def text_item(self) -> TextItem:
         return TextItem(self.id, self.symbols, self.unmapped)
@@ -186,6 +207,7 @@ class CachedItem:
             orig_sr=int(raw["orig_sr"]),
             channels=int(raw["channels"]),
             f0_key=None if raw.get("f0_key") is None else str(raw["f0_key"]),
+            derived={str(k): str(v) for k, v in (raw.get("derived") or {}).items()},
         )
 
 
@@ -260,8 +282,8 @@ class CacheIndex:
         os.replace(tmp, path)
 
     def feature_keys(self) -> set[str]:
-        """Every mel, audio and f0 key the index refers to."""
-        return {k for it in self.items for k in (it.key, it.audio_key, it.f0_key) if k is not None}
+        """Every mel, audio, f0 and derived key the index refers to."""
+        return {k for it in self.items for k in it.feature_keys()}
 
 
 @dataclass
@@ -293,6 +315,17 @@ def f0_key(audio_path: str, sig: list[int] | None, mel: MelSettings, f0: F0Setti
     return _digest([CACHE_VERSION, "f0", audio_path, sig, {k: settings[k] for k in AUDIO_KEYS}, f0.to_dict()])
 
 
+def derived_key(audio_key: str, feature: DerivedFeature) -> str:
+    """The key of a derived feature of one file: its audio key (the stored audio the feature is computed
+    from) and the feature's settings digest."""
+    return _digest([FEATURE_VERSION, "derived", feature.name, audio_key, feature.digest()])
+
+
+def derived_path(root: Path, key: str, name: str) -> Path:
+    """The array of derived feature ``name`` under its key."""
+    return root / "features" / key[:2] / f"{key}.{name}.npy"
+
+
 def f0_path(root: Path, key: str) -> Path:
     """float32 (T_frames,) f0 in Hz (0 = unvoiced) of an f0 key."""
     return root / "features" / key[:2] / f"{key}.f0.npy"
@@ -306,6 +339,13 @@ def mel_path(root: Path, key: str) -> Path:
 def audio_path(root: Path, key: str) -> Path:
     """int16 (T_frames * hop_length,) audio of an audio key."""
     return root / "features" / key[:2] / f"{key}.audio.npy"
+
+
+def read_audio(root: Path, key: str) -> np.ndarray:
+    """float32 (T_frames * hop_length,) audio of an audio key, as every reader sees it (``pcm / 32767``): the
+    dataset's ``audio`` and what derived features are computed from are the same numbers."""
+    pcm = np.load(audio_path(root, key), mmap_mode="r")  # int16 (T_frames * hop,)
+    return pcm.astype(np.float32) / np.float32(32767.0)
 
 
 def held_out_ids(ids: Sequence[str], eval_utterances: int) -> set[str]:
@@ -333,16 +373,19 @@ class FeatureStore:
         format: str = "auto",
         cache_dir: str | None = None,
         eval_utterances: int = 16,
+        derived: Sequence[DerivedFeature] = (),
     ) -> None:
         self.manifest, self.eval_manifest, self.format = str(manifest), eval_manifest, format
-        self.settings = settings
+        self.derived = tuple(derived)
+        self.settings = settings.with_derived(self.derived) if self.derived else settings
         self.eval_utterances = int(eval_utterances)
         self.root = Path(cache_dir).absolute() if cache_dir else data_folder(manifest) / ".speechtrain_cache"
         self._refs: list[ManifestRef] | None = None
 
     @classmethod
-    def from_data(cls, data: DataConfig) -> FeatureStore:
-        """The store of ``data.manifest`` (and ``data.eval_manifest``) with ``data``'s settings."""
+    def from_data(cls, data: DataConfig, derived: Sequence[DerivedFeature] = ()) -> FeatureStore:
+        """The store of ``data.manifest`` (and ``data.eval_manifest``) with ``data``'s settings and the
+        model family's ``derived`` features (:mod:`speechtrain.data.derived`)."""
         if not data.manifest:
             raise DataError("data.manifest is not set (speechtrain prepare DATA, or data.manifest=PATH)")
         return cls(
@@ -352,6 +395,7 @@ class FeatureStore:
             format=data.format,
             cache_dir=data.cache_dir,
             eval_utterances=data.eval_utterances,
+            derived=derived,
         )
 
     @property
@@ -434,9 +478,22 @@ class FeatureStore:
     def audio_path(self, key: str) -> Path:
         return audio_path(self.root, key)
 
+    def derived_keys(self, audio_key: str) -> dict[str, str]:
+        """Derived feature name -> key of a file (by its audio key)."""
+        return {f.name: derived_key(audio_key, f) for f in self.derived}
+
+    def derived_path(self, key: str, name: str) -> Path:
+        return derived_path(self.root, key, name)
+
     def has_features(self, mel_key: str, audio_key: str, f0_key: str | None = None) -> bool:
+        """Whether the mel, audio (and f0) files of an item are there (not its derived features)."""
         have = self.mel_path(mel_key).is_file() and self.audio_path(audio_key).is_file()
         return have and (f0_key is None or self.f0_path(f0_key).is_file())
+
+    def has_item(self, item: CachedItem) -> bool:
+        """Whether every feature file of a prepared item is there, its derived features included."""
+        have = self.has_features(item.key, item.audio_key, item.f0_key)
+        return have and all(self.derived_path(k, name).is_file() for name, k in item.derived.items())
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
@@ -473,7 +530,7 @@ class FeatureStore:
 
     def lease(self, items: Sequence[CachedItem]) -> ReaderLease | None:
         """A reader lease on the feature files of ``items`` (None where ``fcntl`` is missing)."""
-        return ReaderLease.take(self.root, {k for it in items for k in (it.key, it.audio_key)})
+        return ReaderLease.take(self.root, {k for it in items for k in it.feature_keys()})
 
     # ------------------------------------------------------------------ the two shared rules
     def stale_reason(self, ref: ManifestRef, require_text: bool | None, index: CacheIndex | None = None) -> str | None:
@@ -492,7 +549,7 @@ class FeatureStore:
         if changed_files:
             return f"stale ({len(changed_files)} audio file(s) changed, e.g. {changed_files[0]})"
         for item in index.items:
-            if not self.has_features(item.key, item.audio_key, item.f0_key):
+            if not self.has_item(item):
                 return f"incomplete (feature files of '{item.id}' are missing)"
         if require_text is True and any(not item.text for item in index.items):
             return "stale (it keeps items with empty text, and this task needs text)"

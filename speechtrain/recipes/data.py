@@ -2,7 +2,8 @@
 
 The other recipes and the commands reach the data layer through :class:`DataRecipe`: it holds the
 ``data`` section (and the seed) and calls the data API with them, so that a change of that API
-is made here and nowhere else.
+is made here and nowhere else. It also asks the model family for its derived features (XTTS's DVAE
+codes, :mod:`speechtrain.data.derived`), so that ``prepare`` caches them and the datasets yield them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from speechtrain import registry
 from speechtrain.config import Config
 from speechtrain.data.batch import Batch
 from speechtrain.data.loader import TrainBatches
@@ -30,7 +32,21 @@ class DataRecipe:
 
     def __init__(self, cfg: Config) -> None:
         self.data = cfg.data
+        self.model = cfg.model
         self.seed = cfg.train.seed
+        self._search = [cfg.source_dir, cfg.source_dir.parent] if cfg.source_dir else []
+
+    # ------------------------------------------------------------------ the model family's derived features
+    def derived(self) -> list[Any]:
+        """The derived features the model family asks ``prepare`` to cache (XTTS: the DVAE codes), when the
+        task would see them: none with ``data.noise_snr_db`` or ``data.crop_frames``
+        (:func:`speechtrain.data.loader.derived_usable`). Asked again each time: the family's answer
+        depends on files (its weights) that may appear or change during a run's set-up."""
+        from speechtrain.data.loader import derived_usable
+
+        if not derived_usable(self.data):
+            return []
+        return registry.derived_features(self.model, self.data, search=self._search)
 
     # ------------------------------------------------------------------ the feature cache
     def prepare(
@@ -39,13 +55,20 @@ class DataRecipe:
         """Validate and build the feature cache (``speechtrain prepare``); the PrepareReport."""
         from speechtrain.data.prepare import prepare_dataset
 
-        return prepare_dataset(self.data, workers=workers, strict=strict, progress=progress, require_text=require_text)
+        return prepare_dataset(
+            self.data,
+            workers=workers,
+            strict=strict,
+            progress=progress,
+            require_text=require_text,
+            derived=self.derived(),
+        )
 
     def ensure_prepared(self, require_text: bool | None = None) -> Any:
         """Prepare only when the cache is missing or stale; the report, or None when it was up to date."""
         from speechtrain.data.prepare import ensure_prepared
 
-        report = ensure_prepared(self.data, require_text=require_text)
+        report = ensure_prepared(self.data, require_text=require_text, derived=self.derived())
         if report is not None:
             log.info(f"prepared the feature cache: {report.summary()}")
         return report
@@ -58,7 +81,7 @@ class DataRecipe:
         if not self.data.manifest:
             return None
         try:
-            return FeatureStore.from_data(self.data).open_split("train", None).symbols
+            return FeatureStore.from_data(self.data, self.derived()).open_split("train", None).symbols
         except UserError:
             return None
 
@@ -79,16 +102,17 @@ class DataRecipe:
 
     # ------------------------------------------------------------------ datasets
     def fields(self, needs: Needs) -> tuple[str, ...]:
-        """The item fields a task reads from the cache."""
+        """The item fields a task reads from the cache (its derived features among them when prepared)."""
         from speechtrain.data.loader import dataset_fields
 
-        return dataset_fields(self.data, needs)
+        prepared = {f.name for f in self.derived()}
+        return dataset_fields(self.data, needs) + tuple(n for n in needs.derived if n in prepared)
 
     def dataset(self, split: str, fields: tuple[str, ...] | list[str]) -> Any:
         """The prepared SpeechDataset of ``split`` (``train`` or ``eval``) reading ``fields``."""
         from speechtrain.data.dataset import SpeechDataset
 
-        return SpeechDataset.from_config(self.data, split, fields=fields)
+        return SpeechDataset.from_config(self.data, split, fields=fields, derived=self.derived())
 
     def train_and_eval(self, needs: Needs) -> tuple[Any, Any]:
         """(training set, eval set or None), preparing the cache when needed."""
@@ -180,11 +204,12 @@ class DataRecipe:
 
     def batch_reader(self, dataset: Any, needs: Needs) -> ReadBatch:
         """Reads chosen items of ``dataset`` as one padded Batch (the tuner's batches)."""
-        from speechtrain.data.loader import BatchReader, item_keys
+        from speechtrain.data.loader import BatchReader, derived_keys, item_keys
         from speechtrain.data.sampler import BatchKey
 
         d = self.data
-        reader = BatchReader(dataset, item_keys(self.data, needs), d.pad_multiple, d.crop_frames)
+        keys = item_keys(d, needs) + derived_keys(d, dataset, needs)
+        reader = BatchReader(dataset, keys, d.pad_multiple, d.crop_frames)
 
         def read(indices: tuple[int, ...], crop_at_start: bool, bucket: int) -> Batch:
             offsets = (0,) * len(indices) if crop_at_start else None

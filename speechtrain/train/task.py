@@ -42,6 +42,9 @@ class Needs:
     labels: bool = False
     speakers: bool = False
     f0: bool = False  # f0 per mel frame (B, T_frames), cached by prepare with data.f0_method
+    #: derived features (speechtrain.data.derived) the task reads when the feature cache has them, e.g.
+    #: XTTS's ("codes",); the task must compute them itself when a batch lacks them
+    derived: tuple[str, ...] = ()
 
 
 class Task:

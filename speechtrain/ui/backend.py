@@ -182,6 +182,10 @@ def _summary_of(report: dict[str, Any]) -> str:
         f"cache     {report.get('cache_dir')}: reused {c.get('reused')}, computed {c.get('computed')} "
         f"({float(report.get('seconds') or 0):.1f} s)"
     )
+    for name, d in (c.get("derived") or {}).items():  # a model family's derived features (XTTS: DVAE codes)
+        lines.append(
+            f"{name:<9} {d.get('description') or name}: reused {d.get('reused')}, computed {d.get('computed')}"
+        )
     lines.append(f"skipped   {report.get('skipped_total', 0)}")
     return "\n".join(lines)
 

@@ -18,6 +18,11 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+#: what XTTS's mels share: 0-8000 Hz, Slaney-normalised HTK filters, log floor 1e-5 (the DVAE codes' cache key)
+MEL_F_MAX, MEL_NORM, LOG_FLOOR = 8000.0, "slaney", 1e-5
+#: the STFT of the mel the DVAE reads (Coqui's ``TorchMelSpectrogram`` defaults)
+DVAE_STFT = {"n_fft": 1024, "hop_length": 256, "win_length": 1024}
+
 
 def _hz_to_mel_htk(freq: float) -> float:
     return 2595.0 * math.log10(1.0 + freq / 700.0)
@@ -121,18 +126,33 @@ class XttsMel(nn.Module):
         self, n_fft: int, hop_length: int, win_length: int, n_mels: int = 80, sample_rate: int = 22050
     ) -> None:
         super().__init__()
-        self.mel = MelSpectrogram(sample_rate, n_fft, hop_length, win_length, n_mels, 0.0, 8000.0, norm="slaney")
+        self.mel = MelSpectrogram(sample_rate, n_fft, hop_length, win_length, n_mels, 0.0, MEL_F_MAX, norm=MEL_NORM)
 
     def forward(self, audio: torch.Tensor, mel_stats: torch.Tensor) -> torch.Tensor:
         with torch.autocast(audio.device.type, enabled=False):
             mel = self.mel(audio.float())
-            mel = torch.log(torch.clamp(mel, min=1e-5))
+            mel = torch.log(torch.clamp(mel, min=LOG_FLOOR))
             return mel / mel_stats.float()[None, :, None]
 
 
 def dvae_mel(n_mels: int = 80, sample_rate: int = 22050) -> XttsMel:
     """The mel the DVAE reads (hop 256; Coqui's ``TorchMelSpectrogram`` defaults)."""
-    return XttsMel(1024, 256, 1024, n_mels, sample_rate)
+    return XttsMel(DVAE_STFT["n_fft"], DVAE_STFT["hop_length"], DVAE_STFT["win_length"], n_mels, sample_rate)
+
+
+def dvae_mel_settings(n_mels: int = 80, sample_rate: int = 22050) -> dict[str, object]:
+    """Every setting of the DVAE mel (a key of the cached DVAE codes: a change recomputes them)."""
+    return {
+        **DVAE_STFT,
+        "n_mels": n_mels,
+        "sample_rate": sample_rate,
+        "f_min": 0.0,
+        "f_max": MEL_F_MAX,
+        "norm": MEL_NORM,
+        "log_floor": LOG_FLOOR,
+        "window": "hann",
+        "center": True,
+    }
 
 
 def style_mel(n_mels: int = 80, sample_rate: int = 22050) -> XttsMel:

@@ -15,13 +15,19 @@ import itertools
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import torch
 
+from speechtrain.logs import get_logger
 from speechtrain.models.xtts.config import XttsArch, arch_preset
 from speechtrain.models.xtts.dvae import DiscreteVAE
+
+if TYPE_CHECKING:
+    from speechtrain.models.xtts.config import XttsConfig
+
+log = get_logger(__name__)
 
 #: XTTS-v2's languages (config.json ``languages``)
 XTTS_LANGUAGES = (
@@ -158,6 +164,18 @@ def _legacy_weight_norm(key: str) -> str:
     return key.replace(".parametrizations.weight.original0", ".weight_g").replace(
         ".parametrizations.weight.original1", ".weight_v"
     )
+
+
+def checkpoint_folder(model: XttsConfig) -> Path | None:
+    """``model.checkpoint_dir``, written first with random weights when ``model.random_checkpoint`` asks and it
+    has no ``model.pth`` (on the first build only: a run's ``config.yaml`` has ``model.arch``, and a run loaded
+    from another working directory does not write a random folder there). None without a checkpoint_dir."""
+    folder = Path(model.checkpoint_dir) if model.checkpoint_dir else None
+    first_build = model.arch is None
+    if first_build and folder is not None and model.random_checkpoint != "off" and not (folder / "model.pth").is_file():
+        log.info("writing a random-weights %s XTTS checkpoint to %s", model.random_checkpoint, folder)
+        write_random_checkpoint(folder, model.random_checkpoint, seed=model.random_seed)
+    return folder
 
 
 def write_random_checkpoint(

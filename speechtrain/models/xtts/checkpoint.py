@@ -206,6 +206,8 @@ def _torch_load(path: Path) -> Any:
                 raise
             return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (pre zip) format
     except pickle.UnpicklingError as exc:
+        if "Unsupported global" not in str(exc):  # not a pickle of objects at all: damaged or foreign bytes
+            raise UserError(f"{path}: not a readable torch file (truncated or foreign: {_last_line(exc)})") from None
         raise UserError(
             f"{path}: refused: it holds Python objects other than tensors and plain containers, which could run "
             f"code when loaded ({str(exc).splitlines()[0]}); re-save it as a plain state dict"
@@ -214,6 +216,12 @@ def _torch_load(path: Path) -> Any:
         raise UserError(
             f"{path}: not a readable torch file (truncated or foreign: {str(exc).splitlines()[0]})"
         ) from None
+
+
+def _last_line(exc: BaseException) -> str:
+    """The telling line of torch.load's message (its weights-only explanation comes first)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.startswith("Check the doc")]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _state_dict_of(obj: Any, path: Path, container: str | None) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -470,6 +478,43 @@ def load_coqui_weights(directory: str | Path, mods: XttsModules, strict: bool = 
     else:
         log.warning("%s", report.summary())
     return report
+
+
+def load_dvae(directory: str | Path, arch: XttsArch) -> tuple[DiscreteVAE, torch.Tensor]:
+    """The frozen DVAE of a folder's ``dvae.pth`` and the mel norms of its ``mel_stats.pth`` (n_mels,) fp32,
+    built at ``arch``'s sizes, every tensor accounted for (what ``prepare`` computes the codes with; the
+    training path loads the same tensors through :func:`load_coqui_weights`)."""
+    d = Path(directory)
+    dvae = DiscreteVAE(
+        arch.n_mels,
+        arch.num_codes,
+        arch.dvae_codebook_dim,
+        arch.dvae_hidden_dim,
+        arch.dvae_num_layers,
+        arch.dvae_num_resnet_blocks,
+        arch.dvae_kernel_size,
+    )
+    fr = FileReport("dvae.pth")
+    fix = f"put the dvae.pth and mel_stats.pth of this XTTS checkpoint (download them again) in {d}"
+    try:
+        sd, fr.ignored_entries = _state_dict_of(_torch_load(d / "dvae.pth"), d / "dvae.pth", "model")
+    except UserError as exc:
+        raise UserError(f"{exc}; the DVAE codes are computed with it: {fix}") from None
+    targets: dict[str, tuple[nn.Module, str]] = {k: (dvae, k) for k in dvae.state_dict()}
+    per_module, _, _, _ = _load_tensors(fr, sd, targets, "dvae.pth")
+    if fr.unaccounted:
+        raise UserError(
+            "\n".join(fr.lines()) + f"\n{d / 'dvae.pth'} is not the DVAE of {d / 'config.json'}'s sizes: put the "
+            "dvae.pth of the same XTTS checkpoint in the folder (or point model.checkpoint_dir at a complete one)"
+        )
+    dvae.load_state_dict(per_module.get(dvae, {}), strict=True)
+    try:
+        stats = _torch_load(d / "mel_stats.pth")
+    except UserError as exc:
+        raise UserError(f"{exc}; the DVAE mel is normalised with it: {fix}") from None
+    if not isinstance(stats, torch.Tensor) or tuple(stats.shape) != (arch.n_mels,):
+        raise UserError(f"{d / 'mel_stats.pth'}: expected one tensor of {arch.n_mels} mel norms; {fix}")
+    return dvae, stats.to(torch.float32).clone()
 
 
 # ------------------------------------------------------------------------------------------ exporting

@@ -249,9 +249,12 @@ class XttsConfig(ModelSection):
     )
     cache_codes: bool = Field(
         True,
-        description="Compute each utterance's DVAE codes once (alone, unpadded) and keep them on the device for "
-        "the rest of the run (the frozen DVAE gives the same codes every epoch); off when data.noise_snr_db "
-        "changes the audio. False: the DVAE runs on every batch, as Coqui's trainer does.",
+        description="DVAE codes computed once per utterance (alone, unpadded; the DVAE is frozen): `prepare` "
+        "stores them in the feature cache (recomputed only when the audio, the DVAE mel or dvae.pth/mel_stats.pth "
+        "change) and the batches bring them; where a batch has none (--fake-data, no checkpoint folder) they are "
+        "computed on the device and kept for the run. Not with data.noise_snr_db or data.crop_frames (the task "
+        "sees other audio than the stored one): the padded batch then goes through the DVAE every step. "
+        "False: nothing cached; the DVAE runs on every padded batch on the device, as Coqui's trainer does.",
     )
     dropout: float = Field(0.1, ge=0, lt=1, description="GPT-2 dropout (embedding, attention, residual; Coqui 0.1).")
 

@@ -2,7 +2,9 @@
 
 Per micro-batch, on the device (as Coqui's ``GPTTrainer.format_batch_on_device`` does):
 
-- the batch's audio (22050 Hz) -> the DVAE mel (``mel_stats.pth`` norms) -> frozen DVAE -> audio codes;
+- audio codes: the batch's ``codes`` when ``prepare`` cached them (``model.cache_codes``: computed once per
+  utterance by the frozen DVAE, :mod:`speechtrain.models.xtts.codes`), else the batch's audio (22050 Hz) ->
+  the DVAE mel (``mel_stats.pth`` norms) -> frozen DVAE -> audio codes, here on the device;
 - a conditioning clip per utterance, cut from the utterance itself (3 to 6 s by default, random start in
   training, the start in evaluation; padded to the longest length), -> style mel -> conditioning encoder +
   perceiver resampler -> 32 conditioning latents (trained with the GPT, as Coqui fine-tunes them);
@@ -30,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from speechtrain.data.batch import Batch
+from speechtrain.data.loader import derived_usable
 from speechtrain.errors import DataError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.models.xtts.audio import XttsMels
@@ -41,6 +44,8 @@ from speechtrain.models.xtts.checkpoint import (
     load_coqui_weights,
     read_config_and_vocab,
 )
+from speechtrain.models.xtts.codes import code_count, code_dtype, utterance_codes
+from speechtrain.models.xtts.codes import derived_features as derived_features
 from speechtrain.models.xtts.gpt import IGNORE_INDEX, SamplingSettings
 from speechtrain.models.xtts.tokenizer import XttsTokenizer, expand_tokens, load_front_end
 from speechtrain.train.task import Needs, OptimizerSpec, Task
@@ -70,13 +75,9 @@ def load_modules(model: XttsConfig) -> tuple[XttsModules, LoadReport | None]:
 
     The folder's sizes are stored in ``model.arch`` so that the run's ``config.yaml`` rebuilds the model
     without the folder (a run loaded from another working directory does not write a random folder there)."""
-    from speechtrain.models.xtts.build import write_random_checkpoint
+    from speechtrain.models.xtts.build import checkpoint_folder
 
-    folder = Path(model.checkpoint_dir) if model.checkpoint_dir else None
-    first_build = model.arch is None  # a run's config.yaml has the sizes: its checkpoint holds every tensor
-    if first_build and folder is not None and model.random_checkpoint != "off" and not (folder / "model.pth").is_file():
-        log.info("writing a random-weights %s XTTS checkpoint to %s", model.random_checkpoint, folder)
-        write_random_checkpoint(folder, model.random_checkpoint, seed=model.random_seed)
+    folder = checkpoint_folder(model)
     if folder is not None and (folder / "model.pth").is_file():
         files = read_config_and_vocab(folder)
         mods = build_modules(files.arch, model.dropout, init=not model.strict_load)  # strict: all overwritten
@@ -113,9 +114,10 @@ class XttsTask(Task):
         self.front_end = load_front_end(model.text_front_end)
         self.mels = XttsMels(arch.n_mels, arch.input_sample_rate)
         self._ids: dict[str, list[int]] = {}  # front-end text -> BPE ids (host side)
-        # utterance id -> its DVAE codes (T_codes,) int16 on the device; not when noise changes the audio
+        # codes the batches did not bring (not prepared): utterance id -> its DVAE codes (T_codes,) int16 on the
+        # device, kept for the run; not when noise or crops change the audio
         self._codes: dict[str, torch.Tensor] = {}
-        self.cache_codes = model.cache_codes and data.noise_snr_db is None
+        self.cache_codes = model.cache_codes and derived_usable(data)  # the stored audio is what the task sees
         self._reported_unknown: set[str] = set()
         self.tokenizer = (
             XttsTokenizer(self.mods.coqui.vocab_json or "", "vocab.json") if self.mods.coqui.vocab_json else None
@@ -123,7 +125,7 @@ class XttsTask(Task):
 
     # -- Task protocol ----------------------------------------------------------------------------
     def needs(self) -> Needs:
-        return Needs(text=True, audio=True, mel=False)
+        return Needs(text=True, audio=True, mel=False, derived=("codes",) if self.cache_codes else ())
 
     def modules(self) -> dict[str, nn.Module]:
         return {**self.mods.by_name(), "mels": self.mels}
@@ -281,20 +283,35 @@ class XttsTask(Task):
             clips[i, :, : e - s] = audio[i, :, s:e]
         return clips, spans
 
+    def batch_codes(self, batch: Batch) -> torch.Tensor:
+        """The DVAE codes of a batch (B, T_codes), zero-padded: the batch's ``codes`` when ``prepare`` cached
+        them, else :meth:`dvae_codes` on the device."""
+        if "codes" not in batch:
+            return self.dvae_codes(batch)
+        lengths = batch.host_lengths["codes_lengths"]
+        for n, samples, uid in zip(lengths, batch.host_lengths["audio_lengths"], batch.ids):
+            if n != code_count(samples, self.arch):  # host ints: nothing syncs
+                raise DataError(
+                    f"utterance '{uid}': {n} cached DVAE codes for {samples} samples of audio (expected "
+                    f"{code_count(samples, self.arch)}); run `speechtrain prepare` again with this config"
+                )
+        return batch["codes"][:, : max(lengths)].long()  # (B, T_codes): collate may pad to pad_multiple
+
     @torch.no_grad()
     def dvae_codes(self, batch: Batch) -> torch.Tensor:
-        """DVAE codes of the batch's audio (B, T_codes), zero-padded. With ``model.cache_codes`` each
-        utterance's codes are computed once, from its audio alone (so they do not depend on what it was
-        batched with), and kept on the device; else the padded batch goes through the DVAE every time."""
+        """DVAE codes of the batch's audio (B, T_codes), zero-padded, computed on the device. With
+        ``model.cache_codes`` (and neither ``data.noise_snr_db`` nor ``data.crop_frames``) each utterance's
+        codes come from its audio alone (so they do not depend on what it was batched with, and equal the ones
+        ``prepare`` caches) and are kept for the run; otherwise the padded batch goes through the DVAE every
+        step, as Coqui's trainer does (noise and crops change the audio every step)."""
         audio, norms = batch["audio"], self.mods.coqui.mel_norms  # (B, 1, T_samples)
         if not self.cache_codes:
             return self.mods.dvae.codes(self.mels.dvae(audio, norms))
         lengths = batch.host_lengths["audio_lengths"]
         for i, uid in enumerate(batch.ids):
             if uid not in self._codes:
-                mel = self.mels.dvae(audio[i : i + 1, :, : lengths[i]], norms)  # (1, n_mels, T_frames)
-                small = torch.int16 if self.arch.num_codes <= torch.iinfo(torch.int16).max else torch.int32
-                self._codes[uid] = self.mods.dvae.codes(mel)[0].to(small)  # (T_codes,)
+                one = utterance_codes(self.mods.dvae, self.mels.dvae, norms, audio[i : i + 1, :, : lengths[i]])
+                self._codes[uid] = one.to(code_dtype(self.arch))  # (T_codes,)
         rows = [self._codes[uid] for uid in batch.ids]
         return nn.utils.rnn.pad_sequence(rows, batch_first=True).long()  # (B, T_codes)
 
@@ -309,7 +326,7 @@ class XttsTask(Task):
                 f"{a.gpt_max_audio_tokens - 3}: lower data.max_duration"
             )
         with torch.no_grad():
-            codes = self.dvae_codes(batch)  # (B, T_codes)
+            codes = self.batch_codes(batch)  # (B, T_codes)
         clips, spans = self._conditioning_clips(batch)
         cond_mel = self.mels.style(clips, self.mods.coqui.mel_norms)  # (B, n_mels, T_cond_frames)
         cond_latents = gpt.conditioning_latents(cond_mel)  # (B, P, width)
