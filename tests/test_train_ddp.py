@@ -219,6 +219,13 @@ def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path, 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = json.loads((run / "accel.json").read_text())
     assert (records["world_size"], records["strategy"]) == (2, strategy)
+    detail = records["strategy_detail"]
+    assert detail["requested"] == ("auto" if strategy == "ddp" else "fsdp") and detail["reason"]
+    if strategy == "ddp":  # auto: a toy model's replica fits in half of the RAM a rank has
+        assert detail["reason"].startswith("auto: weights + gradients + optimizer state take")
+        assert detail["reason"].endswith(": DDP")
+    else:
+        assert detail["fsdp_mixed_precision"] == "none (fp32)" and "gpt.blocks.0" in detail["sharded_units"]
     assert proc.stdout.count('"run_dir"') == 1, "rank 0 alone prints the summary"
     from speechtrain.train.metrics import read_metrics
 
@@ -227,6 +234,12 @@ def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path, 
     assert {p.name for p in (run / "checkpoints").iterdir()} >= {"step_00000004.pt"}
     state = torch.load(run / "checkpoints" / "step_00000004.pt", weights_only=False)
     assert state["loader"]["sampler"]["world_size"] == 2
+    assert ("modules" in state) == (strategy == "ddp")
+    assert (run / "checkpoints" / "step_00000004.dcp").is_dir() == (strategy == "fsdp")
+    from speechtrain.recipes.inference import load_task
+
+    _, task = load_task(run)  # synthesis / export read either layout in one process
+    assert task.modules()
 
 
 def _killed_worker(rank: int, init_file: str, out_dir: str) -> None:

@@ -3,6 +3,12 @@
 - :func:`init_from_env` starts the process group from the variables ``torchrun`` sets (``RANK``,
   ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``): NCCL on GPUs (one device per local
   rank), gloo on CPUs. Single node and multi-node alike (``torchrun --nnodes N --rdzv-endpoint ...``).
+- :func:`choose_strategy`: what ``train.strategy`` becomes (auto: DDP while one replica's weights,
+  gradients and optimizer state fit in half a rank's device memory, else FSDP2 when the task qualifies).
+- :func:`shard_modules` (FSDP2 per transformer block, with :func:`fsdp_mixed_precision`) and
+  :func:`save_sharded` / :func:`load_sharded`: sharded checkpoints with ``torch.distributed.checkpoint``,
+  each rank writing its own shards, loadable by any number of ranks or by one process without a group
+  (the files' layout and safety: :mod:`speechtrain.train.checkpoint`).
 - :class:`StageSync`: the gradient sync of one optimizer stage, torch's
   :class:`~torch.nn.parallel.DistributedDataParallel` over that stage's parameters (one per GAN stage):
   gradients are all-reduced in buckets while the backward still runs. Only the last piece of a step
@@ -384,7 +390,7 @@ def load_sharded(
     model_states = {k: get_model_state_dict(m) for k, m in modules.items()}
     optim_states: dict[str, Any] = {}
     for k, o in optimizers.items():
-        osd = get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o)
+        osd: dict[str, Any] = dict(get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o))
         osd["state"] = {
             param: entry
             for param, entry in osd["state"].items()
