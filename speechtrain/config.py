@@ -320,7 +320,10 @@ class TrainConfig(Section):
         "auto",
         description="Several processes (torchrun): ddp replicates the model and all-reduces gradients in buckets "
         "during the backward; fsdp shards parameters, gradients and optimizer state (FSDP2, per transformer "
-        "block; one-stage tasks, fp32/bf16, no OOM redo); auto: ddp.",
+        "block, bf16 parameters with fp32 reduction under accel.precision=bf16; one-stage tasks, fp32/bf16, no "
+        "Muon, no OOM redo; sharded DCP checkpoints step_N.dcp/ beside step_N.pt, loadable at any world size); "
+        "auto: fsdp when one replica's weights + gradients + optimizer state (as speechtrain estimate counts "
+        "them) exceed half a rank's device memory and the task qualifies, else ddp (logged with the reason).",
     )
     ddp_bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (several processes only).")
     dist_timeout_minutes: float = Field(

@@ -219,6 +219,13 @@ def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path, 
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     records = json.loads((run / "accel.json").read_text())
     assert (records["world_size"], records["strategy"]) == (2, strategy)
+    detail = records["strategy_detail"]
+    assert detail["requested"] == ("auto" if strategy == "ddp" else "fsdp") and detail["reason"]
+    if strategy == "ddp":  # auto: a toy model's replica fits in half of the RAM a rank has
+        assert detail["reason"].startswith("auto: weights + gradients + optimizer state take")
+        assert detail["reason"].endswith(": DDP")
+    else:
+        assert detail["fsdp_mixed_precision"] == "none (fp32)" and "gpt.blocks.0" in detail["sharded_units"]
     assert proc.stdout.count('"run_dir"') == 1, "rank 0 alone prints the summary"
     from speechtrain.train.metrics import read_metrics
 
@@ -227,6 +234,12 @@ def test_speechtrain_train_under_torchrun(demo_data: list[str], tmp_path: Path, 
     assert {p.name for p in (run / "checkpoints").iterdir()} >= {"step_00000004.pt"}
     state = torch.load(run / "checkpoints" / "step_00000004.pt", weights_only=False)
     assert state["loader"]["sampler"]["world_size"] == 2
+    assert ("modules" in state) == (strategy == "ddp")
+    assert (run / "checkpoints" / "step_00000004.dcp").is_dir() == (strategy == "fsdp")
+    from speechtrain.recipes.inference import load_task
+
+    _, task = load_task(run)  # synthesis / export read either layout in one process
+    assert task.modules()
 
 
 def _killed_worker(rank: int, init_file: str, out_dir: str) -> None:
@@ -263,14 +276,34 @@ def test_kill_9_of_one_rank_ends_the_other_with_a_clear_message(tmp_path: Path, 
 def _fsdp_worker(rank: int, init_file: str, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
+        from speechtrain.train.distributed import full_state
+
         results: dict = {}
         for accum in (1, 2):
             kept: list = []
             results[accum] = dict(zip(("losses", "params"), _run("toy", rank, accum, "train.strategy=fsdp", keep=kept)))
-            if accum == 2:  # a checkpoint written by the 2 sharded ranks
+            if accum == 2:  # a sharded checkpoint written by the 2 ranks
                 kept[0].run_dir = Path(out_dir) / "fsdp_run"
                 kept[0].save_checkpoint()
         results["units"] = kept[0].sharded_units
+        # a fresh pair of FSDP ranks resumes it, and its next step is the uninterrupted run's next step
+        resumed = _trainer("toy", "train.strategy=fsdp")
+        resumed.run_dir = Path(out_dir) / "fsdp_run"
+        assert resumed.resume() and resumed.step == STEPS
+        micro = _batches(STEPS, 4)[rank * 2 : (rank + 1) * 2]
+        for name, tr in (("continued", kept[0]), ("resumed", resumed)):
+            loss = float(tr.train_step(micro)["loss"])
+            mods, _ = full_state(tr.modules, tr.optimizers, tr._stage_modules())
+            results[name] = {"loss": loss, "params": {f"{m}.{k}": v for m, sd in mods.items() for k, v in sd.items()}}
+        # bf16: FSDP2 all-gathers and computes the parameters in bf16 (MixedPrecisionPolicy), reduces in fp32
+        bf16: list = []
+        seen: list = []
+        tr = _trainer("toy", "train.strategy=fsdp", "accel.precision=bf16")
+        conv = next(m for m in tr.modules["model"].modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Linear)))
+        conv.register_forward_pre_hook(lambda m, args: seen.append(m.weight.dtype))
+        for step in range(STEPS):
+            bf16.append(float(tr.train_step(_batches(step, 2)[rank : rank + 1])["loss"]))
+        results["bf16"] = {"losses": bf16, "dtypes": seen, "policy": tr.fsdp_mixed_precision}
         torch.save(results, Path(out_dir) / f"fsdp_{rank}.pt")
     finally:
         dist.destroy_process_group()
@@ -278,7 +311,11 @@ def _fsdp_worker(rank: int, init_file: str, out_dir: str) -> None:
 
 def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_path: Path, monkeypatch) -> None:
     """FSDP2 on the CPU with gloo (fully_shard per block, then per module): 2 ranks x B equal 1 process
-    accumulating 2 x B, and the checkpoint saved by the 2 ranks loads into a 1-process Trainer."""
+    accumulating 2 x B; the 2 ranks write a sharded checkpoint (DCP: one shard file per rank, the run state
+    in step_N.pt), which 2 fresh ranks resume exactly and 1 plain process loads and continues; bf16 runs
+    with FSDP2's mixed precision (bf16 parameters, fp32 reduction) and finite losses."""
+    import math
+
     _spawn(_fsdp_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
     from speechtrain.train import checkpoint as ckpt
     from tests.test_train_engine import assert_params_close, params
@@ -291,9 +328,33 @@ def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_p
             for step, (a, b) in enumerate(zip(r[accum]["losses"], ref_losses)):
                 assert abs(a["loss"] - b["loss"]) <= 1e-5, f"x{accum} step {step + 1}: {a} vs {b}"
         assert_params_close(r0[accum]["params"], ref_params, atol=1e-5)
+    # the layout: each rank's shards in step_N.dcp/, the run state alone in step_N.pt (the commit marker)
+    checkpoints = tmp_path / "fsdp_run" / "checkpoints"
+    assert {p.name for p in (checkpoints / f"step_{STEPS:08d}.dcp").iterdir()} == {
+        ".metadata",
+        "__0_0.distcp",
+        "__1_0.distcp",
+    }
+    step_file = torch.load(checkpoints / f"step_{STEPS:08d}.pt", weights_only=True)
+    assert "modules" not in step_file and "optimizers" not in step_file
+    assert step_file["shards"] == f"step_{STEPS:08d}.dcp" and len(step_file["rng_ranks"]) == 2
+    # 2 fresh ranks resumed it: their next step is the uninterrupted run's
+    assert r0["resumed"]["loss"] == r0["continued"]["loss"]
+    assert_params_close(r0["resumed"]["params"], r0["continued"]["params"], atol=0)
+    # 1 plain process (no process group) loads it: the 2 ranks' weights, and the optimizer state goes on
     found = ckpt.latest(tmp_path / "fsdp_run")
     assert found is not None and found[1]["step"] == STEPS
     one = _trainer("toy")
     one.load_state_dict(found[1])
     assert_params_close(params(one), r0[2]["params"], atol=0)
-    one.train_step(_batches(STEPS, 2))  # the optimizer state loaded too: training goes on
+    loss = float(one.train_step(_batches(STEPS, 4))["loss"])
+    assert abs(loss - r0["continued"]["loss"]) <= 1e-5
+    assert_params_close(params(one), r0["continued"]["params"], atol=1e-5)  # momentum buffers loaded too
+    # the full weights of the run for export / synthesis / init_from, without a process group
+    full = ckpt.module_states(found[1], found[0])
+    assert_params_close({f"model.{k}": v for k, v in full["model"].items()}, r0[2]["params"], atol=0)
+    # bf16
+    for r in (r0, r1):
+        assert r["bf16"]["policy"] == "param bf16, reduce fp32"
+        assert r["bf16"]["dtypes"] and set(r["bf16"]["dtypes"]) == {torch.bfloat16}
+        assert all(math.isfinite(v) for v in r["bf16"]["losses"]), r["bf16"]["losses"]

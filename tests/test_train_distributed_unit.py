@@ -3,6 +3,8 @@ the one-process identities of the collectives, peer-failure detection, the OOM g
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -88,3 +90,52 @@ def test_oom_after_the_agreement_is_a_clear_error() -> None:
 
     with pytest.raises(UserError, match="cannot be redone"):
         OOMGuard().run_stage([_batch(2)], run_piece, lambda: None, stage="gen", step=3, any_rank=lambda f: f)
+
+
+GIB = 2**30
+
+
+def test_auto_strategy_keeps_ddp_while_a_replica_fits_and_shards_when_it_does_not() -> None:
+    fits = D.choose_strategy("auto", 2, 3 * GIB, 8 * GIB, [])
+    assert fits.strategy == "ddp" and "within 50% of the 8.00 GiB" in fits.reason
+    big = D.choose_strategy("auto", 4, 6 * GIB, 8 * GIB, [])
+    assert big.strategy == "fsdp" and "over 50%" in big.reason and "1.50 GiB per rank" in big.reason
+    gan = D.choose_strategy("auto", 2, 6 * GIB, 8 * GIB, ["a task of one optimizer stage (this one has 2)"])
+    assert gan.strategy == "ddp" and "FSDP needs a task of one optimizer stage (this one has 2)" in gan.reason
+    unknown = D.choose_strategy("auto", 2, 6 * GIB, None, [])
+    assert unknown.strategy == "ddp" and "unknown" in unknown.reason
+    assert D.choose_strategy("auto", 1, 6 * GIB, 8 * GIB, []).strategy == "single process"
+    assert D.choose_strategy("ddp", 2, 6 * GIB, 8 * GIB, []).strategy == "ddp"
+    assert D.choose_strategy("fsdp", 2, 0, None, []).to_dict() == {
+        "strategy": "fsdp",
+        "requested": "fsdp",
+        "reason": "train.strategy=fsdp",
+    }
+    with pytest.raises(UserError, match="train.strategy=fsdp needs optim.name adamw"):
+        D.choose_strategy("fsdp", 2, 0, None, ["optim.name adamw, adam or sgd (not muon)"])
+
+
+def test_the_trainer_counts_its_replica_for_auto(monkeypatch) -> None:
+    """What the Trainer hands to choose_strategy: the estimate's static bytes and its problems (a GAN's two
+    stages), with a rank's share of the host RAM on the CPU."""
+    from speechtrain.memory.estimate import static_memory
+    from tests.test_train_engine import cfg_for, trainer_for
+
+    seen: list = []
+
+    def spy(requested, world_size, static, device_bytes, problems):
+        seen.append((requested, static, device_bytes, problems))
+        return D.StrategyChoice("single process", requested, "one process")
+
+    from speechtrain.train import trainer as trainer_module
+
+    tr = trainer_for(cfg_for("model.name=toy_gan", "optim.name=adamw"))
+    monkeypatch.setattr(trainer_module, "choose_strategy", spy)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    tr.world_size = 2  # counted as one of 2 ranks (without a process group)
+    tr._choose_strategy()
+    requested, static, device_bytes, problems = seen[0]
+    assert requested == "auto" and problems == ["a task of one optimizer stage (this one has 2)"]
+    assert static == static_memory(tr.modules, tr.specs, "adamw").static_bytes > 0
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert device_bytes == ram // 2

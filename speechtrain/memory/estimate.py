@@ -29,6 +29,7 @@ import os
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,36 @@ class _Holder(nn.Module):
         super().__init__()
         for i, p in enumerate(params):
             self.register_parameter(f"p{i}", p)
+
+
+@dataclass(frozen=True)
+class StaticMemory:
+    """Bytes of one full replica that do not depend on the batch: weights, gradients, optimizer state."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+
+    @property
+    def static_bytes(self) -> int:
+        return self.weights + self.gradients + self.optimizer
+
+
+def static_memory(modules: dict[str, nn.Module], specs: Any, optimizer: str) -> StaticMemory:
+    """Weights (as stored), fp32 gradients of the trainable parameters and the optimizer state of each
+    optimizer stage (``specs``: the task's ``optimizer_specs()``) over its own modules; counted, not run."""
+    params = _unique_params(modules)
+    opt_bytes = 0
+    seen: set[int] = set()
+    for spec in specs:
+        stage_modules = [modules[name] for name in spec.modules]
+        stage = [p for p in _unique_params(modules, spec.modules) if p.requires_grad and id(p) not in seen]
+        seen.update(id(p) for p in stage)
+        muon = muon_partition(stage_modules)[0] if optimizer == "muon" else None
+        opt_bytes += optimizer_state_bytes(stage, optimizer, muon)
+    weights = sum(p.numel() * p.element_size() for p in params)
+    grads = FP32 * sum(p.numel() for p in params if p.requires_grad)
+    return StaticMemory(int(weights), int(grads), int(opt_bytes))
 
 
 def device_memory(device: torch.device) -> dict[str, Any]:
@@ -280,21 +311,10 @@ def estimate(
     """
     d = data
     modules = task.modules()
-
-    # static memory: by optimizer stage, each stage's own optimizer over its modules
     params = _unique_params(modules)
     trainable = [p for p in params if p.requires_grad]
-    opt_bytes = 0
-    seen: set[int] = set()
-    for spec in task.optimizer_specs():
-        stage_modules = [modules[name] for name in spec.modules]
-        stage = [p for p in _unique_params(modules, spec.modules) if p.requires_grad and id(p) not in seen]
-        seen.update(id(p) for p in stage)
-        muon = muon_partition(stage_modules)[0] if optimizer == "muon" else None
-        opt_bytes += optimizer_state_bytes(stage, optimizer, muon)
-    weights = sum(p.numel() * p.element_size() for p in params)
-    grads = FP32 * sum(p.numel() for p in trainable)
-    static = weights + grads + opt_bytes
+    counted = static_memory(modules, task.optimizer_specs(), optimizer)
+    weights, grads, opt_bytes, static = counted.weights, counted.gradients, counted.optimizer, counted.static_bytes
 
     # activations: two small measured steps
     crop = d.crop_frames

@@ -257,6 +257,10 @@ def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedChe
         raise CheckpointError(f"train.init_from takes one checkpoint (or a g_ and a do_ file), got {paths}")
     first = _own_checkpoint(Path(paths[0]))
     obj, name = read_checkpoint(first, trust_pickle)
+    if isinstance(obj, dict) and "shards" in obj and "modules" not in obj:  # an FSDP run's step file: + its shards
+        from speechtrain.train import checkpoint as ckpt
+
+        obj = {**obj, "modules": ckpt.module_states(obj, first)}
     if isinstance(obj, Mapping) and "modules" in obj and isinstance(obj["modules"], Mapping):
         if len(paths) > 1:
             raise CheckpointError(f"{name}: a speechtrain checkpoint carries every module: give it alone")

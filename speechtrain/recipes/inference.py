@@ -59,7 +59,7 @@ def load_modules(task: Any, state: dict[str, Any], path: Path, model_name: str) 
     missing or belong to another model."""
     saved = state.get("config") if isinstance(state.get("config"), dict) else {}
     saved_model = (saved.get("model") or {}).get("name", "unknown") if isinstance(saved, dict) else "unknown"
-    modules = state.get("modules")
+    modules = ckpt.module_states(state, path)  # a step file's own, or assembled from its shards (FSDP runs)
     where = f"{path} (saved by a '{saved_model}' run)"
     if not isinstance(modules, dict) or not modules:
         raise CheckpointError(f"{where} holds no module weights; it cannot be loaded into this '{model_name}' run")

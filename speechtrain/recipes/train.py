@@ -194,7 +194,13 @@ class TrainRecipe:
             "lr_scaling": self.lr_note,
             "precision": trainer.precision.name,
             "world_size": trainer.world_size,
-            "strategy": ("fsdp" if trainer.sharded else "ddp") if trainer.sync else "single process",
+            "strategy": trainer.strategy.strategy,
+            "strategy_detail": {
+                **trainer.strategy.to_dict(),
+                "sharded_units": trainer.sharded_units,
+                "fsdp_mixed_precision": trainer.fsdp_mixed_precision if trainer.sharded else None,
+                "checkpoints": "sharded (step_N.dcp + step_N.pt)" if trainer.sharded else "full (step_N.pt)",
+            },
         }
         if world()[0] == 0:
             text = json.dumps(records, indent=2, default=str) + "\n"
@@ -206,6 +212,13 @@ def startup_summary(
 ) -> str:
     """The lines printed when a run starts."""
     lines = [f"device: {trainer.device}  precision: {trainer.precision.name}  world size: {trainer.world_size}"]
+    if trainer.world_size > 1:
+        lines.append(f"strategy: {trainer.strategy.strategy} ({trainer.strategy.reason})")
+        if trainer.sharded:
+            lines.append(
+                f"fsdp: {len(trainer.sharded_units)} sharded unit(s), mixed precision "
+                f"{trainer.fsdp_mixed_precision}, sharded checkpoints (step_N.dcp beside step_N.pt)"
+            )
     lines.append(accel.summary())
     lines += [f"optimizer[{name}]: {rec.detail}" for name, rec in trainer.optimizer_records.items()]
     lines.append(f"lr scaling: {lr_note}")

@@ -12,18 +12,39 @@ a checkpoint carrying a pickled callable is refused instead of executed.
 In a run's ``checkpoints/`` folder the newest *loadable* checkpoint is the one a resume uses; newer
 broken files are renamed ``*.corrupt`` (kept for inspection, out of the way of pruning), and pruning
 deletes the oldest checkpoints by age, never the one just written.
+
+Sharded checkpoints (``train.strategy=fsdp``): each rank writes its own shards of the modules and
+optimizers with ``torch.distributed.checkpoint`` (DCP) into ``checkpoints/step_N.dcp/`` (one
+``__R_0.distcp`` file per rank and DCP's ``.metadata``), first under a temporary name
+(``.step_N.dcp.tmp-PID``) that is renamed once every rank has written; rank 0 then writes
+``step_N.pt`` (atomically, as above) *last*: it holds the run state (step, counters, schedulers,
+loader, every rank's RNG, config, the optimizers' parameter groups) and names its shard folder, so it
+is the commit marker. A ``step_N.pt`` whose folder is missing, cut short or replaced is a
+:class:`CheckpointError` like a damaged file (and a resume falls back to the previous checkpoint);
+pruning deletes a checkpoint's folder with its file. What guards what: the ``.pt`` is read with
+``weights_only`` and its checksum, which also covers a SHA-256 of the folder's ``.metadata``; the
+``.metadata`` (a pickle in DCP's format) is read with an unpickler that accepts DCP's own metadata
+classes only, the folder may hold tensors only (no pickled entries), and each shard file must be as
+long as the metadata says; DCP reads the tensors themselves with ``weights_only``. The shard *bytes*
+carry no checksum of ours (hashing every rank's shards on every save would cost a read of the whole
+model): a flipped bit inside a shard file goes unnoticed. :func:`module_states` gives the full module
+weights of either layout (for export, synthesis, ``init_from``).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
 import hashlib
 import os
 import pickle
 import random
 import re
 import shutil
+import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,6 +60,13 @@ FORMAT_KEY = "speechtrain_checkpoint"
 FORMAT_VERSION = 1
 CHECKSUM_KEY = "checksum"
 _STEP_RE = re.compile(r"step_(\d+)\.pt$")
+#: in a step file of a sharded run: the name of its shard folder (``step_N.dcp``, beside it); in a loaded
+#: state, that folder's path
+SHARDS_KEY = "shards"
+SHARDS_DIGEST_KEY = "shards_metadata_sha256"
+#: in a step file of a sharded run: what of the module and optimizer states is not a tensor (parameter groups)
+SHARD_REST_KEY = "shard_rest"
+SHARD_SUFFIX = ".dcp"
 _TMP_RE = re.compile(r"^\..+\.tmp-(\d+)$")
 
 
@@ -99,11 +127,7 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> None:
         finally:
             if tmp.exists():
                 tmp.unlink()
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        _fsync_folder(path.parent)
     except (OSError, RuntimeError) as exc:
         raise write_failed(path, exc) from exc
 
@@ -187,7 +211,203 @@ def safe_load(path: str | os.PathLike[str], map_location: str | torch.device = "
             f"{path}: content checksum mismatch: the file was damaged after it was written (a flipped bit on "
             f"disk or in a copy). {corrupt}"
         )
+    if SHARDS_KEY in obj:  # a sharded checkpoint: its folder must be there, whole, and the one this file names
+        obj[SHARDS_KEY] = str(_named_shard_folder(path, obj[SHARDS_KEY]))
+        check_shards(path, Path(obj[SHARDS_KEY]), obj.get(SHARDS_DIGEST_KEY))
     return obj
+
+
+# ---------------------------------------------------------------------------------------------- sharded (DCP)
+
+#: the globals a DCP ``.metadata`` pickle is made of (torch dtypes are accepted besides)
+_DCP_METADATA_GLOBALS = {
+    *(
+        ("torch.distributed.checkpoint.metadata", name)
+        for name in (
+            "Metadata",
+            "MetadataIndex",
+            "StorageMeta",
+            "TensorProperties",
+            "TensorStorageMetadata",
+            "ChunkStorageMetadata",
+            "BytesStorageMetadata",
+            "_MEM_FORMAT_ENCODING",
+        )
+    ),
+    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
+    ("torch", "Size"),
+    ("torch.serialization", "_get_layout"),
+    ("collections", "OrderedDict"),
+    *(("pathlib", name) for name in ("PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath")),
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles DCP's metadata classes and nothing else (no callable of another module can run)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _DCP_METADATA_GLOBALS or (
+            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
+        ):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"GLOBAL {module}.{name} is not one of DCP's metadata classes")
+
+
+def shard_folder(path: str | os.PathLike[str]) -> Path:
+    """The shard folder of a checkpoint file: ``step_N.pt`` -> ``step_N.dcp`` (``best.pt`` -> ``best.dcp``)."""
+    return Path(path).with_suffix(SHARD_SUFFIX)
+
+
+def shard_temp(run_dir: str | os.PathLike[str], step: int, pid: int) -> Path:
+    """Where the ranks write the shards of step ``step`` before rank 0 renames the folder (``pid``: rank 0's,
+    so that :func:`clean_temporaries` knows a leftover of a killed save)."""
+    return Path(run_dir) / "checkpoints" / f".step_{int(step):08d}{SHARD_SUFFIX}.tmp-{pid}"
+
+
+def _named_shard_folder(path: Path, name: Any) -> Path:
+    if not isinstance(name, str) or not name or Path(name).name != name or name in (".", ".."):
+        raise CheckpointError(f"{path}: its shard folder entry {name!r} is not a folder name beside the file")
+    return path.parent / name
+
+
+def _file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _read_metadata(owner: Path, folder: Path) -> Any:
+    """DCP's ``.metadata`` of ``folder`` (read with the restricted unpickler); a CheckpointError naming
+    ``owner`` (the step file) when the folder or its metadata is missing or unreadable."""
+    fix = (
+        "Resume from an earlier checkpoint (speechtrain train --resume RUN_DIR picks the newest that loads), or "
+        f"delete {owner.name}."
+    )
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"{owner}: its shard folder {folder.name} is missing (deleted, not copied along, or the save was cut "
+            f"short); a sharded checkpoint needs both. {fix}"
+        )
+    meta = folder / ".metadata"
+    if not meta.is_file():
+        raise CheckpointError(f"{owner}: its shard folder {folder} has no .metadata (the save never finished). {fix}")
+    try:
+        with open(meta, "rb") as fh:
+            return _MetadataUnpickler(fh).load()
+    except pickle.UnpicklingError as exc:
+        if "GLOBAL" in str(exc):
+            raise CheckpointError(
+                f"{meta}: refused: it holds Python objects other than DCP's metadata, which could run code when "
+                f"loaded. Only load checkpoints you trust. ({_first_line(exc)})"
+            ) from None
+        raise CheckpointError(f"{meta}: not readable (corrupt: {_first_line(exc)}). {fix}") from None
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle fails in many ways
+        raise CheckpointError(f"{meta}: not readable (corrupt: {_first_line(exc)}). {fix}") from None
+
+
+def check_shards(owner: str | os.PathLike[str], folder: str | os.PathLike[str], digest: str | None = None) -> Any:
+    """DCP's metadata of the shard folder of the step file ``owner``, after checking that it is whole: the
+    ``.metadata`` has the SHA-256 ``owner`` recorded (when given), it describes tensors only, and every
+    shard file it names is there and long enough. A CheckpointError naming both otherwise."""
+    owner, folder = Path(owner), Path(folder)
+    fix = "Resume from an earlier checkpoint (speechtrain train --resume RUN_DIR picks the newest that loads)."
+    metadata = _read_metadata(owner, folder)
+    if digest is not None and _file_sha256(folder / ".metadata") != digest:
+        raise CheckpointError(
+            f"{owner}: its shard folder {folder.name} is not the one it was saved with (the .metadata differs: "
+            f"written by another save, or damaged). {fix}"
+        )
+    entries = getattr(metadata, "state_dict_metadata", None)
+    storage = getattr(metadata, "storage_data", None)
+    if not isinstance(entries, dict) or not isinstance(storage, dict):
+        raise CheckpointError(f"{folder / '.metadata'}: not DCP metadata. {fix}")
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    pickled = [k for k, v in entries.items() if not isinstance(v, TensorStorageMetadata)]
+    if pickled:
+        raise CheckpointError(
+            f"{folder}: refused: it holds pickled entries ({', '.join(map(str, pickled[:3]))}), which DCP would "
+            f"unpickle without weights_only; speechtrain writes tensors only there"
+        )
+    sizes: dict[str, int] = {}
+    for info in storage.values():
+        name = str(getattr(info, "relative_path", ""))
+        sizes[name] = max(sizes.get(name, 0), int(getattr(info, "offset", 0)) + int(getattr(info, "length", 0)))
+    for name, needed in sorted(sizes.items()):
+        file = folder / name
+        if Path(name).name != name or not file.is_file():
+            raise CheckpointError(f"{owner}: shard file {file} is missing (the folder is incomplete). {fix}")
+        if file.stat().st_size < needed:
+            raise CheckpointError(
+                f"{owner}: shard file {file} is cut short ({file.stat().st_size} bytes, the metadata says at least "
+                f"{needed}). {fix}"
+            )
+    return metadata
+
+
+def shard_reader(folder: str | os.PathLike[str]) -> Any:
+    """DCP's FileSystemReader of ``folder`` whose ``.metadata`` is read with the restricted unpickler (pass it
+    as ``storage_reader`` to ``torch.distributed.checkpoint.load``)."""
+    return _reader_class()(str(folder))
+
+
+@functools.cache
+def _reader_class() -> type:
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import StorageMeta
+
+    class ShardReader(FileSystemReader):
+        def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+            folder = Path(str(self.path))
+            metadata = _read_metadata(folder, folder)
+            if getattr(metadata, "storage_meta", None) is None:
+                metadata.storage_meta = StorageMeta()
+            metadata.storage_meta.load_id = self.load_id
+            return metadata
+
+    return ShardReader
+
+
+@contextmanager
+def dcp_without_group_quietly() -> Iterator[None]:
+    """DCP warns on every read or write without a process group; one process reading alone is meant here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="torch.distributed is (disabled|unavailable)", category=UserWarning)
+        yield
+
+
+def module_states(state: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The full (unsharded, CPU) weights of every module of a checkpoint ``state`` read from ``path``:
+    its ``modules`` (a 1-process or DDP run), else assembled from its shard folder (an FSDP run), whatever
+    number of ranks wrote it; ``{}`` for a file holding neither."""
+    modules = state.get("modules")
+    if isinstance(modules, dict):
+        return modules
+    if SHARDS_KEY not in state:
+        return {}
+    path = Path(path)
+    folder = Path(state[SHARDS_KEY])
+    folder = folder if folder.is_absolute() else _named_shard_folder(path, state[SHARDS_KEY])
+    metadata = check_shards(path, folder, state.get(SHARDS_DIGEST_KEY))
+    rest = state.get(SHARD_REST_KEY, {}).get("modules", {})
+    names = sorted(rest, key=len, reverse=True)  # the longest first: "gen" must not take "gen_ema.w"
+    out: dict[str, dict[str, Any]] = {name: {} for name in rest}
+    for key, entry in metadata.state_dict_metadata.items():
+        name = next((n for n in names if key.startswith(f"modules.{n}.")), None)
+        if name is not None:
+            out[name][key[len(f"modules.{name}.") :]] = torch.empty(tuple(entry.size), dtype=entry.properties.dtype)
+    import torch.distributed.checkpoint as dcp
+
+    try:
+        with dcp_without_group_quietly():
+            dcp.load({"modules": out}, storage_reader=shard_reader(folder), no_dist=True)
+    except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP wraps every rank's failure
+        raise CheckpointError(f"{path}: its shard folder {folder} does not read ({_first_line(exc)})") from None
+    for name, extra in rest.items():  # non-tensor entries of a state dict (rare), kept in the step file
+        out[name].update(extra)
+    return out
 
 
 def list_checkpoints(folder: str | os.PathLike[str]) -> list[tuple[int, Path]]:
@@ -212,6 +432,10 @@ def latest_loadable(folder: str | os.PathLike[str], quarantine: bool = False) ->
             if quarantine:
                 moved = path.with_name(path.name + ".corrupt")
                 os.replace(path, moved)
+                shards = shard_folder(path)
+                if shards.is_dir():  # out of the way of the next save of this step
+                    shutil.rmtree(shards.with_name(shards.name + ".corrupt"), ignore_errors=True)
+                    os.replace(shards, shards.with_name(shards.name + ".corrupt"))
                 log.warning(f"warning: skipping {exc} (renamed to {moved.name})")
             else:
                 log.warning(f"warning: skipping {exc}")
@@ -234,6 +458,11 @@ def prune(folder: str | os.PathLike[str], keep: int, protect: Path | None = None
     doomed = others[: len(others) - room]
     for p in doomed:
         p.unlink(missing_ok=True)
+        shutil.rmtree(shard_folder(p), ignore_errors=True)
+    folder = Path(folder)
+    for shards in folder.glob(f"step_*{SHARD_SUFFIX}") if folder.is_dir() else []:
+        if shards.is_dir() and not shards.with_suffix(".pt").exists():  # no step file names it: never loadable
+            shutil.rmtree(shards, ignore_errors=True)
     return doomed
 
 
@@ -245,7 +474,10 @@ def clean_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
     for p in folder.glob(".*.tmp-*") if folder.is_dir() else []:
         m = _TMP_RE.match(p.name)
         if m and not _pid_alive(int(m.group(1))):
-            p.unlink(missing_ok=True)
+            if p.is_dir():  # the shard folder of a killed sharded save
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
             removed.append(p)
     return removed
 
@@ -262,19 +494,76 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def save_step(run_dir: str | os.PathLike[str], state: dict[str, Any], keep: int, best: bool = False) -> Path:
+def save_step(
+    run_dir: str | os.PathLike[str],
+    state: dict[str, Any],
+    keep: int,
+    best: bool = False,
+    shards: str | os.PathLike[str] | None = None,
+) -> Path:
     """Write ``run_dir/checkpoints/step_N.pt`` (N = ``state["step"]``) with its checksum and, when ``best``,
-    ``run_dir/best.pt``; keep the newest ``keep`` step checkpoints (never deleting the one just written)."""
+    ``run_dir/best.pt``; keep the newest ``keep`` step checkpoints (never deleting the one just written).
+
+    ``shards``: the finished temporary folder (:func:`shard_temp`) the ranks wrote this step's shards to; it
+    becomes ``step_N.dcp`` (``best.dcp`` a copy of hard links) before the step file that names it is written."""
     run_dir = Path(run_dir)
     path = run_dir / "checkpoints" / f"step_{int(state['step']):08d}.pt"
+    if shards is not None:
+        folder = shard_folder(path)
+        _move_folder(Path(shards), folder)
+        state = {**state, SHARDS_KEY: folder.name, SHARDS_DIGEST_KEY: _file_sha256(folder / ".metadata")}
     state = with_checksum(state)
     clean_temporaries(path.parent)
     clean_temporaries(run_dir)
     atomic_save(state, path)
     prune(run_dir / "checkpoints", keep, protect=path)
     if best:
+        if shards is not None:
+            best_path = run_dir / "best.pt"
+            _copy_folder(shard_folder(path), shard_folder(best_path))
+            state = with_checksum({**state, SHARDS_KEY: shard_folder(best_path).name})
         atomic_save(state, run_dir / "best.pt")
     return path
+
+
+def _fsync_folder(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _move_folder(src: Path, dst: Path) -> None:
+    """Rename the folder ``src`` to ``dst``, replacing an older ``dst`` (a save of the same step)."""
+    old = dst.with_name(f".{dst.name}.old.tmp-{os.getpid()}")
+    try:
+        if dst.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(dst, old)
+        os.replace(src, dst)
+        _fsync_folder(dst.parent)
+    except OSError as exc:
+        raise write_failed(dst, exc) from exc
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _copy_folder(src: Path, dst: Path) -> None:
+    """Copy the folder ``src`` to ``dst`` through a temporary folder (hard links where the disk allows)."""
+    tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
+    try:
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for file in src.iterdir():
+            try:
+                os.link(file, tmp / file.name)
+            except OSError:
+                shutil.copy2(file, tmp / file.name)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise write_failed(dst, exc) from exc
+    _move_folder(tmp, dst)
 
 
 def latest(run_dir: str | os.PathLike[str] | None, quarantine: bool = False) -> tuple[Path, dict[str, Any]] | None:

@@ -3,6 +3,12 @@
 - :func:`init_from_env` starts the process group from the variables ``torchrun`` sets (``RANK``,
   ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``/``MASTER_PORT``): NCCL on GPUs (one device per local
   rank), gloo on CPUs. Single node and multi-node alike (``torchrun --nnodes N --rdzv-endpoint ...``).
+- :func:`choose_strategy`: what ``train.strategy`` becomes (auto: DDP while one replica's weights,
+  gradients and optimizer state fit in half a rank's device memory, else FSDP2 when the task qualifies).
+- :func:`shard_modules` (FSDP2 per transformer block, with :func:`fsdp_mixed_precision`) and
+  :func:`save_sharded` / :func:`load_sharded`: sharded checkpoints with ``torch.distributed.checkpoint``,
+  each rank writing its own shards, loadable by any number of ranks or by one process without a group
+  (the files' layout and safety: :mod:`speechtrain.train.checkpoint`).
 - :class:`StageSync`: the gradient sync of one optimizer stage, torch's
   :class:`~torch.nn.parallel.DistributedDataParallel` over that stage's parameters (one per GAN stage):
   gradients are all-reduced in buckets while the backward still runs. Only the last piece of a step
@@ -32,6 +38,8 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
@@ -227,20 +235,33 @@ class ShardedStage:
         return fn()
 
 
-def shard_modules(modules: dict[str, nn.Module]) -> list[str]:
+def fsdp_mixed_precision(precision: str) -> tuple[Any, str]:
+    """FSDP2's ``MixedPrecisionPolicy`` for the run's precision (``PrecisionPlan.name``) and its description:
+    bf16: parameters all-gathered and computed in bf16, gradients reduce-scattered in fp32 (the sharded
+    master weights and the optimizer stay fp32); fp32: none. fp16 never gets here (refused under fsdp)."""
+    if precision != "bf16":
+        return None, f"none ({precision})"
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32), "param bf16, reduce fp32"
+
+
+def shard_modules(modules: dict[str, nn.Module], mp_policy: Any = None) -> list[str]:
     """``fully_shard`` every block of each ``blocks`` ModuleList (one all-gather per transformer block),
-    then each module; the names of the sharded units, for the start-up record."""
+    then each module, with ``mp_policy`` (see :func:`fsdp_mixed_precision`); the names of the sharded
+    units, for the start-up record."""
     from torch.distributed.fsdp import fully_shard
 
+    kwargs = {"mp_policy": mp_policy} if mp_policy is not None else {}
     units: list[str] = []
     for name, module in modules.items():
         for sub_name, sub in module.named_modules():
             blocks = getattr(sub, "blocks", None)
             if isinstance(blocks, nn.ModuleList):
                 for i, block in enumerate(blocks):
-                    fully_shard(block)
+                    fully_shard(block, **kwargs)
                     units.append(f"{name}.{sub_name + '.' if sub_name else ''}blocks.{i}")
-        fully_shard(module)
+        fully_shard(module, **kwargs)
         units.append(name)
     return units
 
@@ -282,3 +303,186 @@ def load_full_state(
     for k, o in optimizers.items():
         model = nn.ModuleDict({n: modules[n] for n in stage_modules[k]})
         set_optimizer_state_dict(model, o, optimizer_states[k], options=options)
+
+
+# ---------------------------------------------------------------------------------------------- sharded checkpoints
+
+
+def _stage_model(modules: dict[str, nn.Module], names: list[str]) -> nn.Module:
+    """The modules of one optimizer stage as one model: the optimizer state is keyed ``<module>.<param>``."""
+    return nn.ModuleDict({n: modules[n] for n in names})
+
+
+def _split_tensors(tree: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the tensors of a nested dict, everything else), both keeping the dict structure."""
+    tensors: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            tensors[k], rest[k] = _split_tensors(v)
+        elif isinstance(v, torch.Tensor):
+            tensors[k] = v
+        else:
+            rest[k] = v
+    return tensors, rest
+
+
+def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
+    for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v)
+        else:
+            into[k] = v
+
+
+def _dcp_failure(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
+
+
+def save_sharded(
+    modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_modules: dict[str, list[str]], folder: Path
+) -> dict[str, Any]:
+    """Every rank writes its own shards of the modules and optimizers (their tensors) to ``folder`` with
+    ``torch.distributed.checkpoint``; a :class:`CheckpointError` on every rank if any rank's write failed.
+    Returns what is not a tensor (the optimizers' parameter groups), for the step file; works without a
+    process group too (plain modules, one writer)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
+    from speechtrain.train.checkpoint import dcp_without_group_quietly, write_failed
+
+    state = {
+        "modules": {k: get_model_state_dict(m) for k, m in modules.items()},
+        "optimizers": {
+            k: get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o) for k, o in optimizers.items()
+        },
+    }
+    tensors, rest = _split_tensors(state)
+    try:
+        with dcp_without_group_quietly():
+            dcp.save(tensors, storage_writer=dcp.FileSystemWriter(str(folder)), no_dist=not initialized())
+    except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure
+        raise write_failed(folder, RuntimeError(_dcp_failure(exc))) from None
+    return rest
+
+
+def load_sharded(
+    modules: dict[str, nn.Module],
+    optimizers: dict[str, Any],
+    stage_modules: dict[str, list[str]],
+    folder: Path,
+    rest: dict[str, Any],
+) -> None:
+    """Load what :func:`save_sharded` wrote (by any number of ranks) into these modules and optimizers:
+    sharded (FSDP2, each rank reads its own part) or plain (one process, or DDP: every rank reads all).
+
+    A fresh optimizer has no state yet: torch's ``get_optimizer_state_dict`` initialises it (one step
+    with zero gradients and zero learning rate) so that DCP has tensors to fill; the entries of
+    parameters that had no state when saved (a save before the first step) are left out again.
+    Every rank of a process group calls it; without one it reads alone."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    from speechtrain.train.checkpoint import check_shards, dcp_without_group_quietly, shard_reader
+
+    saved = set(check_shards(folder, folder).state_dict_metadata)
+    model_states = {k: get_model_state_dict(m) for k, m in modules.items()}
+    optim_states: dict[str, Any] = {}
+    for k, o in optimizers.items():
+        osd: dict[str, Any] = dict(get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o))
+        osd["state"] = {
+            param: entry
+            for param, entry in osd["state"].items()
+            if all(
+                f"optimizers.{k}.state.{param}.{name}" in saved
+                for name, v in entry.items()
+                if isinstance(v, torch.Tensor)
+            )
+        }
+        optim_states[k] = osd
+    tensors, _ = _split_tensors({"modules": model_states, "optimizers": optim_states})
+    try:
+        with dcp_without_group_quietly():
+            dcp.load(tensors, storage_reader=shard_reader(folder), no_dist=not initialized())
+    except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure
+        raise UserError(
+            f"{folder}: the sharded checkpoint does not match this model/optimizer config ({_dcp_failure(exc)}); "
+            f"resume with the run's own config (speechtrain train --resume RUN_DIR)"
+        ) from None
+    _merge(model_states, rest.get("modules", {}))
+    _merge(optim_states, rest.get("optimizers", {}))  # the parameter groups (learning rates, FQNs) as saved
+    for k, m in modules.items():
+        set_model_state_dict(m, model_states[k])
+    for k, o in optimizers.items():
+        set_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o, optim_states[k])
+
+
+# ---------------------------------------------------------------------------------------------- strategy
+
+#: ``train.strategy=auto`` keeps DDP while weights, gradients and optimizer state take at most this share of
+#: a device's memory: the rest is the room for activations, backward temporaries and the allocator
+ROOM_FOR_STATIC = 0.5
+
+
+@dataclass(frozen=True)
+class StrategyChoice:
+    """What ``train.strategy`` became for this run, and why."""
+
+    strategy: str  # "ddp", "fsdp" or "single process"
+    requested: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"strategy": self.strategy, "requested": self.requested, "reason": self.reason}
+
+
+def choose_strategy(
+    requested: str,
+    world_size: int,
+    static_bytes: int,
+    device_bytes: int | None,
+    fsdp_problems: list[str],
+    room: float = ROOM_FOR_STATIC,
+) -> StrategyChoice:
+    """``train.strategy`` for ``world_size`` processes. ``static_bytes``: weights + gradients + optimizer
+    state of one full replica (as ``speechtrain estimate`` counts them); ``device_bytes``: one rank's device
+    memory (None: unknown); ``fsdp_problems``: why this task cannot be sharded (empty: it can).
+
+    auto: DDP while the replica's static memory fits in ``room`` of the device (the rest for activations),
+    FSDP2 otherwise when the task qualifies (else DDP, with the reason); fsdp with problems: a UserError."""
+    gib = 2**30
+    if world_size == 1:
+        return StrategyChoice("single process", requested, "one process")
+    if requested == "ddp":
+        return StrategyChoice("ddp", requested, "train.strategy=ddp")
+    if requested == "fsdp":
+        if fsdp_problems:
+            raise UserError(
+                "train.strategy=fsdp needs " + "; ".join(fsdp_problems) + ": use train.strategy=ddp otherwise"
+            )
+        return StrategyChoice("fsdp", requested, "train.strategy=fsdp")
+    static = f"weights + gradients + optimizer state take {static_bytes / gib:.2f} GiB per replica"
+    if device_bytes is None:
+        return StrategyChoice("ddp", requested, f"auto: {static}; the device's memory is unknown: DDP")
+    limit = room * device_bytes
+    if static_bytes <= limit:
+        return StrategyChoice(
+            "ddp",
+            requested,
+            f"auto: {static}, within {room:.0%} of the {device_bytes / gib:.2f} GiB a rank has (the rest for "
+            f"activations): DDP",
+        )
+    over = f"auto: {static}, over {room:.0%} of the {device_bytes / gib:.2f} GiB a rank has"
+    if fsdp_problems:
+        return StrategyChoice(
+            "ddp", requested, f"{over}, but FSDP needs {'; '.join(fsdp_problems)}: DDP (it may run out of memory)"
+        )
+    return StrategyChoice(
+        "fsdp", requested, f"{over}: FSDP2, {static_bytes / world_size / gib:.2f} GiB per rank once sharded"
+    )

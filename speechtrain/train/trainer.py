@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import math
+import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -30,21 +31,27 @@ from speechtrain.accel.precision import PrecisionPlan, resolve_precision
 from speechtrain.config import OptimConfig, TrainConfig
 from speechtrain.data.batch import Batch
 from speechtrain.data.loader import TimedIterator, TrainBatches
-from speechtrain.errors import UserError
+from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
+from speechtrain.memory.estimate import device_memory, static_memory
 from speechtrain.memory.oom import maybe_inject_oom
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import (
     ShardedStage,
     StageSync,
+    StrategyChoice,
     all_sum,
     any_rank,
+    choose_strategy,
+    fsdp_mixed_precision,
     full_state,
     gather,
     is_peer_failure,
     load_full_state,
+    load_sharded,
     mean_over_ranks,
     peer_failure_error,
+    save_sharded,
     shard_modules,
     world,
 )
@@ -100,7 +107,10 @@ class Trainer:
         self.modules: dict[str, nn.Module] = task.modules()
         self.precision: PrecisionPlan = accel.precision
         self.specs = task.optimizer_specs()
-        self.sharded = self.world_size > 1 and train.strategy == "fsdp"
+        self.strategy: StrategyChoice = self._choose_strategy()
+        self.sharded = self.strategy.strategy == "fsdp"
+        self.sharded_units: list[str] = []
+        self.fsdp_mixed_precision = "none (not sharded)"
         self.sync = self._build_sync()  # one DDP (or FSDP2) per stage under a process group, else none
         self.optimizers, self.optimizer_records, self.schedulers = build_stage_optimizers(
             self.specs, self.modules, optim, device, lr_multiplier, train.max_steps
@@ -125,25 +135,42 @@ class Trainer:
         self.best_eval: float | None = None
         self._initial_state: dict[str, Any] | None = None
 
+    def _fsdp_problems(self) -> list[str]:
+        """Why this task cannot run under FSDP2 (empty: it can)."""
+        problems = []
+        if len(self.specs) != 1:
+            problems.append(f"a task of one optimizer stage (this one has {len(self.specs)})")
+        if self.precision.use_grad_scaler:
+            problems.append("accel.precision bf16 or fp32 (not fp16)")
+        if self.optim.name == "muon":
+            problems.append("optim.name adamw, adam or sgd (not muon)")
+        return problems
+
+    def _choose_strategy(self) -> StrategyChoice:
+        """``train.strategy`` for this run (see :func:`~speechtrain.train.distributed.choose_strategy`): auto
+        compares one replica's weights, gradients and optimizer state with a rank's device memory (on the
+        CPU, the host's RAM shared by the ranks of this node)."""
+        if self.world_size == 1 or self.train.strategy != "auto":
+            static, device_bytes = 0, None
+        else:
+            static = static_memory(self.modules, self.specs, self.optim.name).static_bytes
+            device_bytes = device_memory(self.device)["total_bytes"]
+            if device_bytes is not None and self.device.type != "cuda":
+                device_bytes //= max(1, int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size) or 1))
+        choice = choose_strategy(self.train.strategy, self.world_size, static, device_bytes, self._fsdp_problems())
+        if self.world_size > 1:
+            log.info(f"strategy: {choice.strategy} ({choice.reason})")
+        return choice
+
     def _build_sync(self) -> dict[str, StageSync | ShardedStage]:
-        """``train.strategy`` for more than one process: DDP over each stage's parameters, or FSDP2."""
+        """One gradient sync per stage for more than one process: DDP over its parameters, or FSDP2
+        (with the mixed precision of the run's precision plan)."""
         if self.world_size == 1:
             return {}
         if self.sharded:
-            problems = []
-            if len(self.specs) != 1:
-                problems.append(f"a task of one optimizer stage (this one has {len(self.specs)})")
-            if self.precision.use_grad_scaler:
-                problems.append("accel.precision bf16 or fp32 (not fp16)")
-            if self.optim.name == "muon":
-                problems.append("optim.name adamw, adam or sgd (not muon)")
-            if problems:
-                raise UserError(
-                    "train.strategy=fsdp needs " + "; ".join(problems) + ": use train.strategy=ddp otherwise"
-                )
-            self.sharded_units = shard_modules(self.modules)
+            policy, self.fsdp_mixed_precision = fsdp_mixed_precision(self.precision.name)
+            self.sharded_units = shard_modules(self.modules, policy)
             return {s.name: ShardedStage([self.modules[n] for n in s.modules]) for s in self.specs}
-        # auto: DDP (the estimate-based choice of FSDP comes with FSDP)
         return {
             spec.name: StageSync(params, self.device, self.train.ddp_bucket_mb)
             for spec in self.specs
@@ -293,14 +320,17 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue the same run."""
+        """Everything needed to continue the same run (sharded: the full states, every rank calls it)."""
+        return {**self._run_state(), **self._model_state()}
+
+    def _run_state(self) -> dict[str, Any]:
+        """The state without the modules and optimizers (a sharded checkpoint keeps those in its shards)."""
         return {
             ckpt.FORMAT_KEY: ckpt.FORMAT_VERSION,
             "step": self.step,
             "samples_seen": self.samples_seen,
             "audio_seconds_seen": self.audio_seconds_seen,
             "last_epoch": self.last_epoch,
-            **self._model_state(),
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "scalers": {k: s.state_dict() for k, s in self.scalers.items()},
             "loader": self.train_loader.state_dict() if self.train_loader is not None else None,
@@ -328,7 +358,15 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any], restore_loader: bool = True) -> None:
         """Restore a :meth:`state_dict` (checkpoint)."""
         try:
-            if self.sharded or state.get("sharded_optimizer_state"):  # FQN-keyed optimizer state (FSDP2 runs)
+            if ckpt.SHARDS_KEY in state:  # a sharded checkpoint (saved by any number of ranks)
+                load_sharded(
+                    self.modules,
+                    self.optimizers,
+                    self._stage_modules(),
+                    Path(state[ckpt.SHARDS_KEY]),
+                    state[ckpt.SHARD_REST_KEY],
+                )
+            elif self.sharded or state.get("sharded_optimizer_state"):  # FQN-keyed optimizer state (FSDP2 runs)
                 load_full_state(
                     self.modules, self.optimizers, self._stage_modules(), state["modules"], state["optimizers"]
                 )
@@ -362,18 +400,35 @@ class Trainer:
     def save_checkpoint(self, best: bool = False) -> Path | None:
         """Atomically write ``checkpoints/step_N.pt`` (and ``best.pt``), keep the last K.
 
-        Every rank calls it at the same step (it gathers every rank's RNG state); rank 0 alone writes.
+        Every rank calls it at the same step (it gathers every rank's RNG state); rank 0 alone writes the
+        file. Sharded (FSDP2): every rank first writes its shards to a temporary folder, which rank 0 renames
+        to ``step_N.dcp`` before writing ``step_N.pt`` (run state only) last, as the commit marker. A failed
+        write is a CheckpointError on every rank.
         """
         if self.run_dir is None:
             return None
-        rng_ranks = gather(ckpt.rng_state(), self.world_size) if self.world_size > 1 else None
-        sharded_state = self.state_dict() if self.sharded else None  # gathering the shards takes every rank
-        if self.rank != 0:
-            return None
-        state = sharded_state if sharded_state is not None else self.state_dict()
-        if rng_ranks is not None:
-            state["rng_ranks"] = rng_ranks
-        return ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best)
+        ranks = gather((ckpt.rng_state(), os.getpid()), self.world_size) if self.world_size > 1 else None
+        shards, state = None, None
+        if self.sharded:
+            assert ranks is not None
+            shards = ckpt.shard_temp(self.run_dir, self.step, ranks[0][1])
+            rest = save_sharded(self.modules, self.optimizers, self._stage_modules(), shards)
+            state = {**self._run_state(), ckpt.SHARD_REST_KEY: rest, "shard_ranks": self.world_size}
+        error: CheckpointError | None = None
+        path = None
+        if self.rank == 0:
+            state = state if state is not None else self.state_dict()
+            if ranks is not None:
+                state["rng_ranks"] = [rng for rng, _ in ranks]
+            try:
+                path = ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best, shards)
+            except CheckpointError as exc:
+                error = exc
+        if any_rank(error is not None, self.device, self.world_size):  # the others must not train on alone
+            raise error or CheckpointError(
+                f"rank {self.rank}: rank 0 could not write the checkpoint of step {self.step} (see its message)"
+            )
+        return path
 
     def resume(self) -> bool:
         """Load the newest loadable checkpoint of ``run_dir`` and rewind ``metrics.jsonl`` to its step (the
