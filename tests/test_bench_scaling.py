@@ -41,7 +41,7 @@ def _row(variant_index: int, nproc: int, rates: list[float]) -> LadderRow:
 def test_rows_are_one_to_n_processes_then_the_all_reduce_twins() -> None:
     rows = scaling_variants(3)
     assert [variant_processes(v) for v in rows] == [(1, True), (2, True), (3, True), (2, False), (3, False)]
-    assert rows[0].label == "1 process" and "DDP" in rows[1].label and "left out" in rows[3].label
+    assert rows[0].label == "1 process" and rows[1].label == "2 processes" and "left out" in rows[3].label
 
 
 def test_efficiency_and_all_reduce_share_are_taken_pass_by_pass() -> None:
@@ -56,7 +56,7 @@ def test_efficiency_and_all_reduce_share_are_taken_pass_by_pass() -> None:
     assert (share["low"], share["high"]) == (pytest.approx(0.2), pytest.approx(0.25))  # 1-176/220, 1-150/200
     assert two["audio_seconds_per_second_per_process"] == pytest.approx(two["audio_seconds_per_second"] / 2)
     table = scaling_markdown(report)
-    assert "| 2 |" in table and "0.78 (0.75 to 0.80)" in table and "22.5% (20.0% to 25.0%)" in table
+    assert "| 2 | single process |" in table and "0.78 (0.75 to 0.80)" in table and "22.5% (20.0% to 25.0%)" in table
 
 
 def test_a_failed_row_is_listed_with_its_error() -> None:
@@ -103,11 +103,12 @@ def test_bench_nproc_2_measures_one_and_two_processes(tmp_path: Path, capsys: py
     assert one["audio_seconds_per_second"] > 0 and two["audio_seconds_per_second"] > 0
     assert two["scaling_efficiency"]["median"] > 0 and two["allreduce_share"] is not None
     runs = {r["row"]: r for r in report["runs"]}
-    assert runs["2 processes (DDP)"]["processes"] == 2 and runs["1 process"]["processes"] == 1
+    assert runs["2 processes"]["processes"] == 2 and runs["1 process"]["processes"] == 1
     assert runs["2 processes, all-reduce left out"]["processes"] == 2
     # two ranks ran the same 3 timed steps, each on its own batches: more items than one process
-    assert runs["2 processes (DDP)"]["samples"] > runs["1 process"]["samples"]
-    assert "| 2 |" in capsys.readouterr().out and "scaling efficiency" in md.read_text()
+    assert runs["2 processes"]["samples"] > runs["1 process"]["samples"]
+    assert two["strategy"] == "ddp" and one["strategy"] == "single process"
+    assert "| 2 | ddp |" in capsys.readouterr().out and "scaling efficiency" in md.read_text()
 
 
 def test_bench_under_torchrun_says_to_run_it_once(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

@@ -3,12 +3,13 @@
 Rows, all on the same model, data, per-process batch and per-process threads, in one invocation:
 
 - ``n processes`` for n = 1..N: speechtrain's Trainer under ``torchrun --standalone --nproc-per-node n``
-  (DDP for n > 1; 1 is a plain single process, no DDP): audio-seconds/s summed over the ranks, each
-  rank training its own batches of the same size (weak scaling, as adding GPUs does);
+  (``train.strategy``: DDP, or FSDP2 where the config or ``auto`` picks it; 1 is a plain single
+  process): audio-seconds/s summed over the ranks, each rank training its own batches of the same
+  size (weak scaling, as adding GPUs does);
 - ``n processes, all-reduce left out`` for n >= 2: the same, with every step's gradient all-reduce
-  skipped (each piece under ``no_sync``). Its step time beside the synced row's is the part of the
-  step spent waiting for gradient communication that the backward did not hide: the
-  *gradient all-reduce share*, ``1 - t(left out) / t(synced)``. The library's own small collectives
+  (FSDP2: reduce-scatter) skipped (every piece without gradient sync). Its step time beside the synced
+  row's is the part of the step spent waiting for gradient communication that the backward did not
+  hide: the *gradient sync share*, ``1 - t(left out) / t(synced)``. The library's own small collectives
   (the step's weight, the loss terms) run in both rows, so they count in the step, not in the share.
 
 Scaling efficiency is ``rate(n) / (n x rate(1))``: 1.0 is perfect. With ``repeat`` passes
@@ -29,7 +30,7 @@ GIB = 2**30
 
 def scaling_variants(nproc: int) -> list[Variant]:
     """The rows for 1..``nproc`` processes, then the all-reduce-left-out twins for 2..``nproc``."""
-    rows = [Variant(f"p{n}", f"{n} process" if n == 1 else f"{n} processes (DDP)") for n in range(1, nproc + 1)]
+    rows = [Variant(f"p{n}", f"{n} process" if n == 1 else f"{n} processes") for n in range(1, nproc + 1)]
     rows += [Variant(f"p{n}_nosync", f"{n} processes, all-reduce left out") for n in range(2, nproc + 1)]
     return rows
 
@@ -71,6 +72,7 @@ def build_scaling_report(
                 peak_memory_bytes=res.peak_memory_bytes,
                 padding_fraction=res.padding_fraction,
                 rates=row.rates,
+                strategy=((res.applied.get("strategy") or {}).get("info") or {}).get("strategy", "single process"),
             )
         efficiency = _ratios(row, one, n) if one is not None and one.result is not None and res is not None else None
         line["scaling_efficiency"] = _spread(efficiency)
@@ -105,20 +107,20 @@ def _range(spread: dict[str, Any] | None, fmt: str) -> str:
 def scaling_markdown(report: dict[str, Any]) -> str:
     """The scaling table (markdown)."""
     head = [
-        "| processes | audio-s/s (all ranks) | per process | scaling efficiency | step time | "
-        "all-reduce share of the step | peak memory per process |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| processes | strategy | audio-s/s (all ranks) | per process | scaling efficiency | step time | "
+        "gradient sync share of the step | peak memory per process |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     body = []
     for line in report["scaling"]:
         if line.get("audio_seconds_per_second") is None:
-            body.append(f"| {line['processes']} | failed: {line.get('error')} | | | | | |")
+            body.append(f"| {line['processes']} | - | failed: {line.get('error')} | | | | | |")
             continue
         peak = line.get("peak_memory_bytes")
         step = line.get("step_seconds")
         share = "-" if line["processes"] == 1 else _range(line.get("allreduce_share"), ".1%")
         body.append(
-            f"| {line['processes']} | {line['audio_seconds_per_second']:.1f} | "
+            f"| {line['processes']} | {line.get('strategy', '-')} | {line['audio_seconds_per_second']:.1f} | "
             f"{line['audio_seconds_per_second_per_process']:.1f} | {_range(line.get('scaling_efficiency'), '.2f')} | "
             f"{'-' if step is None else f'{step * 1000:.0f} ms'} | {share} | "
             f"{'-' if peak is None else f'{peak / GIB:.2f} GiB'} |"

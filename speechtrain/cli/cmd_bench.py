@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         metavar="N",
         help="measure scaling instead: training in 1..N processes (torchrun, DDP; one GPU each), "
-        "audio-s/s, scaling efficiency and the all-reduce share of the step",
+        "audio-s/s, scaling efficiency and the gradient sync share of the step",
     )
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")

@@ -225,7 +225,7 @@ def run_scaling(
         f"every process: the config's batch (weak scaling: n processes train n batches per step) and {per_process} "
         f"torch thread(s); {cores} usable cores"
         + (" (processes share the CPU's cores: their sum caps the scaling)" if dev.type == "cpu" else ""),
-        "scaling efficiency: rate(n) / (n x rate(1)), per pass; all-reduce share: 1 - t(step, all-reduce left "
+        "scaling efficiency: rate(n) / (n x rate(1)), per pass; gradient sync share: 1 - t(step, all-reduce left "
         "out) / t(step), per pass (the exposed gradient communication the backward did not hide)",
         f"process groups: {'NCCL, one GPU per process' if dev.type == 'cuda' else 'gloo on the CPU'}",
     ]
@@ -364,6 +364,14 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         device = trainer.device
         reset_peak(device)
         applied = _records(trainer)
+        if trainer.world_size > 1:
+            applied["strategy"] = {
+                "applied": True,
+                "exact": True,
+                "detail": f"{trainer.strategy.strategy}: {trainer.strategy.reason}"
+                + ("" if spec.gradient_sync else "; gradient sync left out (timing only)"),
+                "info": {"strategy": trainer.strategy.strategy},
+            }
         precision = trainer.precision.name
         batches = iter(loader)
 
