@@ -122,21 +122,25 @@ class XttsModules:
         return {"gpt": self.gpt, "hifigan_decoder": self.hifigan_decoder, "dvae": self.dvae, "coqui": self.coqui}
 
 
+def build_dvae(arch: XttsArch) -> DiscreteVAE:
+    """The DVAE at ``arch``'s sizes (randomly initialised)."""
+    return DiscreteVAE(
+        arch.n_mels,
+        arch.num_codes,
+        arch.dvae_codebook_dim,
+        arch.dvae_hidden_dim,
+        arch.dvae_num_layers,
+        arch.dvae_num_resnet_blocks,
+        arch.dvae_kernel_size,
+    )
+
+
 def build_modules(arch: XttsArch, dropout: float = 0.1, init: bool = True) -> XttsModules:
     """Modules of ``arch``, randomly initialised; ``init=False``: uninitialised memory, for a strict load
     that overwrites every tensor (at XTTS-v2 size the random init is 15 s of CPU time thrown away)."""
 
     def make() -> XttsModules:
-        dvae = DiscreteVAE(
-            arch.n_mels,
-            arch.num_codes,
-            arch.dvae_codebook_dim,
-            arch.dvae_hidden_dim,
-            arch.dvae_num_layers,
-            arch.dvae_num_resnet_blocks,
-            arch.dvae_kernel_size,
-        )
-        return XttsModules(XttsGPT(arch, dropout), HifiDecoder(arch), dvae, CoquiState(arch.n_mels))
+        return XttsModules(XttsGPT(arch, dropout), HifiDecoder(arch), build_dvae(arch), CoquiState(arch.n_mels))
 
     if init:
         return make()
@@ -485,15 +489,7 @@ def load_dvae(directory: str | Path, arch: XttsArch) -> tuple[DiscreteVAE, torch
     built at ``arch``'s sizes, every tensor accounted for (what ``prepare`` computes the codes with; the
     training path loads the same tensors through :func:`load_coqui_weights`)."""
     d = Path(directory)
-    dvae = DiscreteVAE(
-        arch.n_mels,
-        arch.num_codes,
-        arch.dvae_codebook_dim,
-        arch.dvae_hidden_dim,
-        arch.dvae_num_layers,
-        arch.dvae_num_resnet_blocks,
-        arch.dvae_kernel_size,
-    )
+    dvae = build_dvae(arch)
     fr = FileReport("dvae.pth")
     fix = f"put the dvae.pth and mel_stats.pth of this XTTS checkpoint (download them again) in {d}"
     try:
