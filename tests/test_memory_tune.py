@@ -188,6 +188,21 @@ def test_tune_crop_mode_sets_the_batch_size(tmp_path: Path, monkeypatch: pytest.
     assert report.config.data.bucket_batch_sizes is None
 
 
+def _demo_tune_config(tmp_path: Path, corpus: Path, model: str, **tune: Any) -> Path:
+    """A config file: the toy model ``model`` on the demo corpus, the memory objective, one step per trial."""
+    import yaml
+
+    path = tmp_path / "cfg.yaml"
+    raw = {
+        "data": {"manifest": str(corpus), "eval_utterances": 4, "num_buckets": 2},
+        "model": {"name": model, "channels": 8, "blocks": 1},
+        "train": {"device": "cpu", "output_dir": str(tmp_path / "run"), "tensorboard": False},
+        "tune": {"objective": "memory", "steps_per_trial": 1, **tune},
+    }
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 @pytest.mark.slow
 def test_tune_command_then_train_never_hits_the_limit(
     tmp_path: Path, demo_corpus: Path, monkeypatch: pytest.MonkeyPatch
@@ -196,23 +211,11 @@ def test_tune_command_then_train_never_hits_the_limit(
     the tuned config under the same limit needs no OOM recovery."""
     import json
 
-    import yaml
-
     from speechtrain.cli.main import main
     from speechtrain.recipes.train import train_from_config
 
     monkeypatch.setenv(INJECT_ENV, "3000")
-    cfg_path = tmp_path / "cfg.yaml"
-    cfg_path.write_text(
-        yaml.safe_dump(
-            {
-                "data": {"manifest": str(demo_corpus), "eval_utterances": 4, "num_buckets": 2},
-                "model": {"name": "toy", "channels": 8, "blocks": 1},
-                "train": {"device": "cpu", "output_dir": str(tmp_path / "run"), "tensorboard": False},
-                "tune": {"objective": "memory", "steps_per_trial": 1, "target_batch_seconds": 20},
-            }
-        )
-    )
+    cfg_path = _demo_tune_config(tmp_path, demo_corpus, "toy", target_batch_seconds=20)
     out, rep = tmp_path / "tuned.yaml", tmp_path / "tune.json"
     assert main(["tune", "--config", str(cfg_path), "--out", str(out), "--json", str(rep), "--quiet"]) == 0
     report = json.loads(rep.read_text())
@@ -290,21 +293,9 @@ def test_tune_under_torchrun_takes_the_smallest_batch_of_any_rank(
     import subprocess
     import sys
 
-    import yaml
-
     root = Path(__file__).resolve().parents[1]
-    cfg_path = tmp_path / "cfg.yaml"
-    cfg_path.write_text(
-        yaml.safe_dump(
-            {
-                "data": {"manifest": str(demo_corpus), "eval_utterances": 4, "num_buckets": 2},
-                # the CLI does not register the test families: the toy model by its factory
-                "model": {"name": "speechtrain.testing.toy.task:build_toy", "channels": 8, "blocks": 1},
-                "train": {"device": "cpu", "output_dir": str(tmp_path / "run"), "tensorboard": False},
-                "tune": {"objective": "memory", "steps_per_trial": 1},
-            }
-        )
-    )
+    # the CLI in a fresh process does not register the test families: the toy model by its factory
+    cfg_path = _demo_tune_config(tmp_path, demo_corpus, "speechtrain.testing.toy.task:build_toy")
     env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env[INJECT_ENV] = "3000,1500"
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
