@@ -169,7 +169,7 @@ def run_scaling(
     batch and ``threads`` torch threads (default: the usable cores shared out over ``nproc``)."""
     import tempfile
 
-    from speechtrain.bench.ablate import run_ladder
+    from speechtrain.bench.ablate import Variant, run_ladder
     from speechtrain.bench.measure import device_info
     from speechtrain.bench.scaling import build_scaling_report, scaling_variants, variant_processes
     from speechtrain.device import resolve_device
@@ -190,8 +190,6 @@ def run_scaling(
     variants = scaling_variants(nproc)
     n = len(variants)
     with tempfile.TemporaryDirectory(prefix="speechtrain-scaling-") as tmp:
-        from speechtrain.bench.ablate import Variant
-
         raw = variant_raw(cfg, Variant("config", "config"), dev.type)
         specs = []
         for v in variants:
