@@ -287,16 +287,10 @@ def _codec_rank(rank: int, init_file: str, out_dir: str) -> None:
 
 
 @pytest.mark.slow
-def test_ranks_share_rank_zeros_codebook(tmp_path) -> None:  # noqa: ANN001
-    import torch.multiprocessing as mp
+def test_ranks_share_rank_zeros_codebook(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    from tests.ranks import spawn_ranks
 
-    ctx = mp.spawn(_codec_rank, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
-    for p in ctx.processes:
-        p.join(timeout=120)
-    alive = [p for p in ctx.processes if p.is_alive()]
-    for p in alive:
-        p.kill()
-    assert not alive and all(p.exitcode == 0 for p in ctx.processes)
+    assert all(c == 0 for c in spawn_ranks(_codec_rank, tmp_path, monkeypatch, timeout=120))
     alone = build_task(tiny_cfg("model.codec_seed=0", "train.device=cpu"))
     alone.setup(TextMelDataset())
     books = [torch.load(tmp_path / f"{r}.pt") for r in (0, 1)]

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+from tests.ranks import spawn_ranks
 
 pytestmark = pytest.mark.slow
 
@@ -142,20 +143,9 @@ def _resume(rank: int, out: Path) -> dict:
     return {"full": full, "resumed": run(out / "cut", 4, True)}
 
 
-def _spawn(worker, args: tuple, tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    ctx = mp.spawn(worker, args=args, nprocs=2, join=False)
-    for p in ctx.processes:
-        p.join(timeout=300)
-    alive = [p for p in ctx.processes if p.is_alive()]
-    for p in alive:
-        p.kill()
-    assert not alive, "a rank hung"
-    assert all(p.exitcode == 0 for p in ctx.processes), [p.exitcode for p in ctx.processes]
-
-
 def test_two_ranks_equal_one_process_accumulating_two_resume_and_stop_together(tmp_path: Path, monkeypatch) -> None:
-    _spawn(_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    codes = spawn_ranks(_worker, tmp_path, monkeypatch, timeout=300)
+    assert all(c == 0 for c in codes), codes
     from speechtrain.train.metrics import read_metrics
     from tests.test_train_engine import assert_params_close
 
@@ -259,15 +249,8 @@ def _killed_worker(rank: int, init_file: str, out_dir: str) -> None:
 
 
 def test_kill_9_of_one_rank_ends_the_other_with_a_clear_message(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    ctx = mp.spawn(_killed_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
-    for p in ctx.processes:
-        p.join(timeout=180)
-    alive = [p for p in ctx.processes if p.is_alive()]
-    for p in alive:
-        p.kill()
-    assert not alive, "the surviving rank hung"
-    assert [p.exitcode for p in ctx.processes] == [2, -signal.SIGKILL]
+    codes = spawn_ranks(_killed_worker, tmp_path, monkeypatch, timeout=180, hung="the surviving rank hung")
+    assert codes == [2, -signal.SIGKILL]
     message = (tmp_path / "error_0.txt").read_text()
     assert "rank 0: another rank stopped answering during step" in message
     assert "speechtrain train --resume" in message
@@ -316,7 +299,8 @@ def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_p
     with FSDP2's mixed precision (bf16 parameters, fp32 reduction) and finite losses."""
     import math
 
-    _spawn(_fsdp_worker, (str(tmp_path / "init"), str(tmp_path)), tmp_path, monkeypatch)
+    codes = spawn_ranks(_fsdp_worker, tmp_path, monkeypatch, timeout=300)
+    assert all(c == 0 for c in codes), codes
     from speechtrain.train import checkpoint as ckpt
     from tests.test_train_engine import assert_params_close, params
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from speechtrain.memory.oom import INJECT_ENV
+from tests.ranks import spawn_ranks
 
 pytestmark = pytest.mark.slow
 
@@ -35,17 +35,8 @@ def _worker(rank: int, init_file: str, out_dir: str) -> None:
 
 def test_oom_on_one_rank_does_not_hang_and_ranks_stay_in_sync(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv(INJECT_ENV, "40")
-    monkeypatch.setenv(
-        "PYTHONPATH", str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    ctx = mp.spawn(_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
-    for p in ctx.processes:
-        p.join(timeout=240)
-    alive = [p for p in ctx.processes if p.is_alive()]
-    for p in alive:
-        p.kill()
-    assert not alive, "a rank hung"
-    assert all(p.exitcode == 0 for p in ctx.processes)
+    codes = spawn_ranks(_worker, tmp_path, monkeypatch, timeout=240)
+    assert all(c == 0 for c in codes), codes
     r0, r1 = (torch.load(tmp_path / f"{r}.pt") for r in (0, 1))
     assert r0["oom"] == 1 and r1["oom"] == 0
     assert r0["caps"] == {0: 2}
@@ -95,17 +86,8 @@ def test_sigterm_on_one_rank_stops_every_rank_at_the_same_step_and_saves(tmp_pat
     """Issue 14, defect 9: a stop on rank 1 left rank 0 dying in its next all-reduce, and saved nothing."""
     from speechtrain.train import checkpoint as ckpt
 
-    monkeypatch.setenv(
-        "PYTHONPATH", str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")
-    )
-    ctx = mp.spawn(_stop_worker, args=(str(tmp_path / "init"), str(tmp_path)), nprocs=2, join=False)
-    for p in ctx.processes:
-        p.join(timeout=240)
-    alive = [p for p in ctx.processes if p.is_alive()]
-    for p in alive:
-        p.kill()
-    assert not alive, "a rank hung"
-    assert all(p.exitcode == 0 for p in ctx.processes)
+    codes = spawn_ranks(_stop_worker, tmp_path, monkeypatch, timeout=240)
+    assert all(c == 0 for c in codes), codes
     r0, r1 = (torch.load(tmp_path / f"{r}.pt") for r in (0, 1))
     assert r0["step"] == r1["step"] < 50
     assert r1["stopped"] == "signal SIGTERM" and r0["stopped"] == "a stop on another rank"
