@@ -36,6 +36,7 @@ The library still issues a few collectives of its own, each small and each neede
 from __future__ import annotations
 
 import datetime
+import importlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,25 @@ def env_world_size() -> int:
 def env_rank() -> int:
     """``RANK`` as torchrun set it (0 outside torchrun): which worker this is, with or without a group."""
     return int(os.environ.get("RANK", "0") or 0)
+
+
+def _import_group_defaults() -> None:
+    """Import ``torch.distributed.nn`` before any process group exists (this module does it when it is
+    imported: before :func:`init_from_env`, and before a group of the caller's when speechtrain is
+    imported first).
+
+    Its collectives take ``group=group.WORLD`` as a default argument, evaluated when the module is first
+    imported, and torch imports it lazily (``torch.use_deterministic_algorithms`` does, for one). Imported
+    while a group exists, those defaults hold that group: ``destroy_process_group`` then cannot free it,
+    its gloo worker threads outlive ``main``, and one of them, releasing a finished all-gather while the
+    interpreter shuts down, aborts the process ("terminate called without an active exception", exit
+    -6) after a successful run. Imported before, the defaults are None (the default group at call time).
+    """
+    if torch.distributed.is_available():
+        importlib.import_module("torch.distributed.nn")
+
+
+_import_group_defaults()
 
 
 def init_from_env(device: torch.device | None = None, timeout_minutes: float = 30.0) -> bool:
