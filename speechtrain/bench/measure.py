@@ -345,8 +345,7 @@ def run_spec(
         except subprocess.TimeoutExpired:
             raise RunFailed(f"timed out after {timeout:.0f} s") from None
         if proc.returncode == NOT_APPLICABLE_EXIT:
-            lines = [ln.strip() for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
-            raise RowNotApplicable(lines[-1] if lines else "not applicable")
+            raise RowNotApplicable(last_error_line(proc.stderr or "") or "not applicable")
         if proc.returncode != 0 or not out_path.is_file():
             raise RunFailed(last_error_line(proc.stderr or "") or f"exit status {proc.returncode}")
         return RunResult.from_raw(json.loads(out_path.read_text()))

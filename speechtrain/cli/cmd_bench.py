@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -124,14 +125,14 @@ def run(args: argparse.Namespace) -> int:
 
     _validate(args)
     cfg = config_from_args(args)
-    if args.nproc is not None:
-        return _scaling(cfg, args)
-    tuned = tune_overrides(cfg) if args.tune else None
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     def on_row(i: int, n: int, label: str) -> None:
         print(f"[{i + 1}/{n}] {label}", flush=True)
 
+    if args.nproc is not None:
+        return _scaling(cfg, args, command, on_row)
+    tuned = tune_overrides(cfg) if args.tune else None
     report = run_bench(
         cfg,
         steps=args.steps,
@@ -163,13 +164,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scaling(cfg: Any, args: argparse.Namespace) -> int:
+def _scaling(cfg: Any, args: argparse.Namespace, command: str, on_row: Callable[[int, int, str], None]) -> int:
     """``--nproc N``: the scaling table."""
     from speechtrain.bench.report import write_json
     from speechtrain.bench.scaling import scaling_markdown, scaling_report_markdown
     from speechtrain.recipes.bench import run_scaling
 
-    command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     report = run_scaling(
         cfg,
         args.nproc,
@@ -179,7 +179,7 @@ def _scaling(cfg: Any, args: argparse.Namespace) -> int:
         threads=args.threads,
         fake_data=args.fake_data,
         command=command,
-        on_row=lambda i, n, label: print(f"[{i + 1}/{n}] {label}", flush=True),
+        on_row=on_row,
     )
     print()
     print(scaling_markdown(report))

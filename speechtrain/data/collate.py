@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from speechtrain.data.batch import Batch, round_up
+from speechtrain.data.derived import RESERVED
 
 MEL_PAD = math.log(1e-5)  # the log-mel floor of LogMel: padding reads as silence
-_STANDARD = ("mel", "audio", "f0", "tokens", "speaker", "label", "text", "id")
 
 
 def crop_item(item: dict[str, Any], offset: int, crop_frames: int, hop_length: int) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def collate(
         tensors["tokens"] = torch.from_numpy(_pad_stack(toks, length, 0, np.int64))  # (B, L_tokens)
         host["token_lengths"] = lengths
     for key in first:
-        if key in _STANDARD or not isinstance(first[key], np.ndarray):
+        if key in RESERVED or not isinstance(first[key], np.ndarray):
             continue
         arrays = [np.asarray(it[key]) for it in items]
         dtype = np.int64 if np.issubdtype(arrays[0].dtype, np.integer) else np.float32

@@ -68,8 +68,6 @@ def run_bench(
     cfg.data)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called
     before each measurement.
     """
-    import tempfile
-
     from speechtrain.bench.ablate import Variant, config_tuned, plan_ladder, run_ladder, tuned_batch_size
     from speechtrain.bench.measure import device_info, probe
     from speechtrain.bench.report import build_report
@@ -167,8 +165,6 @@ def run_scaling(
     """``speechtrain bench --nproc N``: ``cfg`` trained in 1..``nproc`` processes (torchrun, DDP) and
     without the gradient all-reduce (:mod:`speechtrain.bench.scaling`); every process gets the same
     batch and ``threads`` torch threads (default: the usable cores shared out over ``nproc``)."""
-    import tempfile
-
     from speechtrain.bench.ablate import Variant, run_ladder
     from speechtrain.bench.measure import device_info
     from speechtrain.bench.scaling import build_scaling_report, scaling_variants, variant_processes

@@ -70,7 +70,7 @@ SHARD_SUFFIX = ".dcp"
 _TMP_RE = re.compile(r"^\..+\.tmp-(\d+)$")
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message (its type name when the message is empty)."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[0].strip() if lines else type(exc).__name__
@@ -103,7 +103,7 @@ def write_failed(path: Path, exc: BaseException) -> CheckpointError:
     if os_error is not None and os_error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         why = f"the disk is full ({os.strerror(os_error.errno)})"
     else:
-        why = _first_line(os_error if os_error is not None else exc)
+        why = first_line(os_error if os_error is not None else exc)
     return CheckpointError(
         f"could not write {path}: {why}; {free_space(path.parent)} free there. The previous checkpoint is "
         f"intact: free some space (or point train.output_dir at a larger disk) and continue with "
@@ -189,7 +189,7 @@ def safe_load(path: str | os.PathLike[str], map_location: str | torch.device = "
         globals_line = [line for line in str(exc).splitlines() if "GLOBAL" in line]
         if not globals_line:
             raise CheckpointError(
-                f"{path}: not a readable checkpoint (corrupt: {_first_line(exc)}). {corrupt}"
+                f"{path}: not a readable checkpoint (corrupt: {first_line(exc)}). {corrupt}"
             ) from None
         raise CheckpointError(
             f"{path}: refused: it holds Python objects other than tensors and plain containers "
@@ -198,7 +198,7 @@ def safe_load(path: str | os.PathLike[str], map_location: str | torch.device = "
         ) from None
     except Exception as exc:  # noqa: BLE001 - a damaged archive fails in many ways inside torch.load
         raise CheckpointError(
-            f"{path}: not a readable checkpoint (truncated or corrupt: {_first_line(exc)}). {corrupt}"
+            f"{path}: not a readable checkpoint (truncated or corrupt: {first_line(exc)}). {corrupt}"
         ) from None
     if not isinstance(obj, dict) or obj.get(FORMAT_KEY) != FORMAT_VERSION:
         raise CheckpointError(
@@ -300,11 +300,11 @@ def _read_metadata(owner: Path, folder: Path) -> Any:
         if "GLOBAL" in str(exc):
             raise CheckpointError(
                 f"{meta}: refused: it holds Python objects other than DCP's metadata, which could run code when "
-                f"loaded. Only load checkpoints you trust. ({_first_line(exc)})"
+                f"loaded. Only load checkpoints you trust. ({first_line(exc)})"
             ) from None
-        raise CheckpointError(f"{meta}: not readable (corrupt: {_first_line(exc)}). {fix}") from None
+        raise CheckpointError(f"{meta}: not readable (corrupt: {first_line(exc)}). {fix}") from None
     except Exception as exc:  # noqa: BLE001 - a damaged pickle fails in many ways
-        raise CheckpointError(f"{meta}: not readable (corrupt: {_first_line(exc)}). {fix}") from None
+        raise CheckpointError(f"{meta}: not readable (corrupt: {first_line(exc)}). {fix}") from None
 
 
 def check_shards(owner: str | os.PathLike[str], folder: str | os.PathLike[str], digest: str | None = None) -> Any:
@@ -404,7 +404,7 @@ def module_states(state: dict[str, Any], path: str | os.PathLike[str]) -> dict[s
         with dcp_without_group_quietly():
             dcp.load({"modules": out}, storage_reader=shard_reader(folder), no_dist=True)
     except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP wraps every rank's failure
-        raise CheckpointError(f"{path}: its shard folder {folder} does not read ({_first_line(exc)})") from None
+        raise CheckpointError(f"{path}: its shard folder {folder} does not read ({first_line(exc)})") from None
     for name, extra in rest.items():  # non-tensor entries of a state dict (rare), kept in the step file
         out[name].update(extra)
     return out

@@ -286,6 +286,11 @@ def shard_modules(modules: dict[str, nn.Module], mp_policy: Any = None) -> list[
     return units
 
 
+def _stage_model(modules: dict[str, nn.Module], names: list[str]) -> nn.Module:
+    """The modules of one optimizer stage as one model: the optimizer state is keyed ``<module>.<param>``."""
+    return nn.ModuleDict({n: modules[n] for n in names})
+
+
 def full_state(modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_modules: dict[str, list[str]]) -> Any:
     """Full (unsharded, CPU) state dicts of sharded modules and their optimizers; every rank calls it."""
     from torch.distributed.checkpoint.state_dict import (
@@ -297,7 +302,7 @@ def full_state(modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
     mods = {k: get_model_state_dict(m, options=options) for k, m in modules.items()}
     opts = {
-        k: get_optimizer_state_dict(nn.ModuleDict({n: modules[n] for n in stage_modules[k]}), o, options=options)
+        k: get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o, options=options)
         for k, o in optimizers.items()
     }
     return mods, opts
@@ -321,16 +326,10 @@ def load_full_state(
     for k, m in modules.items():
         set_model_state_dict(m, module_states[k], options=options)
     for k, o in optimizers.items():
-        model = nn.ModuleDict({n: modules[n] for n in stage_modules[k]})
-        set_optimizer_state_dict(model, o, optimizer_states[k], options=options)
+        set_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o, optimizer_states[k], options=options)
 
 
 # ---------------------------------------------------------------------------------------------- sharded checkpoints
-
-
-def _stage_model(modules: dict[str, nn.Module], names: list[str]) -> nn.Module:
-    """The modules of one optimizer stage as one model: the optimizer state is keyed ``<module>.<param>``."""
-    return nn.ModuleDict({n: modules[n] for n in names})
 
 
 def _split_tensors(tree: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -355,11 +354,6 @@ def _merge(into: dict[str, Any], extra: dict[str, Any]) -> None:
             into[k] = v
 
 
-def _dcp_failure(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:300]
-
-
 def save_sharded(
     modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_modules: dict[str, list[str]], folder: Path
 ) -> dict[str, Any]:
@@ -370,7 +364,7 @@ def save_sharded(
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
 
-    from speechtrain.train.checkpoint import dcp_without_group_quietly, write_failed
+    from speechtrain.train.checkpoint import dcp_without_group_quietly, first_line, write_failed
 
     state = {
         "modules": {k: get_model_state_dict(m) for k, m in modules.items()},
@@ -383,7 +377,7 @@ def save_sharded(
         with dcp_without_group_quietly():
             dcp.save(tensors, storage_writer=dcp.FileSystemWriter(str(folder)), no_dist=not initialized())
     except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure
-        raise write_failed(folder, RuntimeError(_dcp_failure(exc))) from None
+        raise write_failed(folder, RuntimeError(first_line(exc)[:300])) from None
     return rest
 
 
@@ -409,7 +403,7 @@ def load_sharded(
         set_optimizer_state_dict,
     )
 
-    from speechtrain.train.checkpoint import check_shards, dcp_without_group_quietly, shard_reader
+    from speechtrain.train.checkpoint import check_shards, dcp_without_group_quietly, first_line, shard_reader
 
     saved = set(check_shards(folder, folder).state_dict_metadata)
     model_states = {k: get_model_state_dict(m) for k, m in modules.items()}
@@ -432,7 +426,7 @@ def load_sharded(
             dcp.load(tensors, storage_reader=shard_reader(folder), no_dist=not initialized())
     except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure
         raise UserError(
-            f"{folder}: the sharded checkpoint does not match this model/optimizer config ({_dcp_failure(exc)}); "
+            f"{folder}: the sharded checkpoint does not match this model/optimizer config ({first_line(exc)[:300]}); "
             f"resume with the run's own config (speechtrain train --resume RUN_DIR)"
         ) from None
     _merge(model_states, rest.get("modules", {}))
