@@ -50,6 +50,11 @@ LADDERS = ("gpt_tts_base", "vocoder_hifigan", "vits", "classifier_cnn_lstm")
 
 class Programme:
     def __init__(self, out: Path, data: Path, smoke: bool, steps: int, warmup: int, time_limit: float) -> None:
+        self.repeat: int | None = None  # ladder passes (None: the bench's default)
+        self.min_seconds: float | None = None
+        self.skip: list[str] = []  # ladder rungs left out
+        self.tune_runs: tuple[str, ...] = ("tuner", "exact")
+        self.hard_end: float | None = None  # perf_counter() after which no command may still run
         self.out = out
         self.data = data
         self.smoke = smoke
@@ -86,26 +91,51 @@ class Programme:
     def sh(
         self, name: str, cmd: list[str], timeout: float, env: dict[str, str] | None = None
     ) -> tuple[int, str, float]:
-        """Run ``cmd``, log its output to OUT/logs/name.log, return (rc, output, seconds)."""
+        """Run ``cmd``, streaming its output to OUT/logs/name.log (a killed section keeps what it printed),
+        and return (rc, output, seconds). The timeout is clipped to what is left before ``--hard-deadline``."""
         log = self.out / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
+        if self.hard_end is not None:
+            timeout = min(timeout, max(1.0, self.hard_end - time.perf_counter()))
         print(f"$ {shlex.join(cmd)}", flush=True)
         t0 = time.perf_counter()
-        try:
-            p = subprocess.run(
+        chunks: list[str] = []
+        with open(log, "w") as f:
+            f.write(f"$ {shlex.join(cmd)}\n")
+            f.flush()
+            p = subprocess.Popen(
                 cmd,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
-                timeout=timeout,
                 env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             )
-            rc, text = p.returncode, p.stdout
-        except subprocess.TimeoutExpired as exc:
-            rc = 124
-            text = (exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or "") + "\n[timed out]"
-        dt = time.perf_counter() - t0
-        log.write_text(f"$ {shlex.join(cmd)}\n{text}\n[rc={rc}, {dt:.1f} s]\n")
+            deadline = t0 + timeout
+            assert p.stdout is not None
+            os.set_blocking(p.stdout.fileno(), False)
+            while True:
+                line = p.stdout.readline()
+                if line:
+                    chunks.append(line)
+                    f.write(line)
+                    f.flush()
+                    continue
+                if p.poll() is not None:
+                    rest = p.stdout.read() or ""
+                    chunks.append(rest)
+                    f.write(rest)
+                    rc = p.returncode
+                    break
+                if time.perf_counter() > deadline:
+                    p.kill()
+                    p.wait()
+                    chunks.append("\n[timed out]")
+                    rc = 124
+                    break
+                time.sleep(0.05)
+            dt = time.perf_counter() - t0
+            f.write(f"\n[rc={rc}, {dt:.1f} s]\n")
+        text = "".join(chunks)
         if rc != 0:
             print(text[-3000:], flush=True)
         return rc, text, dt
@@ -163,8 +193,12 @@ class Programme:
             )
 
     def pytest(self) -> None:
+        # only the modules that hold GPU tests: the others may import what a bare GPU machine lacks
+        files = sorted(str(f) for f in Path("tests").glob("test_*.py") if "mark.gpu" in f.read_text(encoding="utf-8"))
         rc, text, dt = self.sh(
-            "pytest_gpu", [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rA"], 900
+            "pytest_gpu",
+            [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "-rA", *files],
+            900,
         )
         summary = [ln for ln in text.splitlines() if ln.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED"))]
         tail = text.strip().splitlines()[-1] if text.strip() else "?"
@@ -181,6 +215,8 @@ class Programme:
             ("true max (bisection to 1 item)", ["tune.objective=memory", "tune.tolerance=0.001"]),
         ):
             key = "exact" if "true" in label else "tuner"
+            if key not in self.tune_runs:
+                continue
             yaml_out = self.out / f"tuned_{r}_{key}.yaml"
             js = self.out / f"tune_{r}_{key}.json"
             rc, text, dt = self.sh(
@@ -262,7 +298,8 @@ class Programme:
             str(md),
             *self.common(recipe),
         )
-        if self.smoke:
+        cmd += self.ladder_options()
+        if self.smoke and "compile" not in self.skip:
             cmd += ["--skip", "compile"]
         rc, text, dt = self.sh(f"ladder_{r}", cmd, 1800)
         if not js.is_file():
@@ -272,6 +309,14 @@ class Programme:
         lines = [md.read_text() if md.is_file() else "", f"({dt:.0f} s wall)", ""]
         lines += self.goals_for(r, rep)
         self.table(f"Ablation ladder: {r} ({self.device})", lines)
+
+    def ladder_options(self) -> list[str]:
+        opts = [a for rung in self.skip for a in ("--skip", rung)]
+        if self.repeat:
+            opts += ["--repeat", str(self.repeat)]
+        if self.min_seconds is not None:
+            opts += ["--min-seconds", str(self.min_seconds)]
+        return opts
 
     def goals_for(self, r: str, rep: dict[str, Any]) -> list[str]:
         rows = {row["key"]: row for row in rep.get("runs", [])}
@@ -331,7 +376,7 @@ class Programme:
                 "data.num_workers=0",
                 "accel.compile=false",
                 *extra,
-            )
+            ) + [a for a in self.ladder_options() if not a.startswith("--skip")]
             rc, text, dt = self.sh(f"memory_{r}_{key}", cmd, 900)
             if js.is_file():
                 runs = {x["key"]: x for x in json.loads(js.read_text())["runs"]}
@@ -519,6 +564,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=5, help="warm-up steps per ladder row")
     p.add_argument("--time-limit", type=float, default=30.0, help="seconds of timing per ladder row")
     p.add_argument("--smoke", action="store_true", help="CPU rehearsal with the tiny recipes")
+    p.add_argument("--repeat", type=int, default=None, help="ladder passes (default: bench.repeat)")
+    p.add_argument("--min-seconds", type=float, default=None, help="timed seconds per ladder row, at least")
+    p.add_argument("--skip", nargs="*", default=[], help="ladder rungs to leave out (e.g. lightning cpu_allocator)")
+    p.add_argument("--tune-runs", default="tuner,exact", help="which tunes the tune section runs: tuner,exact")
+    p.add_argument(
+        "--hard-deadline", type=float, default=None, help="kill any command still running after this many seconds"
+    )
     p.add_argument("--deadline", type=float, default=None, help="start no section after this many seconds")
     p.add_argument(
         "--copy-to", default=None, help="after each section, copy programme.md and a tarball of the JSON/logs here"
@@ -526,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     prog = Programme(Path(args.out), Path(args.data), args.smoke, args.steps, args.warmup, args.time_limit)
     prog.utterances = args.utterances  # type: ignore[attr-defined]
+    prog.repeat, prog.min_seconds, prog.skip = args.repeat, args.min_seconds, list(args.skip)
+    prog.tune_runs = tuple(x for x in args.tune_runs.split(",") if x)
+    if args.hard_deadline:
+        prog.hard_end = time.perf_counter() + args.hard_deadline
     sections = args.only or (
         [
             "env",
