@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.recipes.bench import run_bench
 
     _validate(args)
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, needs_model=True)
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
     def on_row(i: int, n: int, label: str) -> None:

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
             )  # --config CFG, or the defaults with key=value overrides
         from speechtrain.cli.common import config_from_args
 
-        recipe = TrainRecipe(config_from_args(args))
+        recipe = TrainRecipe(config_from_args(args, needs_model=True))
     run_dir, summary = recipe.run()
     if process_rank() == 0:  # under torchrun every worker runs this; one summary
         print(json.dumps({"run_dir": str(run_dir), **summary}, indent=2, default=str))

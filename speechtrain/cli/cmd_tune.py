@@ -25,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, needs_model=True)
     from speechtrain.memory.estimate import format_estimate
     from speechtrain.recipes.tune import TuneRecipe, write_tuned_config
     from speechtrain.train.distributed import env_rank

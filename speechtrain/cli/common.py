@@ -14,11 +14,29 @@ def add_config_args(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. train.max_steps=100")
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
-    """Load the config named by ``--config`` with the overrides."""
+def config_from_args(args: argparse.Namespace, needs_model: bool = False) -> Any:
+    """Load the config named by ``--config`` with the overrides. ``needs_model``: the command trains or
+    measures a model, so a call with neither ``--config`` nor ``model.name=`` asks for a recipe (instead of
+    failing later on the empty model section)."""
     from speechtrain.config import load_config
 
-    return load_config(getattr(args, "config", None), list(getattr(args, "overrides", []) or []))
+    overrides = list(getattr(args, "overrides", []) or [])
+    if needs_model and not getattr(args, "config", None) and not any(o.startswith("model.name=") for o in overrides):
+        from speechtrain.errors import UserError
+
+        raise UserError(f"which recipe? {recipe_hint(getattr(args, 'command', None) or 'train')}")
+    return load_config(getattr(args, "config", None), overrides)
+
+
+def recipe_hint(command: str) -> str:
+    """How to name a recipe, with the ones shipped in recipes/ when this is a checkout."""
+    shipped = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "recipes").glob("*.yaml"))
+    listing = f" (shipped: {', '.join(shipped)})" if shipped else ""
+    return (
+        f"pass --config recipes/NAME.yaml{listing}, e.g. `speechtrain {command} --config recipes/gpt_tts_tiny.yaml`, "
+        "or your own model with model.name=package.module:build_task"
+        + ("; `speechtrain train --resume RUN_DIR` continues a run" if command == "train" else "")
+    )
 
 
 def write_json(path: str | None, obj: Any) -> None:

@@ -1,5 +1,6 @@
 """The ``speechtrain`` command. Each subcommand lives in ``speechtrain/cli/cmd_<name>.py`` with
 ``add_parser(subparsers)`` (light: no torch import) and ``run(args) -> int`` (imports what it needs).
+What ``speechtrain --help`` shows is :data:`DESCRIPTION` and :data:`FIRST_STEPS`, written for users.
 """
 
 from __future__ import annotations
@@ -7,8 +8,26 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 
 from speechtrain import __version__
+
+DESCRIPTION = (
+    "Train speech models -- VITS, HiFi-GAN and NSF-HiFiGAN vocoders, XTTS-style GPT TTS (XTTS-v2 fine-tuning "
+    "included), audio classifiers or your own model -- fast and out-of-memory-proof on the GPU you have, "
+    "with every speed-up measured."
+)
+FIRST_STEPS = """first steps:
+  speechtrain demo                                   the whole tour on built-in demo data (~4 min on 2 CPU cores)
+  speechtrain probe                                  your hardware and the settings recommended for it
+  speechtrain prepare data/mine --config recipes/vits_tiny.yaml
+                                                     check your corpus and build its feature cache
+  speechtrain train --config recipes/vits_tiny.yaml data.manifest=data/mine
+  speechtrain synthesize runs/vits_tiny --text "Hello there." --out hello.wav
+  speechtrain ui                                     the same from a web page (http://127.0.0.1:7860)
+
+Recipes are YAML files (recipes/*.yaml in the repository); any key can be changed on the command line as
+key=value (speechtrain config show CFG prints them all). `speechtrain COMMAND --help` describes a command."""
 
 # subcommand name -> module under speechtrain.cli
 COMMANDS = {
@@ -42,7 +61,12 @@ def _load(name: str):  # noqa: ANN202 - a module
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand."""
-    parser = argparse.ArgumentParser(prog="speechtrain", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="speechtrain",
+        description=textwrap.fill(DESCRIPTION, 100),
+        epilog=FIRST_STEPS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"speechtrain {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
