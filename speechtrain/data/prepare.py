@@ -159,9 +159,7 @@ class PrepareReport:
             lines.append(f"clipped   {len(self.clipped)} float file(s) beyond [-1, 1] stored clipped: {ids}")
         if self.text is not None and self.text.total:
             lines += self.text.summary_lines()
-            warning = self.text.warning()
-            if warning:
-                lines.append(f"WARNING   {warning}")
+            lines += [f"WARNING   {w}" for w in self.text.warnings()]
         lines.append(
             f"cache     {self.cache_dir}: reused {self.reused}, computed {self.computed}"
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
@@ -377,8 +375,7 @@ def prepare_dataset(
             "max": float(secs.max()),
         }
     report.text = _text_report(indexes, data)
-    warning = report.text.warning()
-    if warning:
+    for warning in report.text.warnings():
         log.warning(warning)
     report.seconds = time.perf_counter() - start
     if strict and report.problems:
@@ -414,7 +411,9 @@ def _report_of(plans: list[_ManifestPlan], processed: dict[str, Processed], data
         for c in plan.kept:
             p = processed.get(c.entry.text)
             rows.append(
-                TextItem(c.entry.id, p.symbols, "".join(p.unmapped.elements())) if p else TextItem(c.entry.id, "")
+                TextItem(c.entry.id, p.symbols, "".join(p.unmapped.elements()), c.entry.text)
+                if p
+                else TextItem(c.entry.id, "", "", c.entry.text or "")
             )
     return _report(by_role.get(Role.TRAIN, []), by_role.get(Role.EVAL, []), data)
 
@@ -431,14 +430,26 @@ def _report(train: list[TextItem], evaluation: list[TextItem], data: DataConfig)
         source, symbols = "learned", learn_symbols([*train, *evaluation])
     else:
         source, symbols = ("ascii" if data.symbols == "ascii" else "pinned"), list(symbols_of(data.symbols))
+    from speechtrain.data.text.frontend import TextSettings
+
     return text_report(
-        train, symbols, source=source, language=data.language, phonemizer=data.phonemizer, eval_items=evaluation
+        train,
+        symbols,
+        source=source,
+        language=data.language,
+        phonemizer=data.phonemizer,
+        eval_items=evaluation,
+        settings=TextSettings.from_data(data),
     )
 
 
 def _strict_text(report: TextReport, strict: bool) -> None:
-    if strict and report.too_many_unknown:
-        lines = [f"--strict: {report.warning()}"] + [f"  - {u}" for u in report.unknown[:10]]
+    warnings = report.warnings()
+    if strict and warnings:
+        lines = [f"--strict: {w}" for w in warnings]
+        if report.too_many_unknown:
+            lines += [f"  - {u}" for u in report.unknown[:10]]
+        lines.append("fix the transcripts or the settings named above, or run without --strict to keep them")
         raise DataError("\n".join(lines))
 
 

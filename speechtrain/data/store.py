@@ -140,7 +140,7 @@ class IndexSettings:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> IndexSettings:
         mel = MelSettings(**{f.name: raw[f.name] for f in fields(MelSettings)})
-        text = TextSettings(**{f.name: raw[f.name] for f in fields(TextSettings)})
+        text = TextSettings.from_dict(raw)
         f0 = None
         if raw.get("f0_method") is not None:
             f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
@@ -188,7 +188,7 @@ class CachedItem:
         return {f.name: dict(v) if isinstance(v := getattr(self, f.name), dict) else v for f in fields(self)}
 
     def text_item(self) -> TextItem:
-        return TextItem(self.id, self.symbols, self.unmapped)
+        return TextItem(self.id, self.symbols, self.unmapped, self.text)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CachedItem:

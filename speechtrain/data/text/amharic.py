@@ -3,7 +3,8 @@
 - Punctuation: ፡ (word space) is a space, ። a full stop (so is ``::``, as many people type it), ፣ a
   comma, ፤ a semicolon, ፥ and ፦ colons, ፧ a question mark, ፨ a full stop.
 - Numbers: Ethiopic numerals (፩ ... ፼, e.g. ፲፱፻፺፭ = 1995) and Arabic digits (with ``,`` thousands
-  separators and a ``.`` decimal point) become Amharic number words (2015 -> ሁለት ሺህ አስራ አምስት).
+  separators and a ``.`` decimal point) become Amharic number words (2015 -> ሁለት ሺህ አስራ አምስት); a
+  number written with a leading zero (``0911234567``, a phone number) is read digit by digit.
 - G2P (``data.phonemizer=rules``): each syllable of the Ethiopic syllabary is one consonant phone and
   one vowel phone. The seven orders are ə u i a e (none) o: the sixth order is the bare consonant.
   The labialised forms (the eighth order ሏ ሟ ቧ ..., the rows ቈ ኰ ጐ ኈ ዀ, and ᎀ ... ᎏ of the Ethiopic
@@ -86,7 +87,10 @@ def number_words(n: int) -> str:
 
 def _arabic(match: re.Match[str]) -> str:
     whole, _, frac = match.group(0).replace(",", "").partition(".")
-    spoken = number_words(int(whole))
+    if len(whole) > 1 and whole.startswith("0"):  # 0911234567: a phone number, read digit by digit
+        spoken = " ".join(UNITS[int(d)] or ZERO for d in whole)
+    else:
+        spoken = number_words(int(whole))
     if frac:
         spoken += f" {POINT} " + " ".join(UNITS[int(d)] or ZERO for d in frac)
     return spoken

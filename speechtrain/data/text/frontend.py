@@ -2,20 +2,29 @@
 
 Steps, in order:
 
-1. Unicode NFC (a letter and its combining accent become the one precomposed letter).
-2. Invisible characters (soft hyphen, zero-width space, byte-order mark, word joiner) are removed;
-   characters that cannot stand for speech (control characters, private use, unassigned code
-   points, U+FFFD from a decoding accident) are removed and *reported* (:attr:`Processed.unmapped`).
+1. Unicode NFC (a letter and its combining accent become the one precomposed letter), then the
+   compatibility forms of NFKC: full-width and half-width letters, ligatures (``ﬁ`` -> ``fi``), circled and
+   super-/subscript digits, Arabic presentation forms, no-break spaces, fractions. Left alone: Hangul
+   compatibility jamo, the ordinal indicators ª º and the micro sign µ (NFKC would change their reading).
+2. Characters that are not speech are removed and *reported* (:attr:`Processed.unmapped`; the report
+   says which class each one is): format and invisible characters (ZWJ, ZWNJ, LRM/RLM, soft hyphen,
+   zero-width space, byte-order mark), emoji with their joiners and variation selectors, the Arabic
+   tatweel (it stretches a letter, it is not a sound), control, private-use and unassigned code points,
+   U+FFFD from a decoding accident.
 3. The language's cleaners (``data.language``, a BCP-47 code):
-   ``uz`` / ``uz-Latn`` / ``uz-Cyrl``: apostrophes of oʻ gʻ and the tutuq belgisi as one symbol each;
-   with ``data.transliterate`` Cyrillic to Latin. ``am``: Ethiopic punctuation, numbers as words.
-   Any other code (``und`` included): the generic rules only.
+   ``uz`` / ``uz-Latn`` / ``uz-Cyrl``: apostrophes of oʻ gʻ and the tutuq belgisi as one symbol each
+   (word-final oʻ gʻ too); with ``data.transliterate`` Cyrillic to Latin. ``am``: Ethiopic punctuation,
+   numbers as words. Any other code (``und`` included): the generic rules only.
 4. Generic rules: typographic quotes and dashes to ``' " -``, ``…`` to ``...``, runs of white space
    to one space; with ``data.strip_accents`` accents removed (``café`` -> ``cafe``); with
-   ``data.lowercase`` lower case. Nothing else is changed: Ethiopic syllables, Cyrillic letters and
-   ʻ ʼ are symbols like any other.
-5. ``data.phonemizer``: ``none`` (the characters), ``espeak`` (IPA from espeak-ng) or ``rules``
-   (the language's own G2P: ``am``).
+   ``data.lowercase`` lower case (Turkish and Azerbaijani dotted/dotless i kept apart; ``İ`` is ``i``
+   elsewhere). With ``data.phonemizer=espeak`` case is left to espeak-ng (its phonemes have no case,
+   and "US" is read differently from "us"). Nothing else is changed: Ethiopic syllables, Cyrillic
+   letters and ʻ ʼ are symbols like any other.
+5. ``data.phonemizer``: ``none`` (the characters), ``espeak`` (IPA from espeak-ng; the punctuation of
+   scripts espeak-ng drops, such as Arabic ``، ؟``, Devanagari ``।``, Urdu ``۔``, CJK ``，。？`` and Armenian
+   ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
+   is reported) or ``rules`` (the language's own G2P: ``am``).
 """
 
 from __future__ import annotations
@@ -27,12 +36,14 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from speechtrain.data.text import amharic, uzbek
+from speechtrain.data.text.scripts import EMOJI_JOINERS, is_emoji
 from speechtrain.errors import UserError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
 PHONEMIZERS = ("none", "espeak", "rules")
+FRONT_END_VERSION = 2
 RULE_G2P = {"am": amharic.g2p}  # language -> its rule-based G2P (data.phonemizer=rules)
 
 _TRANSLATE = str.maketrans(
@@ -53,9 +64,54 @@ _TRANSLATE = str.maketrans(
         "\u2026": "...",
     }
 )
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u2060\ufeff"))
 _SPACES = re.compile(r"\s+")
-_UNMAPPABLE_CATEGORIES = ("Cc", "Co", "Cn", "Cs")
+_REMOVED_CATEGORIES = ("Cc", "Co", "Cn", "Cs", "Cf")
+TATWEEL = "\u0640"
+#: compatibility characters NFKC would change in a way that changes the reading
+_KEEP_COMPAT = {"\u00aa", "\u00ba", "\u00b5"} | {chr(c) for c in range(0x3130, 0x3190)}
+_AFTER_COMPAT = str.maketrans({"\u2044": "/"})  # the fraction slash of 1⁄2
+
+
+def compat_fold(text: str) -> str:
+    """Step 1's compatibility forms (NFKC on the characters that have a compatibility decomposition)."""
+    if text.isascii():
+        return text
+    out = []
+    changed = False
+    for c in text:
+        if ord(c) > 0x7F and c not in _KEEP_COMPAT and unicodedata.decomposition(c).startswith("<"):
+            folded = unicodedata.normalize("NFKC", c)
+            if len(folded) > 1 and folded[0] == " ":  # a spacing accent (´ ¨ ˜): a space + a combining mark
+                out.append(c)
+                continue
+            out.append(folded)
+            changed = True
+        else:
+            out.append(c)
+    return unicodedata.normalize("NFC", "".join(out)).translate(_AFTER_COMPAT) if changed else text
+
+
+def removable(c: str) -> bool:
+    """Step 2: a character that cannot stand for speech."""
+    if c.isascii():
+        return c != " " and not c.isprintable() and not c.isspace()
+    if c.isspace():
+        return False
+    return (
+        unicodedata.category(c) in _REMOVED_CATEGORIES
+        or c == "\ufffd"
+        or c == TATWEEL
+        or is_emoji(c)
+        or c in EMOJI_JOINERS
+    )
+
+
+def lower(text: str, language: str) -> str:
+    """Lower case for ``language`` (primary subtag): Turkish/Azerbaijani I -> ı, İ -> i; elsewhere İ -> i
+    (``str.lower`` would give i + U+0307)."""
+    if language in ("tr", "az"):
+        text = text.replace("I", "\u0131").replace("\u0130", "i")
+    return text.replace("\u0130", "i").lower()
 
 
 def primary_language(language: str) -> str:
@@ -72,6 +128,9 @@ class TextSettings:
     lowercase: bool = True
     strip_accents: bool = False
     transliterate: bool = False
+    #: the front end's rules: 2 (this module); 1 for caches and runs made before compatibility forms,
+    #: removals and case after espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
+    front_end: int = FRONT_END_VERSION
 
     @classmethod
     def from_data(cls, data: DataConfig) -> TextSettings:
@@ -82,7 +141,7 @@ class TextSettings:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TextSettings:
-        return cls(**{f.name: raw[f.name] for f in fields(cls) if f.name in raw})
+        return cls(**{"front_end": 1, **{f.name: raw[f.name] for f in fields(cls) if f.name in raw}})
 
     def check(self) -> None:
         """UserError for settings that cannot work (before any data or GPU work)."""
@@ -128,15 +187,15 @@ class TextFrontEnd:
     def normalize(self, text: str) -> Processed:
         """Steps 1-4 (no phonemes)."""
         s = self.settings
-        text = unicodedata.normalize("NFC", text).translate(_INVISIBLE)
+        text = compat_fold(unicodedata.normalize("NFC", text))
         unmapped: Counter[str] = Counter()
-        if any(unicodedata.category(c) in _UNMAPPABLE_CATEGORIES or c == "\ufffd" for c in text):
+        if not text.isascii() or not text.isprintable():
             kept = []
             for c in text:
-                if c.isspace() or not (unicodedata.category(c) in _UNMAPPABLE_CATEGORIES or c == "\ufffd"):
-                    kept.append(c)
-                else:
+                if removable(c):
                     unmapped[c] += 1
+                else:
+                    kept.append(c)
             text = "".join(kept)
         if self.language == "uz":
             text = uzbek.unify_apostrophes(text)
@@ -148,7 +207,9 @@ class TextFrontEnd:
         if s.strip_accents:
             text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
         text = _SPACES.sub(" ", text).strip()
-        return Processed(text.lower() if s.lowercase else text, unmapped)
+        if s.lowercase and (s.phonemizer != "espeak" or s.front_end < 2):
+            text = lower(text, self.language)
+        return Processed(text, unmapped)
 
     def process_many(self, texts: list[str]) -> list[Processed]:
         """Every step for each text; phonemizers run once over all of them."""
@@ -158,11 +219,12 @@ class TextFrontEnd:
             for p in out:
                 p.symbols = g2p(p.symbols)
         elif self.settings.phonemizer == "espeak":
-            from speechtrain.data.text.phonemize import phonemize
+            from speechtrain.data.text.phonemize import phonemize, punctuation_lost
 
             todo = [i for i, p in enumerate(out) if p.symbols]
             phones = phonemize([out[i].symbols for i in todo], self.settings.language)
             for i, ph in zip(todo, phones):
+                out[i].unmapped.update(punctuation_lost(out[i].symbols, ph, self.settings.language))
                 out[i].symbols = ph
         return out
 

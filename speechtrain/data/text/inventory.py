@@ -6,6 +6,15 @@ it could not map (removed by the front end, or missing from a pinned symbol set)
 example utterance ids, and their share of all symbols. Above :data:`UNKNOWN_WARN_SHARE` it warns;
 ``prepare --strict`` fails. Learned symbols that only the eval transcripts have are listed apart
 (:attr:`TextReport.eval_only`: in the set, but no training item teaches them).
+
+Beside the unknown characters the report tells what the front end did, by class
+(:mod:`speechtrain.data.text.scripts`): the learned symbols counted as letters of the declared script,
+letters of other scripts, combining marks, digits, punctuation, symbols; what it *removed* (format and
+invisible characters, emoji, the Arabic tatweel, marks espeak-ng dropped) and what it *mapped*
+(compatibility forms such as ``ﬁ`` -> ``fi``, typographic quotes, the language's cleaners). It checks
+the letters of the raw transcripts against the scripts of ``data.language`` and looks for text decoded
+twice (mojibake). Each suspicious class gives a warning with examples (:meth:`TextReport.warnings`);
+``prepare --strict`` fails on any of them.
 """
 
 from __future__ import annotations
@@ -13,15 +22,28 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from speechtrain.data.text import scripts as sc
+
+if TYPE_CHECKING:
+    from speechtrain.data.text.frontend import TextSettings
 
 UNKNOWN_WARN_SHARE = 0.01  # above this share of unknown symbols prepare warns (and --strict fails)
+OTHER_SCRIPT_WARN_SHARE = 0.02  # above this share of letters not in data.language's scripts it warns
 RARE_COUNT = 3  # symbols seen fewer times than this are listed as rare
 EXAMPLES = 5  # example utterance ids per unknown character
 
 REASON_UNMAPPED = "cannot stand for speech (control, private-use or unassigned character, U+FFFD)"
 REASON_NOT_IN_SET = "not in the pinned symbol set (data.symbols)"
 REASON_NOT_IN_TRAINING = "in the eval manifest but not in the training transcripts"
+#: why the front end removed a character, by its class
+REMOVED_REASONS = {
+    sc.FORMAT: "format/invisible character (ZWJ, ZWNJ, direction marks, soft hyphen...): not a sound",
+    sc.EMOJI: "emoji: not speech",
+    "tatweel": "Arabic tatweel (stretches a letter in writing): not a sound",
+    sc.PUNCTUATION: "punctuation espeak-ng dropped from the phonemes",
+}
 
 
 @dataclass(frozen=True)
@@ -30,7 +52,8 @@ class TextItem:
 
     id: str
     symbols: str
-    unmapped: str = ""
+    unmapped: str = ""  # the characters the front end removed
+    text: str = ""  # the transcript as listed (for the script and encoding checks)
 
 
 def learn_symbols(items: Iterable[TextItem]) -> list[str]:
@@ -75,6 +98,20 @@ class TextReport:
     eval_only: list[UnknownChar] = field(default_factory=list)
     total: int = 0  # symbols in all transcripts, unknown ones included
     utterances: int = 0
+    #: the learned symbols' occurrences by class (letters of the declared script, digits, ...)
+    classes: dict[str, int] = field(default_factory=dict)
+    #: characters the front end removed on purpose (format, emoji, tatweel, dropped by espeak-ng)
+    removed: list[UnknownChar] = field(default_factory=list)
+    #: (character as listed, what the front end made of it, count), most frequent first
+    mapped: list[tuple[str, str, int]] = field(default_factory=list)
+    #: letters of the raw transcripts by script
+    scripts: dict[str, int] = field(default_factory=dict)
+    #: the scripts data.language is written in (None: not known, no check)
+    declared_scripts: tuple[str, ...] | None = None
+    #: (id, word, what it was meant to say) of transcripts that read as UTF-8 decoded twice
+    mojibake: list[tuple[str, str, str]] = field(default_factory=list)
+    #: class -> (symbol, count) examples of learned symbols, for the warnings
+    class_examples: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
     @property
     def unknown_count(self) -> int:
@@ -106,6 +143,13 @@ class TextReport:
             "unknown_share": self.unknown_share,
             "rare": [{"symbol": s, "count": n} for s, n in self.rare],
             "language_hint": self.language_hint(),
+            "classes": dict(self.classes),
+            "removed": [u.to_dict() for u in self.removed],
+            "mapped": [{"from": a, "to": b, "count": n} for a, b, n in self.mapped],
+            "scripts": dict(self.scripts),
+            "declared_scripts": list(self.declared_scripts) if self.declared_scripts else None,
+            "mojibake": [{"id": i, "word": w, "meant": m} for i, w, m in self.mojibake],
+            "warnings": self.warnings(),
         }
 
     def summary_lines(self, max_listed: int = 10) -> list[str]:
@@ -119,6 +163,17 @@ class TextReport:
             lines.append(f"  - {u}")
         if len(self.unknown) > max_listed:
             lines.append(f"  ... {len(self.unknown) - max_listed} more (see --json)")
+        if self.classes:
+            lines.append("classes   " + ", ".join(f"{k} {n}" for k, n in self.classes.items()))
+        if self.scripts:
+            declared = f" (data.language: {'/'.join(self.declared_scripts)})" if self.declared_scripts else ""
+            lines.append("scripts   " + ", ".join(f"{k} {n}" for k, n in self.scripts.items()) + declared)
+        for u in self.removed[:max_listed]:
+            lines.append(f"removed   {u}")
+        if self.mapped:
+            shown_map = ", ".join(f"{a!r}->{b!r} x{n}" for a, b, n in self.mapped[:max_listed])
+            more = f" ... {len(self.mapped) - max_listed} more" if len(self.mapped) > max_listed else ""
+            lines.append(f"mapped    {shown_map}{more}")
         hint = self.language_hint()
         if hint:
             lines.append(f"hint      {hint}")
@@ -132,8 +187,8 @@ class TextReport:
         return lines
 
     def language_hint(self) -> str | None:
-        """A hint when ``data.language`` is unset (``und``) but the symbols show a language with its own
-        cleaners (Ethiopic script: ``am``; Uzbek Cyrillic letters: ``uz-Cyrl``)."""
+        """A hint when ``data.language`` is unset (``und``) but the letters show the language, by the
+        letters unique to it (Ethiopic script: ``am``; ў/ҳ: Uzbek Cyrillic; ә ң ө ұ ү һ і: Kazakh)."""
         if self.language.lower() not in ("und", ""):
             return None
         chars = {s for s, _ in self.symbols}
@@ -142,21 +197,81 @@ class TextReport:
                 "the transcripts are in Ethiopic script: for Amharic set data.language=am (its punctuation and "
                 "numerals; data.phonemizer=rules or espeak for phonemes)"
             )
-        if chars & set("ўқғҳ"):
+        kazakh = sorted(chars & set("әңөұүһі"))
+        if kazakh:
             return (
-                "the transcripts have Uzbek Cyrillic letters (ў қ ғ ҳ): set data.language=uz-Cyrl (one symbol per "
+                f"the transcripts have Kazakh letters ({' '.join(kazakh)}): set data.language=kk (the script "
+                "check, and the espeak-ng voice with data.phonemizer=espeak)"
+            )
+        if chars & set("ўҳ"):
+            return (
+                "the transcripts have Uzbek Cyrillic letters (ў ҳ): set data.language=uz-Cyrl (one symbol per "
                 "apostrophe form; data.transliterate=true for Latin)"
             )
         return None
 
     def warning(self) -> str | None:
-        """The warning when more than 1% of the symbols are unknown (None otherwise)."""
+        """The unknown-share warning (None when at most 1% of the symbols are unknown)."""
         if not self.too_many_unknown:
             return None
         chars = ", ".join(f"{u.char!r} x{u.count}" for u in self.unknown[:8])
         return (
             f"{100 * self.unknown_share:.1f}% of the transcripts' symbols are unknown ({chars}): check "
             f"data.language / data.symbols / the manifest's encoding (prepare --strict fails on this)"
+        )
+
+    def warnings(self) -> list[str]:
+        """Every suspicious class, each with examples (``prepare --strict`` fails on any)."""
+        out = [w for w in (self.warning(), self._script_warning(), self._mojibake_warning()) if w]
+        for u in self.removed:
+            if u.reason in (REMOVED_REASONS[sc.EMOJI], REMOVED_REASONS[sc.PUNCTUATION]):
+                out.append(f"removed {u}")
+        odd = self.class_examples.get(sc.OTHER_SYMBOLS, [])
+        if odd:
+            shown = ", ".join(f"{c!r} (U+{ord(c):04X}) x{n}" for c, n in odd[:8])
+            out.append(
+                f"symbols that are not speech are learned as symbols: {shown}; write them as words in the "
+                "transcripts (or remove them)"
+            )
+        return out
+
+    def _script_warning(self) -> str | None:
+        letters = sum(self.scripts.values())
+        if not self.declared_scripts or not letters:
+            return None
+        declared = sum(n for k, n in self.scripts.items() if k in self.declared_scripts or k == "Common")
+        others = {k: n for k, n in self.scripts.items() if k not in self.declared_scripts and k != "Common"}
+        written = "/".join(self.declared_scripts)
+        mix = ", ".join(f"{k} {n}" for k, n in sorted(others.items(), key=lambda kv: -kv[1]))
+        if declared == 0:
+            fix = "check data.language"
+            code_page = sc.CODE_PAGES.get(self.declared_scripts[0])
+            if code_page and self.class_examples.get("latin1_letters"):
+                fix = (
+                    f"a {self.declared_scripts[0]} file read with the wrong data.encoding looks like this "
+                    f"(try data.encoding={code_page}), or check data.language"
+                )
+            return (
+                f"data.language={self.language} is written in {written}, but not one of the transcripts' "
+                f"{letters} letters is ({mix}): {fix}"
+            )
+        share = (letters - declared) / letters
+        if share > OTHER_SCRIPT_WARN_SHARE:
+            examples = ", ".join(repr(c) for c, _ in self.class_examples.get(sc.OTHER_SCRIPTS, [])[:8])
+            return (
+                f"{100 * share:.1f}% of the letters are not {written} ({mix}; e.g. {examples}): a wrong "
+                "data.language, or words in another script the model must learn to read"
+            )
+        return None
+
+    def _mojibake_warning(self) -> str | None:
+        if not self.mojibake:
+            return None
+        i, word, meant = self.mojibake[0]
+        return (
+            f"{len(self.mojibake)} transcript(s) read as UTF-8 that was decoded twice (mojibake), e.g. {word!r} in "
+            f"{i} is {meant!r}: re-save the manifest as UTF-8 from the original, or set data.encoding to the "
+            "encoding it was written in"
         )
 
 
@@ -168,12 +283,15 @@ def text_report(
     language: str,
     phonemizer: str,
     eval_items: Sequence[TextItem] = (),
+    settings: TextSettings | None = None,
 ) -> TextReport:
-    """The report of the training (and eval) transcripts against the run's ``symbols``."""
+    """The report of the training (and eval) transcripts against the run's ``symbols``. ``settings``:
+    the front end's (for the list of what it mapped; without them nothing is listed as mapped)."""
     known = set(symbols)
     in_training = {c for it in train for c in it.symbols}
     counts: Counter[str] = Counter()
     unknown: dict[tuple[str, str], UnknownChar] = {}
+    removed: dict[tuple[str, str], UnknownChar] = {}
     eval_only: dict[tuple[str, str], UnknownChar] = {}
     total = 0
 
@@ -186,9 +304,14 @@ def text_report(
     for items, missing_reason in ((train, REASON_NOT_IN_SET), (eval_items, REASON_NOT_IN_TRAINING)):
         for it in items:
             here = Counter(it.symbols)
-            total += sum(here.values()) + len(it.unmapped)
+            total += sum(here.values())
             for c, n in Counter(it.unmapped).items():
-                note(c, n, it.id, REASON_UNMAPPED)
+                reason = _removed_reason(c)
+                if reason is None:
+                    total += n
+                    note(c, n, it.id, REASON_UNMAPPED)
+                else:
+                    note(c, n, it.id, reason, removed)
             for c, n in here.items():
                 if c in known:
                     counts[c] += n
@@ -196,13 +319,91 @@ def text_report(
                         note(c, n, it.id, REASON_NOT_IN_TRAINING, eval_only)
                 else:
                     note(c, n, it.id, REASON_NOT_IN_SET if source != "learned" else missing_reason)
-    return TextReport(
+    report = TextReport(
         language=language,
         phonemizer=phonemizer,
         source=source,
         symbols=counts.most_common(),
         unknown=sorted(unknown.values(), key=lambda u: -u.count),
+        removed=sorted(removed.values(), key=lambda u: -u.count),
         eval_only=sorted(eval_only.values(), key=lambda u: -u.count),
         total=total,
         utterances=sum(1 for it in train if it.symbols or it.unmapped) + sum(1 for it in eval_items if it.symbols),
+        declared_scripts=sc.scripts_of_language(language),
     )
+    _audit(report, [*train, *eval_items], counts, settings)
+    return report
+
+
+def _removed_reason(c: str) -> str | None:
+    """Why the front end removed ``c`` on purpose (None: it cannot stand for speech at all: unknown)."""
+    if c == "\u0640":
+        return REMOVED_REASONS["tatweel"]
+    cls = sc.char_class(c)
+    return REMOVED_REASONS.get(cls)
+
+
+def _audit(report: TextReport, items: Sequence[TextItem], counts: Counter[str], settings: Any) -> None:
+    """The class counts, the scripts of the raw letters, what was mapped and the mojibake check."""
+    phonemes = report.phonemizer != "none"
+    classes: Counter[str] = Counter()
+    examples: dict[str, Counter[str]] = {}
+    for c, n in counts.items():
+        cls = sc.char_class(c, None if phonemes else report.declared_scripts)
+        classes[cls] += n
+        examples.setdefault(cls, Counter())[c] += n
+    raw: Counter[str] = Counter()
+    for it in items:
+        raw.update(it.text)
+        found = sc.mojibake(it.text) if it.text else None
+        if found:
+            report.mojibake.append((it.id, *found))
+    from speechtrain.data.text.frontend import compat_fold, removable
+
+    letters: Counter[str] = Counter()  # the transcripts' letters after compatibility forms and removals
+    for c, n in raw.items():
+        for f in compat_fold(c) if not c.isascii() else c:
+            if f.isalpha() and not removable(f):
+                letters[f] += n
+    scripts: Counter[str] = Counter()
+    latin1 = 0
+    for c, n in letters.items():
+        scripts[sc.script_of(c)] += n
+        latin1 += n if 0xC0 <= ord(c) <= 0xFF else 0
+    report.classes = dict(classes.most_common())
+    report.class_examples = {k: v.most_common(EXAMPLES * 2) for k, v in examples.items()}
+    if phonemes:  # phoneme symbols (IPA, espeak's markers) are no script's letters: judge the transcripts
+        report.class_examples.pop(sc.OTHER_SCRIPTS, None)
+        report.class_examples.pop(sc.OTHER_SYMBOLS, None)
+    if report.declared_scripts:
+        others = Counter(
+            {
+                c: n
+                for c, n in raw.items()
+                if c.isalpha() and sc.char_class(c, report.declared_scripts) == sc.OTHER_SCRIPTS
+            }
+        )
+        report.class_examples[sc.OTHER_SCRIPTS] = others.most_common(EXAMPLES * 2)
+    if latin1 and latin1 >= 0.5 * sum(scripts.values()):
+        report.class_examples["latin1_letters"] = [("", latin1)]
+    report.scripts = dict(scripts.most_common())
+    if settings is not None:
+        report.mapped = _mapped(raw, settings)
+
+
+def _mapped(raw: Counter[str], settings: Any) -> list[tuple[str, str, int]]:
+    """Each distinct character of the transcripts that the front end changed (case aside), with what it
+    became, by itself (steps 1-4; context rules such as the Uzbek apostrophes are judged per character)."""
+    from dataclasses import replace
+
+    from speechtrain.data.text.frontend import TextFrontEnd, removable
+
+    front = TextFrontEnd(replace(settings, phonemizer="none", lowercase=False))
+    out = []
+    for c, n in raw.items():
+        if c.isspace() or c.isascii() and c.isalnum() or removable(c):
+            continue
+        became = front.normalize(c).symbols
+        if became != c and became.lower() != c.lower():
+            out.append((c, became, n))
+    return sorted(out, key=lambda m: -m[2])

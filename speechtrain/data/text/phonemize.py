@@ -8,11 +8,19 @@ The voice is chosen from ``data.language``: ``en`` -> ``en-us``, ``uz``/``uz-Lat
 otherwise the code itself (``pt-BR`` -> ``pt-br``) or its language part (``am-ET`` -> ``am``). Output:
 IPA with stress marks and the punctuation kept; espeak's language-switch flags are removed.
 Uzbek is given to espeak in Latin with ``'`` for ʻ and ʼ, the only forms its voice reads.
+
+espeak-ng keeps only the marks ``; : , . ! ? ¡ ¿ — … " « » “ ” ( ) { } [ ]``: the punctuation of other
+scripts (:data:`SCRIPT_PUNCTUATION`: Arabic, Urdu, Devanagari, CJK, Armenian, Ethiopic, Myanmar,
+Khmer ...) is given to it as the mark that means the same, so that questions and sentence ends are not
+lost; Armenian's ՞, written over the stressed vowel, moves to the end of its word.
+:func:`punctuation_lost` counts what espeak-ng still dropped (prepare reports it).
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +30,54 @@ from speechtrain.logs import get_logger
 log = get_logger(__name__)
 
 INSTALL_HINT = "pip install 'speechtrain[phonemes]'  (phonemizer + espeakng-loader: espeak-ng and its voices)"
-VOICE_OF = {"en": "en-us", "uz": "uz", "uz-latn": "uz", "uz-cyrl": "uz"}
+VOICE_OF = {"en": "en-us", "uz": "uz", "uz-latn": "uz", "uz-cyrl": "uz", "zh": "cmn", "zh-cn": "cmn"}
+#: the marks espeak-ng keeps (phonemizer's preserve_punctuation set)
+KEPT_MARKS = frozenset(';:,.!?¡¿—…"«»“”(){}[]')
+#: punctuation of scripts espeak-ng drops -> the kept mark that means the same
+SCRIPT_PUNCTUATION = {
+    "\u060c": ",",  # ، Arabic comma
+    "\u061b": ";",  # ؛ Arabic semicolon
+    "\u061f": "?",  # ؟ Arabic question mark
+    "\u06d4": ".",  # ۔ Urdu full stop
+    "\u0964": ".",  # । danda
+    "\u0965": ".",  # ॥ double danda
+    "\u0589": ".",  # ։ Armenian full stop
+    "\u055d": ",",  # ՝ Armenian comma
+    "\u055c": "!",  # ՜ Armenian exclamation
+    "\u055e": "?",  # ՞ Armenian question mark (moved to the word's end)
+    "\u3002": ".",  # 。
+    "\u3001": ",",  # 、
+    "\uff0c": ",",  # ，
+    "\uff0e": ".",
+    "\uff1f": "?",  # ？
+    "\uff01": "!",  # ！
+    "\uff1a": ":",  # ：
+    "\uff1b": ";",  # ；
+    "\u1362": ".",  # ። Ethiopic full stop
+    "\u1363": ",",  # ፣
+    "\u1364": ";",  # ፤
+    "\u1365": ":",  # ፥
+    "\u1366": ":",  # ፦
+    "\u1367": "?",  # ፧
+    "\u1368": ".",  # ፨
+    "\u1361": " ",  # ፡ word space
+    "\u104a": ",",  # ၊ Myanmar
+    "\u104b": ".",  # ။
+    "\u17d4": ".",  # ។ Khmer
+    "\u17d5": ".",  # ៕
+    "\u0387": ";",  # · Greek ano teleia
+    "\u037e": "?",  # ; Greek question mark (NFC makes it ';', see espeak_input)
+    "\u05c3": ".",  # ׃ Hebrew sof pasuq
+    "\u0f0d": ".",  # ། Tibetan shad
+    "\u0e5a": ".",  # ๚ Thai
+    "\u203c": "!",  # ‼
+    "\u2047": "?",  # ⁇
+    "\u2048": "?",  # ⁈
+    "\u2049": "!",  # ⁉
+    "\u203d": "?",  # ‽
+}
+_SCRIPT_PUNCT = str.maketrans(SCRIPT_PUNCTUATION)
+_ARMENIAN_QUESTION = re.compile("(\\w*)\u055e(\\w*)")
 
 _backends: dict[str, Any] = {}
 _lock = threading.Lock()
@@ -92,17 +147,35 @@ def _backend(voice: str) -> Any:
 
 
 def espeak_input(texts: Sequence[str], voice: str) -> list[str]:
-    """Texts as the voice reads them (Uzbek: Latin script, ``'`` for ʻ and ʼ)."""
-    if voice != "uz":
-        return list(texts)
-    from speechtrain.data.text.uzbek import OKINA, TUTUQ, cyrillic_to_latin, has_cyrillic
-
+    """Texts as the voice reads them: script punctuation as the marks espeak-ng keeps (Armenian ՞ at the
+    end of its word); Greek ``;`` (the NFC form of its question mark) as ``?``; Uzbek in Latin script
+    with ``'`` for ʻ and ʼ."""
     out = []
     for t in texts:
-        if has_cyrillic(t):
-            t = cyrillic_to_latin(t)
-        out.append(t.replace(OKINA, "'").replace(TUTUQ, "'"))
+        if "\u055e" in t:
+            t = _ARMENIAN_QUESTION.sub(lambda m: m.group(1) + m.group(2) + "?", t)
+        t = t.translate(_SCRIPT_PUNCT)
+        if voice == "el":
+            t = t.replace(";", "?")
+        if voice == "uz":
+            from speechtrain.data.text.uzbek import OKINA, TUTUQ, cyrillic_to_latin, has_cyrillic
+
+            if has_cyrillic(t):
+                t = cyrillic_to_latin(t)
+            t = t.replace(OKINA, "'").replace(TUTUQ, "'")
+        out.append(t)
     return out
+
+
+def punctuation_lost(text: str, phonemes: str, language: str) -> Counter[str]:
+    """The marks of ``text`` (as given to espeak-ng's voice for ``language``, script punctuation mapped)
+    missing from its phonemes."""
+    voice = VOICE_OF.get(language.lower(), language.lower().split("-")[0])
+    given = Counter(c for c in "".join(espeak_input([text], voice)) if c in KEPT_MARKS)
+    if not given:
+        return Counter()
+    kept = Counter(c for c in phonemes if c in KEPT_MARKS)
+    return given - kept
 
 
 def phonemize(texts: Sequence[str], language: str) -> list[str]:

@@ -4,7 +4,9 @@ Uzbek Latin writes oʻ and gʻ with U+02BB (ʻ) and the tutuq belgisi (glottal s
 keyboards give ``'``, ``’``, ``‘``, ````` ``, ``´`` or ``ʹ`` instead. An apostrophe of any form between
 two letters becomes ʻ after o/g and ʼ after any other Latin letter, so ``o'zbek``, ``o‘zbek`` and
 ``oʻzbek`` are one word to the model. Between Cyrillic letters it becomes ъ (the Cyrillic tutuq).
-An apostrophe that is not between letters is a quote mark and is left to the generic rules.
+At the end of a word after o or g (``tog‘``, ``bog'``) it is the ʻ of oʻ/gʻ too, unless the word opened
+with an apostrophe (then the two are quote marks: ``'tog'``). Any other apostrophe is a quote mark and
+is left to the generic rules.
 
 :func:`cyrillic_to_latin` follows the 1995 Latin alphabet: ў oʻ, ғ gʻ, қ q, ҳ h, ш sh, ч ch, ъ ʼ,
 е ye at the start of a word and after a vowel (else e), ё yo, ю yu, я ya, ц ts, ь dropped.
@@ -67,8 +69,12 @@ def unify_apostrophes(text: str) -> str:
     if not any(c in APOSTROPHES for c in text):
         return text
     out = list(text)
-    for i in range(1, len(text) - 1):
-        c, before, after = text[i], text[i - 1], text[i + 1]
+    for i in range(1, len(text)):
+        c, before = text[i], text[i - 1]
+        after = text[i + 1] if i + 1 < len(text) else ""
+        if c in APOSTROPHES and before in "oOgG" and not after.isalpha() and _word_final_okina(text, i):
+            out[i] = OKINA
+            continue
         if c not in APOSTROPHES or not (before.isalpha() and after.isalpha()):
             continue
         if before in APOSTROPHES or after in APOSTROPHES:
@@ -78,6 +84,19 @@ def unify_apostrophes(text: str) -> str:
         else:
             out[i] = OKINA if before in "oOgG" else TUTUQ
     return "".join(out)
+
+
+def _word_final_okina(text: str, i: int) -> bool:
+    """Whether the apostrophe at ``i`` (after o/g, at a word's end) is oʻ/gʻ: the word before it has at
+    least two Latin letters and did not open with an apostrophe (a quote)."""
+    start = i - 1
+    while start > 0 and (text[start - 1].isalpha() or text[start - 1] in APOSTROPHES):
+        start -= 1
+    word = text[start:i]
+    if word[:1] in APOSTROPHES or word[:1] in '"\u201c\u00ab':
+        return False
+    letters = "".join(ch for ch in word if ch not in APOSTROPHES)
+    return len(letters) >= 2 and letters.isalpha() and not any(_is_cyrillic(ch) for ch in letters)
 
 
 def cyrillic_to_latin(text: str) -> str:
