@@ -200,7 +200,7 @@ def synthetic_items(
     vocab_size: int = VOCAB_SIZE,
 ) -> list[dict[str, Any]]:
     """``n`` dataset-like items of ``frames`` mel frames (random log-mel, noise audio, random text with
-    ids below ``vocab_size``, the task's text vocabulary)."""
+    ids below ``vocab_size``, the task's text vocabulary, and an f0 contour when the task needs f0)."""
 
     rng = np.random.default_rng(seed)
     n_tokens = max(2, int(round(frames * tokens_per_frame)))
@@ -215,6 +215,8 @@ def synthetic_items(
             item["audio"] = 0.1 * rng.standard_normal(frames * data_cfg.hop_length, dtype=np.float32)  # (T_samples,)
         if needs.text:
             item["tokens"] = rng.integers(4, max(5, vocab_size), n_tokens).astype(np.int64)  # (L_tokens,)
+        if getattr(needs, "f0", False):  # a voiced contour around 220 Hz (NSF vocoders read it per frame)
+            item["f0"] = (220.0 * 2 ** (0.1 * rng.standard_normal(frames))).astype(np.float32)  # (T_frames,)
         items.append(item)
     return items
 

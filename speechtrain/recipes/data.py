@@ -152,12 +152,16 @@ class DataRecipe:
         from speechtrain.data.text import Tokenizer
 
         d = self.data
+        # as many speakers as the model has (one when it has no speaker embedding): a multi-speaker
+        # family checks that its data has no more speakers than its embedding
+        speakers = max(1, int(getattr(self.model, "n_speakers", 1) or 1))
         return FakeSpeechDataset(
             [128] * 128,
             n_mels=d.n_mels,
             hop_length=d.hop_length,
             sample_rate=d.sample_rate,
             fields=("mel", "tokens"),
+            num_speakers=speakers,
             tokenizer=Tokenizer.from_data(d),  # the run's symbols, as the task's (a learned set or a pinned one)
         )
 
