@@ -12,6 +12,7 @@ model keys get the same checks.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -35,6 +36,13 @@ from speechtrain.errors import UserError
 Switch = Union[Literal["auto"], bool]
 
 
+def layout_names() -> tuple[str, ...]:
+    """The ``data.format`` values besides ``auto``: the layouts that declare themselves in
+    :mod:`speechtrain.data.layouts`. Asked by name (as :mod:`speechtrain.registry` asks a model family for
+    its config class), so that reading a config imports no data code until a format is checked."""
+    return tuple(importlib.import_module("speechtrain.data.layouts").names())
+
+
 class ConfigError(UserError, ValueError):
     """A configuration problem, with a message that names the key and the fix."""
 
@@ -52,12 +60,12 @@ class DataConfig(Section):
 
     manifest: str | None = Field(
         None,
-        description="LJSpeech folder or metadata.csv, JSONL manifest, or labelled folder ROOT/<label>/*.wav.",
+        description="The dataset: a folder in one of the layouts (data.format), or its metadata file.",
     )
-    format: Literal["auto", "ljspeech", "jsonl", "xtts", "vctk", "commonvoice", "folder"] = Field(
+    format: str = Field(
         "auto",
-        description="Dataset layout: ljspeech, jsonl (NeMo), xtts (Coqui CSV with a header), vctk, commonvoice, "
-        "folder (ROOT/<label>/); auto detects and names the candidates when a folder matches several.",
+        description="Dataset layout: auto, or a layout of speechtrain.data.layouts (ljspeech, jsonl, xtts, ...; "
+        "docs/data.md lists them all); auto detects and names the candidates when a folder matches several.",
     )
     encoding: str | None = Field(
         None,
@@ -196,6 +204,19 @@ class DataConfig(Section):
             twice = sorted({s for s in value if value.count(s) > 1})
             if twice:
                 raise ValueError(f"symbols listed twice: {twice[:5]}")
+        return value
+
+    @field_validator("format")
+    @classmethod
+    def _known_layout(cls, value: str) -> str:
+        known = layout_names()
+        if value != "auto" and value not in known:
+            hint = _closest(value, list(known))
+            raise ValueError(
+                f"unknown dataset layout {value!r}"
+                + (f"; did you mean {hint!r}?" if hint else "")
+                + f" (valid: auto, {', '.join(known)})"
+            )
         return value
 
     @field_validator("encoding")
@@ -450,6 +471,9 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
         elif e["type"] == "value_error" and isinstance(e.get("input"), dict):
             # a section's own cross-field check: its message names the keys and the fix
             lines.append(str(e["msg"]).removeprefix("Value error, "))
+        elif e["type"] == "value_error":
+            # a field's own check (data.format, data.encoding): its message says what is valid
+            lines.append(f"bad value for '{key}': {e.get('input')!r}: {str(e['msg']).removeprefix('Value error, ')}")
         else:
             value = e.get("input")
             field_cls = _model_for_path(root, loc[:-1])

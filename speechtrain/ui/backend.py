@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from speechtrain.data.layouts import names as layout_names
 from speechtrain.errors import DataError, UserError
 
 REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-FORMATS = ("auto", "ljspeech", "jsonl", "folder")
+FORMATS = ("auto", *layout_names())  # every layout that declares itself in speechtrain.data.layouts
 
 
 # --------------------------------------------------------------------------------------------- recipes
