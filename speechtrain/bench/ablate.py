@@ -11,9 +11,9 @@ Rows, all on the same model, data and device, measured in one invocation:
    baseline is the engine's own overhead (OOM guard, numerics guard), so the rungs below are not
    flattered by it.
 3. one row per change on top of (2): bucketing, loader settings, then one per acceleration that
-   declares a rung in its module (:class:`speechtrain.accel.catalog.Rung`: precision, TF32 and cuDNN
-   autotune (CUDA), channels-last, activation checkpointing, fused optimizer, the CPU allocator,
-   compile), tuned per-bucket batch sizes (from ``speechtrain tune``).
+   declares a rung in its module (:class:`speechtrain.accel.catalog.Rung`), in the table's order: TF32
+   and cuDNN autotune (CUDA), the CPU allocator, precision, channels-last, activation checkpointing,
+   fused optimizer, compile; then tuned per-bucket batch sizes (from ``speechtrain tune``).
 4. ``all``: every setting the hardware recommendation switches on, plus bucketing and the tuned
    batch sizes.
 
