@@ -142,7 +142,7 @@ def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
 
 
 def detect_format(path: str | Path) -> str:
-    """``ljspeech``, ``jsonl`` or ``folder`` (DataError naming what was looked for)."""
+    """The layout name of a dataset folder (any of :data:`FORMATS`; DataError naming what was looked for)."""
     from speechtrain.data.manifest import detect_format as _detect
 
     return _detect(path)
