@@ -106,7 +106,8 @@ class Acceleration:
     resolved setting (None: another piece applies it, e.g. the optimizer kernel is chosen by
     ``build_optimizer``). ``resolve(configured, ctx)``: the setting to apply and why (default:
     the configured value, ``auto`` through ``probe``). ``probe(info)``: the recommended value and reason
-    on this hardware (None: no rule). ``off(device_type)``: the value in the ladder's "all off" row.
+    on this hardware (None: no rule). ``off(device_type)``: the value in the ladder's "all off" row (None:
+    the ladder leaves the configured value, e.g. ``deterministic``, which is no speed-up).
     ``rung``: its ladder row (a :class:`Rung`, or a function of the device type and the recommendation),
     None when it has none. ``devices``: where it can take effect (``device_note``: why not elsewhere).
     ``options``: further config keys of the same acceleration (``accel.compile_mode``). ``order``: when
@@ -121,7 +122,7 @@ class Acceleration:
     apply: Callable[[Any, ApplyContext], AccelRecord] | None = None
     probe: ProbeRule | None = None
     resolve: Callable[[Any, ApplyContext], tuple[Any, str]] | None = None
-    off: Callable[[str], Any] = field(default_factory=lambda: _off_value(False))
+    off: Callable[[str], Any] | None = field(default_factory=lambda: _off_value(False))
     rung: Rung | RungRule | None = None
     devices: tuple[str, ...] = ("cuda", "cpu")
     device_note: str = ""

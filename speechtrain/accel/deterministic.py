@@ -38,6 +38,7 @@ ACCELERATION = Acceleration(
     exact=True,
     order=0,  # first: cuDNN autotuning reads it
     apply=lambda on, ctx: apply_deterministic(bool(on)),
+    off=None,  # not a speed-up: the ladder's rows keep the configured value
     card=Card(
         title="Deterministic algorithms",
         what="`torch.use_deterministic_algorithms(True)`, `cudnn.deterministic`, cuDNN autotuning off, "

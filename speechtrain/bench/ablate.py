@@ -96,7 +96,7 @@ def all_off(device_type: str) -> dict[str, Any]:
         "data.pin_memory": False,
         "data.prefetch_factor": None,
         "data.persistent_workers": False,
-        **{acc.key: acc.off(device_type) for acc in accelerations()},
+        **{acc.key: acc.off(device_type) for acc in accelerations() if acc.off is not None},
     }
 
 
@@ -194,7 +194,7 @@ def plan_ladder(
         row = Variant(rung.key, rung.label, dict(rung.overrides), records=rung.records, took_effect=rung.took_effect)
         if not acc.runs_on(device_type):
             row.skip_reason = f"not applicable on {device_type}: {acc.device_note}"
-        if rung.skip_keeps_off and rung.key in skip:
+        if rung.skip_keeps_off and rung.key in skip and acc.off is not None:
             all_over[acc.key] = acc.off(device_type)
         rows.append(row)
     rows.append(Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)))
