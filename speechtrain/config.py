@@ -12,9 +12,11 @@ model keys get the same checks.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, ClassVar, Generic, Literal, TypeVar, Union, overload
 
 import yaml
 from pydantic import (
@@ -24,15 +26,25 @@ from pydantic import (
     PositiveInt,
     PrivateAttr,
     SerializeAsAny,
+    SerializerFunctionWrapHandler,
     ValidationError,
     field_validator,
+    model_serializer,
     model_validator,
 )
+from typing_extensions import Self
 
 from speechtrain import registry
 from speechtrain.errors import UserError
 
 Switch = Union[Literal["auto"], bool]
+
+
+def layout_names() -> tuple[str, ...]:
+    """The ``data.format`` values besides ``auto``: the layouts that declare themselves in
+    :mod:`speechtrain.data.layouts`. Asked by name (as :mod:`speechtrain.registry` asks a model family for
+    its config class), so that reading a config imports no data code until a format is checked."""
+    return tuple(importlib.import_module("speechtrain.data.layouts").names())
 
 
 class ConfigError(UserError, ValueError):
@@ -47,27 +59,19 @@ class Section(BaseModel):
     )  # inf/NaN in a float setting (optim.lr=.inf) is refused
 
 
-class DataConfig(Section):
-    """Where the audio is, how features are computed and how batches are formed."""
+# ------------------------------------------------------------------------------------------ data
+Phonemizer = Literal["none", "espeak", "rules"]
+Symbols = Union[list[str], Literal["ascii"], None]
+NumBuckets = Union[PositiveInt, Literal["auto"]]
+Oversize = Literal["own_batch", "skip"]
+CropShort = Literal["pad", "skip"]
+RankRemainder = Literal["defer", "drop_report"]
+F0Method = Union[Literal["yin", "parselmouth"], None]
 
-    manifest: str | None = Field(
-        None,
-        description="LJSpeech folder or metadata.csv, JSONL manifest, or labelled folder ROOT/<label>/*.wav.",
-    )
-    format: Literal["auto", "ljspeech", "jsonl", "xtts", "vctk", "commonvoice", "folder"] = Field(
-        "auto",
-        description="Dataset layout: ljspeech, jsonl (NeMo), xtts (Coqui CSV with a header), vctk, commonvoice, "
-        "folder (ROOT/<label>/); auto detects and names the candidates when a folder matches several.",
-    )
-    encoding: str | None = Field(
-        None,
-        description="Text encoding of the metadata (e.g. latin-1, cp1251); None: UTF-8, or UTF-16/UTF-8 with a BOM.",
-    )
-    eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
-    eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
-    cache_dir: str | None = Field(
-        None, description="Feature cache folder (default: .speechtrain_cache beside the data)."
-    )
+
+class AudioSection(Section):
+    """``data.audio``: Audio and features: sample rate, STFT and mel settings, durations kept, f0."""
+
     sample_rate: int = Field(22050, gt=0, description="Target sample rate in Hz; other rates are resampled (soxr).")
     n_fft: int = Field(1024, gt=0, description="FFT size of the STFT.")
     win_length: int = Field(1024, gt=0, description="Window length in samples.")
@@ -77,6 +81,28 @@ class DataConfig(Section):
     fmax: float | None = Field(8000.0, description="Highest mel frequency in Hz (None: Nyquist).")
     min_duration: float = Field(0.3, ge=0, description="Shorter utterances are skipped and reported (seconds).")
     max_duration: float = Field(30.0, gt=0, description="Longer utterances are skipped and reported (seconds).")
+    f0_method: F0Method = Field(
+        None,
+        description="f0 per mel frame, computed by prepare and cached beside the mel (0 = unvoiced): yin (torch) "
+        "or parselmouth (Praat, pip install 'speechtrain[pitch]'); None: no f0. NSF vocoders need it.",
+    )
+    f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz; SingingVocoders: 65).")
+    f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz; SingingVocoders: 1100).")
+
+    @model_validator(mode="after")
+    def _check_f0(self) -> AudioSection:
+        if self.f0_max <= self.f0_min:
+            raise ValueError(f"data.f0_max ({self.f0_max}) must be above data.f0_min ({self.f0_min})")
+        if self.f0_method is not None and self.f0_max >= self.sample_rate / 2:
+            raise ValueError(
+                f"data.f0_max ({self.f0_max} Hz) must be below the Nyquist frequency ({self.sample_rate / 2} Hz)"
+            )
+        return self
+
+
+class TextSection(Section):
+    """``data.text``: Text: language, cleaners, phonemes, the symbol set."""
+
     require_text: bool | None = Field(None, description="Skip items with empty text; None: as the task needs.")
     lowercase: bool = Field(True, description="Lowercase text before tokenizing.")
     language: str = Field(
@@ -85,7 +111,7 @@ class DataConfig(Section):
         description="BCP-47 code of the transcripts (en, uz, uz-Cyrl, am, ...): picks the language's text cleaners "
         "and the espeak voice; und or any code without cleaners: the generic rules.",
     )
-    phonemizer: Literal["none", "espeak", "rules"] = Field(
+    phonemizer: Phonemizer = Field(
         "none",
         description="none: train on characters; espeak: IPA phonemes from espeak-ng (extra 'phonemes'); rules: the "
         "language's own G2P (am).",
@@ -94,11 +120,28 @@ class DataConfig(Section):
     strip_accents: bool = Field(
         False, description="Remove accents (cafe for café), as runs before learned symbols did."
     )
-    symbols: list[str] | Literal["ascii"] | None = Field(
+    symbols: Symbols = Field(
         None,
         description="The model's text symbols. None: learned from the training transcripts by prepare and recorded "
         "in the run; a list pins them (fine-tuning); ascii: the fixed set of runs before learned symbols.",
     )
+
+    @field_validator("symbols")
+    @classmethod
+    def _distinct_characters(cls, value: list[str] | str | None) -> list[str] | str | None:
+        if isinstance(value, list):
+            bad = [s for s in value if len(s) != 1]
+            if bad:
+                raise ValueError(f"every symbol must be one character, got {bad[:5]}")
+            twice = sorted({s for s in value if value.count(s) > 1})
+            if twice:
+                raise ValueError(f"symbols listed twice: {twice[:5]}")
+        return value
+
+
+class BatchingSection(Section):
+    """``data.batching``: Batches: the frame budget, duration buckets, crops, padding, ranks."""
+
     batch_size: int = Field(16, gt=0, description="Items per batch when bucketing is off; the mean for random plans.")
     eval_batch_size: int = Field(8, gt=0, description="Items per evaluation batch.")
     bucketing: bool = Field(True, description="Duration-bucketed batches sized in frames (else fixed-count random).")
@@ -108,7 +151,7 @@ class DataConfig(Section):
     quadratic_frames: float | None = Field(
         None, gt=0, description="Adds length^2/quadratic_frames to an item's cost, for attention models."
     )
-    num_buckets: PositiveInt | Literal["auto"] = Field(
+    num_buckets: NumBuckets = Field(
         "auto",
         description="Duration buckets, boundaries at equal-total-duration quantiles; auto: the fewest whose planned "
         "padding is within bucket_padding_target.",
@@ -129,33 +172,36 @@ class DataConfig(Section):
     bucket_boundaries: list[int] | None = Field(
         None, description="Explicit bucket upper bounds in frames (written by `speechtrain tune`)."
     )
-    oversize: Literal["own_batch", "skip"] = Field(
+    oversize: Oversize = Field(
         "own_batch", description="An utterance longer than the frame budget: its own batch, or skipped and counted."
     )
     crop_frames: int | None = Field(None, gt=0, description="Vocoder mode: random segments of this many mel frames.")
-    crop_short: Literal["pad", "skip"] = Field("pad", description="Items shorter than crop_frames: pad or skip.")
+    crop_short: CropShort = Field("pad", description="Items shorter than crop_frames: pad or skip.")
     pad_multiple: int = Field(1, gt=0, description="Round padded length up to a multiple (8 helps tensor cores).")
-    rank_remainder: Literal["defer", "drop_report"] = Field(
+    rank_remainder: RankRemainder = Field(
         "defer", description="Batches that do not divide among ranks: deferred to the next epoch, or dropped+reported."
     )
     shuffle: bool = Field(True, description="Shuffle within buckets and across batches (seeded by seed and epoch).")
+
+
+class LoaderSection(Section):
+    """``data.loader``: Delivery: DataLoader workers, pinned memory, features on the device."""
+
     num_workers: int = Field(0, ge=0, description="DataLoader worker processes.")
     pin_memory: Switch = Field("auto", description="Pin host memory for faster copies (auto: on with CUDA).")
     prefetch_factor: int | None = Field(None, gt=0, description="Batches prefetched per worker (None: torch default).")
     persistent_workers: bool = Field(False, description="Keep workers alive between epochs.")
     features_on_device: bool = Field(False, description="Compute log-mel on the device from raw audio in batch.")
+
+
+class AugmentSection(Section):
+    """``data.augment``: Training-time augmentation: noise, SpecAugment masks, key shifts."""
+
     noise_snr_db: float | None = Field(None, description="Device-side additive noise at this SNR (dB) in training.")
     time_masks: int = Field(0, ge=0, description="SpecAugment time masks per item (training only).")
     time_mask_width: int = Field(20, ge=0, description="Max width of a time mask in frames.")
     freq_masks: int = Field(0, ge=0, description="SpecAugment frequency masks per item (training only).")
     freq_mask_width: int = Field(10, ge=0, description="Max width of a frequency mask in mel bands.")
-    f0_method: Literal["yin", "parselmouth"] | None = Field(
-        None,
-        description="f0 per mel frame, computed by prepare and cached beside the mel (0 = unvoiced): yin (torch) "
-        "or parselmouth (Praat, pip install 'speechtrain[pitch]'); None: no f0. NSF vocoders need it.",
-    )
-    f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz; SingingVocoders: 65).")
-    f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz; SingingVocoders: 1100).")
     pitch_shift_prob: float = Field(
         0.0,
         ge=0,
@@ -169,33 +215,211 @@ class DataConfig(Section):
     )
 
     @model_validator(mode="after")
-    def _check_pitch(self) -> DataConfig:
-        if self.f0_max <= self.f0_min:
-            raise ValueError(f"data.f0_max ({self.f0_max}) must be above data.f0_min ({self.f0_min})")
-        if self.f0_method is not None and self.f0_max >= self.sample_rate / 2:
-            raise ValueError(
-                f"data.f0_max ({self.f0_max} Hz) must be below the Nyquist frequency ({self.sample_rate / 2} Hz)"
-            )
+    def _check_shift_range(self) -> AugmentSection:
         lo, hi = self.pitch_shift_semitones
         if lo > hi:
             raise ValueError(f"data.pitch_shift_semitones [{lo}, {hi}]: the first must not exceed the second")
-        if self.pitch_shift_prob > 0 and not self.crop_frames:
+        return self
+
+
+T = TypeVar("T")
+
+
+class _Alias(Generic[T]):
+    """A flat key of the data section (``data.sample_rate``) that reads and writes its section's field
+    (``data.audio.sample_rate``): the keys from before the sections keep working in code, YAML and
+    ``key=value`` overrides."""
+
+    def __init__(self, section: str) -> None:
+        self.section = section
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Alias[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+    def __get__(self, obj: object | None, owner: type) -> Any:
+        if obj is None:
+            return self
+        return getattr(getattr(obj, self.section), self.name)
+
+    def __set__(self, obj: object, value: T) -> None:
+        setattr(obj, self.name, value)  # DataConfig.__setattr__ routes it to the section
+
+
+class DataConfig(Section):
+    """Where the audio is (the keys below), and in sections: how features are computed (``audio``), how
+    text becomes symbols (``text``), how batches are formed (``batching``) and delivered (``loader``), and
+    the augmentation (``augment``).
+
+    Every section key has a flat alias (``data.sample_rate`` is ``data.audio.sample_rate``): YAML files,
+    ``key=value`` overrides, keyword arguments and attribute access take either; the config is written
+    with the flat keys (``config.yaml`` of a run, ``speechtrain config show``), so a run directory reads
+    the same in every version.
+    """
+
+    manifest: str | None = Field(
+        None,
+        description="The dataset: a folder in one of the layouts (data.format), or its metadata file.",
+    )
+    format: str = Field(
+        "auto",
+        description="Dataset layout: auto, or a layout of speechtrain.data.layouts (ljspeech, jsonl, xtts, ...; "
+        "docs/data.md lists them all); auto detects and names the candidates when a folder matches several.",
+    )
+    encoding: str | None = Field(
+        None,
+        description="Text encoding of the metadata (e.g. latin-1, cp1251); None: UTF-8, or UTF-16/UTF-8 with a BOM.",
+    )
+    eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
+    eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
+    cache_dir: str | None = Field(
+        None, description="Feature cache folder (default: .speechtrain_cache beside the data)."
+    )
+
+    audio: AudioSection = Field(
+        default_factory=AudioSection,
+        description="Audio and features: sample rate, STFT and mel settings, durations kept, f0.",
+    )
+    text: TextSection = Field(
+        default_factory=TextSection,
+        description="Text: language, cleaners, phonemes, the symbol set.",
+    )
+    batching: BatchingSection = Field(
+        default_factory=BatchingSection,
+        description="Batches: the frame budget, duration buckets, crops, padding, ranks.",
+    )
+    loader: LoaderSection = Field(
+        default_factory=LoaderSection,
+        description="Delivery: DataLoader workers, pinned memory, features on the device.",
+    )
+    augment: AugmentSection = Field(
+        default_factory=AugmentSection, description="Training-time augmentation: noise, SpecAugment masks, key shifts."
+    )
+
+    # audio
+    sample_rate: ClassVar[_Alias[int]] = _Alias("audio")
+    n_fft: ClassVar[_Alias[int]] = _Alias("audio")
+    win_length: ClassVar[_Alias[int]] = _Alias("audio")
+    hop_length: ClassVar[_Alias[int]] = _Alias("audio")
+    n_mels: ClassVar[_Alias[int]] = _Alias("audio")
+    fmin: ClassVar[_Alias[float]] = _Alias("audio")
+    fmax: ClassVar[_Alias[float | None]] = _Alias("audio")
+    min_duration: ClassVar[_Alias[float]] = _Alias("audio")
+    max_duration: ClassVar[_Alias[float]] = _Alias("audio")
+    f0_method: ClassVar[_Alias[F0Method]] = _Alias("audio")
+    f0_min: ClassVar[_Alias[float]] = _Alias("audio")
+    f0_max: ClassVar[_Alias[float]] = _Alias("audio")
+    # text
+    require_text: ClassVar[_Alias[bool | None]] = _Alias("text")
+    lowercase: ClassVar[_Alias[bool]] = _Alias("text")
+    language: ClassVar[_Alias[str]] = _Alias("text")
+    phonemizer: ClassVar[_Alias[Phonemizer]] = _Alias("text")
+    transliterate: ClassVar[_Alias[bool]] = _Alias("text")
+    strip_accents: ClassVar[_Alias[bool]] = _Alias("text")
+    symbols: ClassVar[_Alias[Symbols]] = _Alias("text")
+    # batching
+    batch_size: ClassVar[_Alias[int]] = _Alias("batching")
+    eval_batch_size: ClassVar[_Alias[int]] = _Alias("batching")
+    bucketing: ClassVar[_Alias[bool]] = _Alias("batching")
+    max_frames: ClassVar[_Alias[int | None]] = _Alias("batching")
+    quadratic_frames: ClassVar[_Alias[float | None]] = _Alias("batching")
+    num_buckets: ClassVar[_Alias[NumBuckets]] = _Alias("batching")
+    bucket_padding_target: ClassVar[_Alias[float]] = _Alias("batching")
+    sort_pool: ClassVar[_Alias[int]] = _Alias("batching")
+    max_batch_size: ClassVar[_Alias[int]] = _Alias("batching")
+    bucket_batch_sizes: ClassVar[_Alias[list[int] | None]] = _Alias("batching")
+    bucket_boundaries: ClassVar[_Alias[list[int] | None]] = _Alias("batching")
+    oversize: ClassVar[_Alias[Oversize]] = _Alias("batching")
+    crop_frames: ClassVar[_Alias[int | None]] = _Alias("batching")
+    crop_short: ClassVar[_Alias[CropShort]] = _Alias("batching")
+    pad_multiple: ClassVar[_Alias[int]] = _Alias("batching")
+    rank_remainder: ClassVar[_Alias[RankRemainder]] = _Alias("batching")
+    shuffle: ClassVar[_Alias[bool]] = _Alias("batching")
+    # loader
+    num_workers: ClassVar[_Alias[int]] = _Alias("loader")
+    pin_memory: ClassVar[_Alias[Switch]] = _Alias("loader")
+    prefetch_factor: ClassVar[_Alias[int | None]] = _Alias("loader")
+    persistent_workers: ClassVar[_Alias[bool]] = _Alias("loader")
+    features_on_device: ClassVar[_Alias[bool]] = _Alias("loader")
+    # augment
+    noise_snr_db: ClassVar[_Alias[float | None]] = _Alias("augment")
+    time_masks: ClassVar[_Alias[int]] = _Alias("augment")
+    time_mask_width: ClassVar[_Alias[int]] = _Alias("augment")
+    freq_masks: ClassVar[_Alias[int]] = _Alias("augment")
+    freq_mask_width: ClassVar[_Alias[int]] = _Alias("augment")
+    pitch_shift_prob: ClassVar[_Alias[float]] = _Alias("augment")
+    pitch_shift_semitones: ClassVar[_Alias[tuple[float, float]]] = _Alias("augment")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nest_flat_keys(cls, raw: Any) -> Any:
+        return nest_data_keys(raw) if isinstance(raw, dict) else raw
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out = handler(self)
+        return flatten_data_keys(out) if isinstance(out, dict) else out
+
+    def __copy__(self) -> Self:
+        # each copy owns its sections: setting data.max_frames on a copy leaves the original alone
+        copied = super().__copy__()
+        for name in DATA_SECTIONS:
+            object.__setattr__(copied, name, getattr(self, name).__copy__())  # not validated: a copy as it is
+        return copied
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; ``update`` may name flat keys (``{"hop_length": 32}``), set in their sections."""
+        if not update:
+            return super().model_copy(deep=deep)
+        rest = {k: v for k, v in update.items() if k not in DATA_ALIASES}
+        copied = super().model_copy(update=rest, deep=deep)
+        for name in DATA_SECTIONS:
+            own = {k: v for k, v in update.items() if DATA_ALIASES.get(k) == name}
+            if own:
+                object.__setattr__(copied, name, getattr(copied, name).model_copy(update=own))
+        return copied
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        section = DATA_ALIASES.get(name)
+        if section is None:
+            super().__setattr__(name, value)
+            return
+        target = getattr(self, section)
+        before = getattr(target, name)
+        setattr(target, name, value)  # validated by the section
+        try:
+            self._check_across_sections()
+        except ValueError:
+            setattr(target, name, before)
+            raise
+
+    @model_validator(mode="after")
+    def _checked_across_sections(self) -> DataConfig:
+        self._check_across_sections()
+        return self
+
+    def _check_across_sections(self) -> None:
+        if self.augment.pitch_shift_prob > 0 and not self.batching.crop_frames:
             raise ValueError(
                 "data.pitch_shift_prob shifts random crops (a shifted utterance changes length): set "
                 "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
             )
-        return self
 
-    @field_validator("symbols")
+    @field_validator("format")
     @classmethod
-    def _distinct_characters(cls, value: list[str] | str | None) -> list[str] | str | None:
-        if isinstance(value, list):
-            bad = [s for s in value if len(s) != 1]
-            if bad:
-                raise ValueError(f"every symbol must be one character, got {bad[:5]}")
-            twice = sorted({s for s in value if value.count(s) > 1})
-            if twice:
-                raise ValueError(f"symbols listed twice: {twice[:5]}")
+    def _known_layout(cls, value: str) -> str:
+        known = layout_names()
+        if value != "auto" and value not in known:
+            hint = _closest(value, list(known))
+            raise ValueError(
+                f"unknown dataset layout {value!r}"
+                + (f"; did you mean {hint!r}?" if hint else "")
+                + f" (valid: auto, {', '.join(known)})"
+            )
         return value
 
     @field_validator("encoding")
@@ -209,6 +433,58 @@ class DataConfig(Section):
             except LookupError:
                 raise ValueError(f"unknown text encoding {value!r} (e.g. utf-8, latin-1, cp1251, utf-16)") from None
         return value
+
+
+DATA_SECTIONS: dict[str, type[Section]] = {
+    "audio": AudioSection,
+    "text": TextSection,
+    "batching": BatchingSection,
+    "loader": LoaderSection,
+    "augment": AugmentSection,
+}
+#: flat key -> its section (``sample_rate`` -> ``audio``)
+DATA_ALIASES: dict[str, str] = {key: name for name, cls in DATA_SECTIONS.items() for key in cls.model_fields}
+
+
+def nest_data_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """A raw data section with its flat keys moved into their sections (``sample_rate`` ->
+    ``audio.sample_rate``). A key given both ways with different values is an error naming both."""
+    out = {k: v for k, v in raw.items() if k not in DATA_ALIASES}
+    for key, value in raw.items():
+        section = DATA_ALIASES.get(key)
+        if section is None:
+            continue
+        current = out.get(section)
+        nested = current.model_dump() if isinstance(current, BaseModel) else dict(current or {})
+        if key in nested and nested[key] != value:
+            raise ValueError(
+                f"data.{key} and data.{section}.{key} are the same key, given twice ({value!r} and "
+                f"{nested[key]!r}): keep one"
+            )
+        nested[key] = value
+        out[section] = nested
+    return out
+
+
+def flatten_data_keys(raw: dict[str, Any]) -> dict[str, Any]:
+    """A raw data section with its sections' keys lifted to flat keys (the form a config is written in).
+    Keys a section does not have stay inside it, so that validation names them."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in DATA_SECTIONS and isinstance(value, dict):
+            own = {k: v for k, v in value.items() if DATA_ALIASES.get(k) == key}
+            for k, v in own.items():
+                if k in raw and raw[k] != v:
+                    raise ConfigError(
+                        f"data.{k} and data.{key}.{k} are the same key, given twice ({raw[k]!r} and {v!r}): keep one"
+                    )
+            out.update(own)
+            rest = {k: v for k, v in value.items() if k not in own}
+            if rest:
+                out[key] = rest
+        else:
+            out.setdefault(key, value)
+    return out
 
 
 class ModelSection(Section):
@@ -440,9 +716,14 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
         if e["type"] == "extra_forbidden":
             parent = _model_for_path(root, loc[:-1])
             valid = list(parent.model_fields) if parent is not None else []
+            if parent is DataConfig:
+                valid += list(DATA_ALIASES)  # the flat keys are keys of the data section too
             hint = _closest(str(loc[-1]), valid)
             msg = f"unknown key '{key}'"
-            if hint:
+            home = DATA_ALIASES.get(str(loc[-1]))
+            if home is not None and parent in DATA_SECTIONS.values():
+                msg += f": it is a key of data.{home} (data.{home}.{loc[-1]}, or data.{loc[-1]})"
+            elif hint:
                 msg += f"; did you mean '{prefix + '.'.join(str(p) for p in loc[:-1] + (hint,))}'?"
             elif valid:
                 msg += f"; valid keys here: {', '.join(valid)}"
@@ -450,8 +731,13 @@ def _format_errors(err: ValidationError, root: type[BaseModel], prefix: str = ""
         elif e["type"] == "value_error" and isinstance(e.get("input"), dict):
             # a section's own cross-field check: its message names the keys and the fix
             lines.append(str(e["msg"]).removeprefix("Value error, "))
+        elif e["type"] == "value_error":
+            # a field's own check (data.format, data.encoding): its message says what is valid
+            lines.append(f"bad value for '{key}': {e.get('input')!r}: {str(e['msg']).removeprefix('Value error, ')}")
         else:
             value = e.get("input")
+            if len(loc) >= 3 and loc[-3] == "data" and DATA_ALIASES.get(str(loc[-1])) == loc[-2]:
+                key = prefix + ".".join(str(p) for p in (*loc[:-2], loc[-1]))  # the flat key, as configs write it
             field_cls = _model_for_path(root, loc[:-1])
             expected = ""
             if field_cls is not None and loc and isinstance(loc[-1], str) and loc[-1] in field_cls.model_fields:
@@ -513,6 +799,8 @@ def read_yaml(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> di
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: top level must be a mapping of sections ({', '.join(SECTIONS)})")
+    if isinstance(raw.get("data"), dict):
+        raw["data"] = flatten_data_keys(raw["data"])  # one spelling per key before files are merged
     base = raw.pop("extends", None)
     if base is not None:
         raw = _deep_merge(read_yaml(path.parent / str(base), (*_chain, resolved)), raw)
@@ -568,6 +856,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
     out = _deep_merge({}, raw)
     for text in overrides:
         keys, value = parse_override(text)
+        if len(keys) == 3 and keys[0] == "data" and DATA_ALIASES.get(keys[2]) == keys[1]:
+            keys = ["data", keys[2]]  # data.audio.sample_rate is written data.sample_rate
         node = out
         for k in keys[:-1]:
             nxt = node.get(k)

@@ -1,23 +1,18 @@
-"""apply_accelerations: every switch of ``cfg.accel`` resolved (``auto`` through the probe) and applied."""
+"""apply_accelerations: every acceleration of the table, its ``accel`` switch resolved (``auto`` through its
+probe rule) and applied."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from speechtrain.accel.allocator import apply_cpu_allocator
-from speechtrain.accel.backends import apply_cudnn_benchmark, apply_deterministic, apply_tf32
-from speechtrain.accel.checkpointing import apply_activation_checkpointing
-from speechtrain.accel.compile import apply_compile
-from speechtrain.accel.memory_format import apply_channels_last
+from speechtrain.accel.catalog import Acceleration, ApplyContext, accelerations
+from speechtrain.accel.hardware import HardwareInfo, cached_probe
 from speechtrain.accel.precision import PrecisionPlan, resolve_precision
-from speechtrain.accel.probe import HardwareInfo, cached_probe, decide
-from speechtrain.accel.record import AccelRecord, merge_records
-from speechtrain.accel.sdpa import apply_sdpa
+from speechtrain.accel.record import AccelRecord
 
 if TYPE_CHECKING:
     from speechtrain.config import AccelConfig
@@ -69,76 +64,51 @@ class AccelPlan:
         return "\n".join(lines)
 
 
-def _resolve(key: str, value: Any, rules: dict[str, Any]) -> tuple[Any, str]:
-    if value == "auto":
-        rec = rules.get(f"accel.{key}")
-        if rec is None:
-            return False, "auto: no rule for this device"
-        return rec.value, f"auto: {rec.reason}"
-    return value, "config"
+def _setting(acc: Acceleration, configured: Any, ctx: ApplyContext) -> tuple[Any, str]:
+    """The value to apply and why: the acceleration's own resolver, else the configured value with
+    ``auto`` through its probe rule."""
+    if acc.resolve is not None:
+        return acc.resolve(configured, ctx)
+    if configured != "auto":
+        return configured, "config"
+    rule = acc.probe(ctx.hardware) if acc.probe is not None and ctx.hardware is not None else None
+    if rule is None:
+        return False, "auto: no rule for this device"
+    value, reason = rule
+    return value, f"auto: {reason}"
 
 
-def _per_module(name: str, modules: dict[str, nn.Module], fn: Callable[[nn.Module], AccelRecord]) -> AccelRecord:
-    if not modules:
-        return AccelRecord(name, False, True, "no modules")
-    return merge_records(name, {mod_name: fn(m) for mod_name, m in modules.items()})
+def _shown(value: Any) -> Any:
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
 def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device) -> AccelPlan:
-    """Resolve and apply every acceleration of the ``accel`` section ``acc`` to
-    ``modules`` (already on ``device``), in place. ``auto`` switches follow
-    :func:`speechtrain.accel.probe.decide` for this device. Compile comes last so that it sees
-    the other changes. Returns the plan with one record per acceleration."""
+    """Resolve and apply every acceleration of the ``accel`` section ``acc`` to ``modules`` (already on
+    ``device``), in place, in the table's order (:func:`speechtrain.accel.catalog.accelerations`; compile
+    last, so that it sees the other changes). ``auto`` switches follow each acceleration's probe rule
+    for this device. Returns the plan with one record per acceleration."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
         dev = torch.device("cuda", torch.cuda.current_device())
     info = cached_probe(str(dev))
-    rules = decide(info)
+    ctx = ApplyContext(modules, dev, acc, info)
     resolved: dict[str, dict[str, Any]] = {}
-
-    def setting(key: str) -> Any:
-        configured = getattr(acc, key)
-        value, why = _resolve(key, configured, rules)
-        resolved[key] = {"config": configured, "value": value, "why": why}
-        return value
-
-    def noted(rec: AccelRecord, key: str) -> AccelRecord:
-        why = resolved[key]["why"]
-        if why != "config" and not rec.applied and not rec.detail.startswith("not applicable"):
-            rec.detail = f"{rec.detail} [{why}]"
-        rec.info = {**rec.info, "setting": resolved[key]["value"], "source": why}
-        return rec
-
     records: list[AccelRecord] = []
-    deterministic = bool(acc.deterministic)
-    resolved["deterministic"] = {"config": deterministic, "value": deterministic, "why": "config"}
-    records.append(noted(apply_deterministic(deterministic), "deterministic"))
-    records.append(noted(apply_tf32(bool(setting("tf32")), dev), "tf32"))
-    rec = apply_cudnn_benchmark(bool(setting("cudnn_benchmark")), dev, deterministic)
-    records.append(noted(rec, "cudnn_benchmark"))
-
-    records.append(noted(apply_cpu_allocator(bool(setting("cpu_allocator"))), "cpu_allocator"))
-
-    precision = resolve_precision(acc.precision, dev)
-    resolved["precision"] = {"config": acc.precision, "value": precision.name, "why": precision.reason}
-    records.append(precision.record())
-
-    if setting("channels_last"):
-        rec = _per_module("channels_last", modules, apply_channels_last)
-    else:
-        rec = AccelRecord("channels_last", False, True, "off")
-    records.append(noted(rec, "channels_last"))
-
-    sdpa_on = bool(setting("sdpa"))
-    records.append(noted(_per_module("sdpa", modules, lambda m: apply_sdpa(m, sdpa_on, dev)), "sdpa"))
-
-    ckpt_on = bool(setting("activation_checkpointing"))
-    rec = _per_module("activation_checkpointing", modules, lambda m: apply_activation_checkpointing(m, ckpt_on))
-    records.append(noted(rec, "activation_checkpointing"))
-
-    compile_on = bool(setting("compile"))
-    rec = _per_module(
-        "compile", modules, lambda m: apply_compile(m, compile_on, acc.compile_mode, acc.compile_dynamic, dev)
-    )
-    records.append(noted(rec, "compile"))
+    for entry in accelerations():
+        if entry.apply is None or entry.section != "accel":
+            continue  # applied by another piece (the optimizer kernel: build_optimizer)
+        configured = getattr(acc, entry.field)
+        value, why = _setting(entry, configured, ctx)
+        resolved[entry.field] = {"config": configured, "value": _shown(value), "why": why}
+        rec = entry.apply(value, ctx)
+        if (
+            why != "config"
+            and why not in rec.detail
+            and not rec.applied
+            and not rec.detail.startswith("not applicable")
+        ):
+            rec.detail = f"{rec.detail} [{why}]"
+        rec.info = {**rec.info, "setting": _shown(value), "source": why}
+        records.append(rec)
+    precision = ctx.precision if ctx.precision is not None else resolve_precision(acc.precision, dev)
     return AccelPlan(records, precision, str(dev), resolved, info)

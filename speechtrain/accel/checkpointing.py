@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from speechtrain.accel.catalog import Acceleration, Card, Rung
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.accel.hardware import HardwareInfo
 
 _MARK = "_speechtrain_checkpointed"
 
@@ -112,3 +116,47 @@ def remove_activation_checkpointing(model: nn.Module) -> int:
             delattr(m, _MARK)
             n += 1
     return n
+
+
+def _rule(info: HardwareInfo) -> tuple[Any, str]:
+    if not info.has_gpu:
+        return False, "CPU RAM is rarely the limit; recompute costs time"
+    mem = info.gpu_memory_gib or 0.0
+    if mem < 8:
+        return True, f"{mem:.1f} GiB GPU: recompute repeated blocks in backward to fit longer utterances"
+    if mem <= 16:
+        return True, f"{mem:.1f} GiB GPU: checkpointing repeated blocks trades ~1/3 more compute for larger batches"
+    return False, f"{mem:.1f} GiB GPU: memory is rarely the limit; recompute would cost ~1/3 more compute"
+
+
+ACCELERATION = Acceleration(
+    key="accel.activation_checkpointing",
+    record="activation_checkpointing",
+    exact=True,
+    order=60,
+    apply=lambda on, ctx: ctx.per_module(
+        "activation_checkpointing", lambda m: apply_activation_checkpointing(m, bool(on))
+    ),
+    probe=_rule,
+    rung=Rung(
+        "activation_checkpointing",
+        "+ activation checkpointing",
+        {"accel.activation_checkpointing": True},
+        ("activation_checkpointing",),
+    ),
+    card=Card(
+        title="Activation checkpointing",
+        what="finds repeated blocks (an `nn.ModuleList`/`nn.Sequential` holding >= 2 children of the same class "
+        "that have parameters and submodules, outermost first; a lone conv/linear layer is skipped, as it saves "
+        "its input for backward anyway) and wraps each block's forward in "
+        "`torch.utils.checkpoint.checkpoint(use_reentrant=False)`, in place. Only the block inputs are kept; the "
+        "inside is recomputed in backward. Active only in training mode with gradients on.",
+        helps="longer utterances / larger batches when memory is the limit.",
+        costs='about one extra forward of the blocks per step (the record\'s `info["blocks"]` and `containers` say '
+        "which).",
+        exact_note="(the RNG state is restored for dropout). state_dict keys are unchanged; `enabled=False` (or "
+        "`remove_activation_checkpointing`) unwraps; deep copies (EMA) call their own blocks.",
+        auto="on for GPUs with 16 GiB or less, off on bigger GPUs and on the CPU.",
+        own_loop="`apply_activation_checkpointing(model, True)`.",
+    ),
+)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from speechtrain.accel.catalog import Acceleration, Card, Rung
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.accel.hardware import HardwareInfo
 
 _MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
@@ -95,3 +99,51 @@ def compile_stats() -> dict[str, Any]:
         "graph_break_reasons": {str(k)[:200]: int(v) for k, v in list(breaks.items())[:10]},
         "recompiles": recompile_count(),
     }
+
+
+def _rule(info: HardwareInfo) -> tuple[Any, str]:
+    if not info.has_gpu:
+        found = "" if info.compiler_available else " (none found)"
+        return False, "CPU: compiling takes minutes with a C++ compiler" + found
+    cc = info.compute_capability or (0, 0)
+    if not info.ampere_or_newer:
+        return (
+            False,
+            f"compute capability {cc[0]}.{cc[1]}: smaller gains from torch.compile on pre-Ampere GPUs; try it if asked",
+        )
+    if not info.triton_available:
+        return False, "triton is not installed: torch.compile cannot generate GPU kernels"
+    return True, (
+        "fuses elementwise ops; pays off on long runs with few distinct shapes (bucketing); verify with "
+        "`speechtrain bench`"
+    )
+
+
+ACCELERATION = Acceleration(
+    key="accel.compile",
+    record="compile",
+    exact=True,
+    order=90,  # last: it compiles what the other accelerations made of the modules
+    apply=lambda on, ctx: ctx.per_module(
+        "compile",
+        lambda m: apply_compile(m, bool(on), ctx.section.compile_mode, ctx.section.compile_dynamic, ctx.device),
+    ),
+    probe=_rule,
+    rung=Rung("compile", "+ torch.compile", {"accel.compile": True}, ("compile",), skip_keeps_off=True),
+    options=("compile_mode", "compile_dynamic"),
+    card=Card(
+        title="torch.compile",
+        what="`model.compile(mode=..., dynamic=...)` in place (state_dict keys keep no `_orig_mod.` prefix). "
+        "Inductor fuses elementwise ops into generated kernels at the first step.",
+        helps="long GPU runs with few distinct shapes (bucketing, `data.pad_multiple`).",
+        costs="compile time at the first step and at every new shape. `recompile_count()` and `compile_stats()` "
+        "read the dynamo counters: a count that keeps growing during training means endless recompiles — use "
+        "`compile_dynamic=true`, coarser buckets, or turn compile off. Needs Triton on the GPU and a C++ compiler "
+        "on the CPU (the record says when one is missing).",
+        exact_note="(same maths; fused kernels may round differently).",
+        auto="on for Ampere+ GPUs with Triton; off on the CPU (compiling takes minutes there). The config default "
+        "is `false`: set `accel.compile=auto` to follow the probe.",
+        own_loop='`apply_compile(model, True, mode="default", dynamic=None)`, then `print(compile_stats())` after '
+        "some steps.",
+    ),
+)

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 from torch import nn
 
+from speechtrain.accel.catalog import Acceleration, Card, Rung
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.accel.hardware import HardwareInfo
 
 
 def apply_channels_last(model: nn.Module) -> AccelRecord:
@@ -32,3 +38,37 @@ def apply_channels_last(model: nn.Module) -> AccelRecord:
         f"{len(convs)} Conv2d layers, {converted}/{len(four_d)} 4-D weights now channels-last",
         {"conv2d_layers": len(convs), "weights_channels_last": converted, "weights_4d": len(four_d)},
     )
+
+
+def _rule(info: HardwareInfo) -> tuple[Any, str]:
+    if not info.has_gpu:
+        return False, "CPU: channels-last gains are model-dependent; set true to try"
+    cc = info.compute_capability or (0, 0)
+    if cc >= (7, 0):
+        return True, "tensor cores read NHWC natively (2-D conv models only)"
+    return False, f"compute capability {cc[0]}.{cc[1]}: no tensor cores"
+
+
+ACCELERATION = Acceleration(
+    key="accel.channels_last",
+    record="channels_last",
+    exact=True,
+    order=50,
+    apply=lambda on, ctx: (
+        ctx.per_module("channels_last", apply_channels_last) if on else AccelRecord("channels_last", False, True, "off")
+    ),
+    probe=_rule,
+    rung=Rung("channels_last", "+ channels-last", {"accel.channels_last": True}, ("channels_last",)),
+    card=Card(
+        title="channels-last",
+        what="stores 4-D weights NHWC (`model.to(memory_format=torch.channels_last)`), the layout tensor-core conv "
+        "kernels read natively. Models without `nn.Conv2d` (Conv1d vocoders, transformers) are left alone and the "
+        "record says so.",
+        helps="2-D conv models on Volta+ GPUs (e.g. spectrogram classifiers, 2-D discriminators). Feed inputs as "
+        "`x.contiguous(memory_format=torch.channels_last)` for the full effect.",
+        costs="nothing in memory; on the CPU the gain is model-dependent (auto: off).",
+        exact_note="state_dict keys and shapes are unchanged. Apply after `model.to(device)`.",
+        auto="on for GPUs with tensor cores (compute capability 7.0+), off on the CPU.",
+        own_loop="`apply_channels_last(model)`.",
+    ),
+)

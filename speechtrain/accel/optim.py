@@ -32,9 +32,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from speechtrain.accel.catalog import Acceleration, Card, Rung
 from speechtrain.accel.record import AccelRecord
 
 if TYPE_CHECKING:
+    from speechtrain.accel.hardware import HardwareInfo
     from speechtrain.config import OptimConfig
 
 _HEAD = re.compile(r"(^|\.)(\w*head|classifier)$")
@@ -414,3 +416,40 @@ def _why_kernel(requested: str, kernel: str, device: torch.device) -> str:
     if kernel == "fused":
         return "auto: CUDA parameters"
     return f"auto: {device.type} parameters" if device.type != "cuda" else "auto: parameters not all on CUDA"
+
+
+def _rule(info: HardwareInfo) -> tuple[Any, str]:
+    if info.has_gpu:
+        return "fused", "CUDA: fused AdamW updates every parameter in one kernel"
+    return "foreach", "CPU: the foreach kernel groups parameter updates"
+
+
+ACCELERATION = Acceleration(
+    key="optim.implementation",
+    record="optimizer",
+    exact=True,
+    order=80,
+    apply=None,  # the optimizer is built by the Trainer (build_optimizer), which writes this record
+    probe=_rule,
+    # torch's own default for a plain AdamW: foreach on CUDA, a for-loop on the CPU
+    off=lambda device_type: "foreach" if device_type == "cuda" else "for_loop",
+    rung=Rung(
+        "fused_optimizer",
+        "+ fused AdamW",
+        {"optim.implementation": "fused"},
+        ("optimizer",),
+        # the optimizer record is "applied" for foreach too; this rung is about the fused kernel
+        took_effect=lambda record: (record.get("info") or {}).get("kernel") == "fused",
+    ),
+    card=Card(
+        title="Optimizer kernel",
+        what="`build_optimizer(modules, optim_cfg, device)` builds AdamW/Adam/SGD with the fused kernel (one kernel "
+        "for all parameters) or the foreach kernel (grouped per-tensor ops) or a plain loop; the record says which "
+        '(`info["kernel"]`).',
+        helps="the optimizer step of models with many small tensors.",
+        costs="nothing.",
+        auto="fused when all parameters are on CUDA, foreach elsewhere. An explicit kernel that torch rejects is a "
+        "config error naming the fix.",
+        own_loop="`opt, record = build_optimizer([model], cfg.optim, device)`.",
+    ),
+)

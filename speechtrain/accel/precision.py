@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from speechtrain.accel.catalog import Acceleration, ApplyContext, Card, Rung
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.accel.hardware import HardwareInfo
 
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": None}
 
@@ -70,6 +74,9 @@ class PrecisionPlan:
         info = {"requested": self.requested, "dtype": self.name, "grad_scaler": self.use_grad_scaler}
         return AccelRecord("precision", applied, not applied, detail, info)
 
+    def __str__(self) -> str:
+        return self.name
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -84,7 +91,8 @@ class PrecisionPlan:
 def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPlan:
     """The precision plan for ``requested`` (auto, bf16, fp16, fp32) on ``device``.
 
-    ``auto`` follows the hardware probe (:func:`speechtrain.accel.probe.decide`): bf16 on Ampere or
+    ``auto`` follows the hardware probe (this module's rule, which :func:`speechtrain.accel.probe.decide`
+    lists too): bf16 on Ampere or
     newer, fp16 with a grad scaler on older GPUs, fp32 on the CPU. An explicit bf16 on a GPU
     without bf16 tensor cores is a ConfigError (before any GPU work) naming the fix.
     """
@@ -94,10 +102,10 @@ def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPl
     if requested not in ("auto", *_DTYPES):
         raise ConfigError(f"accel.precision: unknown value '{requested}' (auto, bf16, fp16, fp32)")
     if requested == "auto":
-        from speechtrain.accel.probe import cached_probe, decide
+        from speechtrain.accel.hardware import cached_probe
 
-        rec = decide(cached_probe(str(dev)))["accel.precision"]
-        return PrecisionPlan(rec.value, dev.type, f"auto: {rec.reason}", "auto")
+        value, reason = _rule(cached_probe(str(dev)))
+        return PrecisionPlan(value, dev.type, f"auto: {reason}", "auto")
     if requested == "bf16" and not bf16_supported(dev):
         raise ConfigError(
             f"accel.precision=bf16: {dev} has no bf16 support (needs CUDA compute capability 8.0+); "
@@ -118,3 +126,63 @@ def fp32_region() -> Iterator[None]:
     values, long reductions). Cast the inputs with ``.float()`` inside the region."""
     with torch.autocast("cuda", enabled=False), torch.autocast("cpu", enabled=False):
         yield
+
+
+def _rule(info: HardwareInfo) -> tuple[str, str]:
+    if not info.has_gpu:
+        if info.cpu_bf16:
+            return "fp32", (
+                "no GPU; the CPU has bf16 units (AVX512-BF16/AMX), but bf16 autocast pays only for some models "
+                "(measured 1.33x on the tiny GPT-TTS, 0.77x on the CNN-LSTM: docs/benchmarks.md); "
+                "set accel.precision=bf16 to try yours"
+            )
+        return "fp32", "no GPU: CPU autocast (bf16) is slower than fp32 on CPUs without bf16 units"
+    cc = info.compute_capability or (0, 0)
+    cc_text = f"compute capability {cc[0]}.{cc[1]}"
+    if info.ampere_or_newer:
+        return "bf16", f"{cc_text} has bf16 tensor cores: fp32 range, no grad scaler needed"
+    return "fp16", f"{cc_text} has no bf16 tensor cores: fp16 with a dynamic grad scaler"
+
+
+def _resolve(configured: Any, ctx: ApplyContext) -> tuple[PrecisionPlan, str]:
+    plan = resolve_precision(configured, ctx.device)
+    return plan, plan.reason
+
+
+def _apply(plan: PrecisionPlan, ctx: ApplyContext) -> AccelRecord:
+    ctx.precision = plan
+    return plan.record()
+
+
+def _rung(device_type: str, recommended: Mapping[str, Any]) -> Rung:
+    # CPU autocast exists: measured on the CPU too, though the recommendation keeps fp32 there
+    precision = recommended.get("accel.precision", "bf16") if device_type == "cuda" else "bf16"
+    precision = precision if precision in ("bf16", "fp16") else "bf16"
+    return Rung("precision", f"+ {precision} autocast", {"accel.precision": precision}, ("precision",))
+
+
+ACCELERATION = Acceleration(
+    key="accel.precision",
+    record="precision",
+    exact=False,
+    order=40,
+    apply=_apply,
+    resolve=_resolve,
+    probe=_rule,
+    off=lambda device_type: "fp32",
+    rung=_rung,
+    card=Card(
+        title="Mixed precision",
+        what="runs matmuls and convolutions under `torch.autocast` in bf16 or fp16; weights, optimizer state and "
+        "reductions stay fp32. fp16 adds a dynamic `GradScaler` (its range is too small for small gradients).",
+        helps="2-3x less activation memory and tensor-core speed on every NVIDIA GPU from Volta (fp16) and Ampere "
+        "(bf16) on.",
+        costs="precision. fp16 can overflow (the Trainer falls back after `train.nan_fallback_after` non-finite "
+        "steps: fp16 -> bf16 where supported -> fp32, `PrecisionPlan.fallback()`).",
+        auto="bf16 on compute capability 8.0+, fp16 + grad scaler on older GPUs, fp32 on the CPU. An explicit `bf16` "
+        "on a GPU without bf16 is a config error before any GPU work.",
+        own_loop='`plan = resolve_precision("auto", device)`; `with plan.autocast(): ...`; `plan.grad_scaler()`; '
+        "losses that need fp32 (STFT, log of small values): `with fp32_region(): loss = stft_loss(y.float(), "
+        "y_hat.float())`.",
+    ),
+)

@@ -8,12 +8,16 @@ every such module and reports which fused backends this device can run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
+from speechtrain.accel.catalog import Acceleration, Card
 from speechtrain.accel.record import AccelRecord
+
+if TYPE_CHECKING:
+    from speechtrain.accel.hardware import HardwareInfo
 
 
 def sdpa_backends(device: str | torch.device) -> dict[str, dict[str, Any]]:
@@ -101,3 +105,39 @@ def apply_sdpa(model: nn.Module, enabled: bool, device: str | torch.device) -> A
             f"(their own condition, e.g. attention dropout > 0), and use SDPA in eval and inference"
         )
     return AccelRecord("sdpa", len(fallback) < len(mods), True, detail, info)
+
+
+def _rule(info: HardwareInfo) -> tuple[Any, str]:
+    if not info.has_gpu:
+        return True, "the CPU has a fused attention kernel behind scaled_dot_product_attention"
+    return True, "fused attention (flash / memory-efficient): less memory, faster"
+
+
+ACCELERATION = Acceleration(
+    key="accel.sdpa",
+    record="sdpa",
+    exact=True,
+    order=55,
+    apply=lambda on, ctx: ctx.per_module("sdpa", lambda m: apply_sdpa(m, bool(on), ctx.device)),
+    probe=_rule,
+    # the families default to SDPA and so does the plain baseline: "all off" keeps it on, no "+" row (the
+    # ladder's "naive (explicit attention)" reference row turns it off instead)
+    off=lambda device_type: True,
+    card=Card(
+        title="Fused attention (SDPA)",
+        what="attention modules that carry a boolean `use_sdpa` attribute call `F.scaled_dot_product_attention` "
+        "instead of an explicit `softmax(q k^T / sqrt(d)) v`. The built-in families default to SDPA (as a PyTorch 2 "
+        "user writes attention), so the plain baseline of `speechtrain bench` uses it too and the ladder does not "
+        'credit speechtrain with it; `accel.sdpa=false` selects the explicit path (the ladder\'s "naive" row). '
+        "`apply_sdpa` sets the flag on all of them, counts them, and reports the usable backends on the device "
+        '(`info["backends"]`): flash (sm80+, fp16/bf16), memory-efficient (sm50+), cuDNN (sm80+), math (always); '
+        "on the CPU the fused flash CPU kernel and math.",
+        helps="attention models (GPT-style TTS, transformer acoustic models): no T x T score matrix in memory, faster "
+        "kernels.",
+        costs="nothing; a model without attention modules is reported, not an error.",
+        exact_note="(same softmax attention computed in tiles; rounding order differs).",
+        auto="on everywhere.",
+        more=("**Your own attention module**: add `self.use_sdpa = True` and branch on it in `forward`.",),
+        own_loop="`apply_sdpa(model, True, device)`.",
+    ),
+)

@@ -10,9 +10,10 @@ Rows, all on the same model, data and device, measured in one invocation:
    fixed-count random batches, no workers, plain AdamW kernel, glibc's malloc). Its ratio to the
    baseline is the engine's own overhead (OOM guard, numerics guard), so the rungs below are not
    flattered by it.
-3. one row per change on top of (2): bucketing, loader settings, precision, TF32 and cuDNN
-   autotune (CUDA), activation checkpointing, compile, channels-last, fused optimizer, the CPU
-   allocator, tuned per-bucket batch sizes (from ``speechtrain tune``).
+3. one row per change on top of (2): bucketing, loader settings, then one per acceleration that
+   declares a rung in its module (:class:`speechtrain.accel.catalog.Rung`), in the table's order: TF32
+   and cuDNN autotune (CUDA), the CPU allocator, precision, channels-last, activation checkpointing,
+   fused optimizer, compile; then tuned per-bucket batch sizes (from ``speechtrain tune``).
 4. ``all``: every setting the hardware recommendation switches on, plus bucketing and the tuned
    batch sizes.
 
@@ -27,7 +28,7 @@ section and the specs.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -38,27 +39,25 @@ from speechtrain.bench.measure import Execute, RowNotApplicable, RunFailed, RunR
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
-#: rung keys in ladder order (``--skip`` takes these)
-RUNGS = (
-    "baseline",
-    "naive_attention",
-    "lightning",
-    "engine",
-    "bucketing",
-    "loader",
-    "precision",
-    "tf32",
-    "cudnn_benchmark",
-    "activation_checkpointing",
-    "compile",
-    "channels_last",
-    "fused_optimizer",
-    "cpu_allocator",
-    "tuned_batch",
-    "all",
-)
+#: rows of the ladder that are not an acceleration: before the accelerations' rungs, and after them
+LEADING_RUNGS = ("baseline", "naive_attention", "lightning", "engine", "bucketing", "loader")
+TRAILING_RUNGS = ("tuned_batch", "all")
 
-CUDA_ONLY = {"tf32": "TF32 is an NVIDIA tensor-core format", "cudnn_benchmark": "cuDNN runs only on NVIDIA GPUs"}
+
+def _acceleration_rungs(device_type: str = "cpu", recommended: dict[str, Any] | None = None) -> list[tuple[Any, Any]]:
+    """(acceleration, its rung) for every acceleration of the table that has a ladder row, in table order."""
+    from speechtrain.accel.catalog import accelerations
+
+    out = []
+    for acc in accelerations():
+        rung = acc.rung_for(device_type, recommended or {})
+        if rung is not None:
+            out.append((acc, rung))
+    return out
+
+
+#: rung keys in ladder order (``--skip`` takes these); the accelerations' rows come from their modules
+RUNGS = (*LEADING_RUNGS, *(rung.key for _, rung in _acceleration_rungs()), *TRAILING_RUNGS)
 
 
 @dataclass
@@ -71,6 +70,8 @@ class Variant:
     kind: str = "engine"
     records: tuple[str, ...] = ()  # AccelRecord names that say whether the change took effect
     skip_reason: str | None = None
+    # whether one of those records (as written in the run, a dict) counts as taking effect; None: its "applied"
+    took_effect: Callable[[Mapping[str, Any]], bool] | None = field(default=None, repr=False, compare=False)
 
 
 #: set in every row: one micro-batch per step (steps/s is per micro-batch), no progress bar or event files
@@ -78,7 +79,11 @@ COMMON = {"train.grad_accum": 1, "train.progress": False, "train.tensorboard": F
 
 
 def all_off(device_type: str) -> dict[str, Any]:
-    """Overrides that switch every change off (what the plain baseline does, on our engine)."""
+    """Overrides that switch every change off (what the plain baseline does, on our engine): the data
+    settings below and each acceleration's own "off" value (e.g. SDPA stays on: the model's standard
+    attention, as in the baseline; the optimizer kernel is torch's own default for a plain AdamW)."""
+    from speechtrain.accel.catalog import accelerations
+
     return {
         **COMMON,
         "data.bucketing": False,
@@ -91,17 +96,7 @@ def all_off(device_type: str) -> dict[str, Any]:
         "data.pin_memory": False,
         "data.prefetch_factor": None,
         "data.persistent_workers": False,
-        "accel.precision": "fp32",
-        "accel.tf32": False,
-        "accel.cudnn_benchmark": False,
-        "accel.channels_last": False,
-        "accel.compile": False,
-        # the model's standard attention, as in the baseline (the families default to SDPA)
-        "accel.sdpa": True,
-        "accel.activation_checkpointing": False,
-        "accel.cpu_allocator": False,  # glibc's default malloc, as in the plain loop
-        # torch's own default kernel choice for a plain AdamW: foreach on CUDA, a for-loop on the CPU
-        "optim.implementation": "foreach" if device_type == "cuda" else "for_loop",
+        **{acc.key: acc.off(device_type) for acc in accelerations() if acc.off is not None},
     }
 
 
@@ -184,11 +179,6 @@ def plan_ladder(
     tuned = tuned if tuned is not None else config_tuned(data)
     tuned_over = dict(tuned or {})
     loader_over, loader_note = _loader_overrides(rec, device_type)
-    if device_type == "cuda":
-        precision = rec.get("accel.precision", "bf16")
-        precision = precision if precision in ("bf16", "fp16") else "bf16"
-    else:
-        precision = "bf16"  # CPU autocast exists; measured, though the recommendation keeps fp32 on CPUs
     rows = [
         Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
         Variant("naive_attention", "naive (explicit attention)", {"accel.sdpa": False}, kind="baseline"),
@@ -196,37 +186,22 @@ def plan_ladder(
         Variant("engine", "speechtrain, all off"),
         Variant("bucketing", "+ bucketing", {"data.bucketing": True}, records=("bucketing",)),
         Variant("loader", "+ loader workers/pin/prefetch" + loader_note, loader_over, records=("loader",)),
-        Variant("precision", f"+ {precision} autocast", {"accel.precision": precision}, records=("precision",)),
-        Variant("tf32", "+ TF32", {"accel.tf32": True}, records=("tf32",)),
-        Variant("cudnn_benchmark", "+ cuDNN autotune", {"accel.cudnn_benchmark": True}, records=("cudnn_benchmark",)),
-        Variant(
-            "activation_checkpointing",
-            "+ activation checkpointing",
-            {"accel.activation_checkpointing": True},
-            records=("activation_checkpointing",),
-        ),
-        Variant("compile", "+ torch.compile", {"accel.compile": True}, records=("compile",)),
-        Variant("channels_last", "+ channels-last", {"accel.channels_last": True}, records=("channels_last",)),
-        Variant("fused_optimizer", "+ fused AdamW", {"optim.implementation": "fused"}, records=("optimizer",)),
-        Variant(
-            "cpu_allocator",
-            "+ CPU allocator (glibc malloc tuned)",
-            {"accel.cpu_allocator": True},
-            records=("cpu_allocator",),
-        ),
-        Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)),
     ]
     all_over = {k: v for k, v in rec.items() if k.startswith(("accel.", "optim.", "data."))}
     all_over.update({"data.bucketing": True})
     all_over.update(tuned_over)
-    if "compile" in skip:
-        all_over["accel.compile"] = False
+    for acc, rung in _acceleration_rungs(device_type, rec):
+        row = Variant(rung.key, rung.label, dict(rung.overrides), records=rung.records, took_effect=rung.took_effect)
+        if not acc.runs_on(device_type):
+            row.skip_reason = f"not applicable on {device_type}: {acc.device_note}"
+        if rung.skip_keeps_off and rung.key in skip and acc.off is not None:
+            all_over[acc.key] = acc.off(device_type)
+        rows.append(row)
+    rows.append(Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)))
     rows.append(Variant("all", "all (recommended settings)", all_over, records=()))
     for row in rows:
         if row.key in skip:
             row.skip_reason = "skipped (--skip " + row.key + ")"
-        elif row.key in CUDA_ONLY and device_type != "cuda":
-            row.skip_reason = f"not applicable on {device_type}: {CUDA_ONLY[row.key]}"
         elif row.key == "lightning" and not lightning_available():
             row.skip_reason = INSTALL_HINT
         elif row.key == "tuned_batch" and not tuned:
@@ -270,9 +245,8 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
         if sizes:
             return f"yes: {len(sizes)} bucket sizes, {min(sizes)}-{max(sizes)} items"
         return f"yes: batch_size={variant.overrides.get('data.batch_size')}"
-    if variant.key == "fused_optimizer":
-        # the optimizer record is "applied" for foreach too; this rung is about the fused kernel
-        found = [(n, {**r, "applied": (r.get("info") or {}).get("kernel") == "fused"}) for n, r in found]
+    if variant.took_effect is not None:
+        found = [(n, {**r, "applied": variant.took_effect(r)}) for n, r in found]
     if all(r.get("applied") for _, r in found):
         return "yes"
     reasons = "; ".join(str(r.get("detail", "")) for _, r in found if not r.get("applied"))

@@ -96,7 +96,7 @@ class DataRecipe:
             self.ensure_prepared()
         learned = self.learned_symbols()
         if learned:
-            self.data.symbols = list(learned)
+            self.data.text.symbols = list(learned)
             log.info(f"text: {len(learned)} symbols learned from the training transcripts: {''.join(learned)!r}")
         return self.data.symbols
 

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from speechtrain.data.layouts import names as layout_names
 from speechtrain.errors import DataError, UserError
 
 REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
-FORMATS = ("auto", "ljspeech", "jsonl", "folder")
+FORMATS = ("auto", *layout_names())  # every layout that declares itself in speechtrain.data.layouts
 
 
 # --------------------------------------------------------------------------------------------- recipes
@@ -141,7 +142,7 @@ def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
 
 
 def detect_format(path: str | Path) -> str:
-    """``ljspeech``, ``jsonl`` or ``folder`` (DataError naming what was looked for)."""
+    """The layout name of a dataset folder (any of :data:`FORMATS`; DataError naming what was looked for)."""
     from speechtrain.data.manifest import detect_format as _detect
 
     return _detect(path)
