@@ -1,9 +1,9 @@
 """Pad a list of items into a :class:`~speechtrain.data.batch.Batch`, and cut vocoder crops.
 
 Padding values: mel with the log floor ``log(1e-5)`` (silence in log-mel), audio, f0 (unvoiced) and
-tokens with 0 (``Tokenizer.pad_id``), a model family's derived features (XTTS's DVAE ``codes``) with 0. Padded lengths may be rounded up to ``pad_multiple`` (8 helps tensor
-cores); the audio's padded length is always the mel's padded length x ``hop_length``, so that the
-two stay aligned frame for frame.
+tokens with 0 (``Tokenizer.pad_id``), a model family's derived features (XTTS's DVAE ``codes``) with 0.
+Padded lengths may be rounded up to ``pad_multiple`` (8 helps tensor cores); the audio's padded length
+is always the mel's padded length x ``hop_length``, so that the two stay aligned frame for frame.
 """
 
 from __future__ import annotations

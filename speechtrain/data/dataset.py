@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from speechtrain.data.features import MelSettings
 from speechtrain.data.derived import DerivedFeature
+from speechtrain.data.features import MelSettings
 from speechtrain.data.store import (
     CachedItem,
     FeatureStore,
@@ -90,8 +90,12 @@ class SpeechDataset:
         self.texts: list[str] = [it.text for it in self._items]
         spk = {n: i for i, n in enumerate(self.speakers)}
         lab = {n: i for i, n in enumerate(self.labels)}
-        self.speaker_ids = np.asarray([spk.get(it.speaker, -1) if it.speaker is not None else -1 for it in self._items], dtype=np.int64)
-        self.label_ids = np.asarray([lab.get(it.label, -1) if it.label is not None else -1 for it in self._items], dtype=np.int64)
+        self.speaker_ids = np.asarray(
+            [spk.get(it.speaker, -1) if it.speaker is not None else -1 for it in self._items], dtype=np.int64
+        )
+        self.label_ids = np.asarray(
+            [lab.get(it.label, -1) if it.label is not None else -1 for it in self._items], dtype=np.int64
+        )
         if "f0" in self.fields and any(it.f0_key is None for it in self._items):
             raise DataError(
                 "the task needs f0 but the feature cache has none: set data.f0_method (yin or parselmouth) and run "

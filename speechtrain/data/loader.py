@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from speechtrain.config import ConfigError
-from speechtrain.data.batch import Batch
 from speechtrain.data.augment import PitchShift
+from speechtrain.data.batch import Batch
 from speechtrain.data.collate import MEL_PAD, collate, crop_item
 from speechtrain.data.features import LogMel
 from speechtrain.data.sampler import BatchKey, BucketBatchSampler
@@ -188,8 +188,8 @@ class BatchReader(torch.utils.data.Dataset[Batch]):
         missing = [k for k in self.keys if k not in item]
         if missing:
             raise DataError(
-                f"item {item.get('id', index)} has no {missing}: the dataset was built without them; build it "
-                "with SpeechDataset.from_config(data, split, fields=speechtrain.data.loader.dataset_fields(data, needs))"
+                f"item {item.get('id', index)} has no {missing}: the dataset was built without them; build it with "
+                "SpeechDataset.from_config(data, split, fields=speechtrain.data.loader.dataset_fields(data, needs))"
             )
         out = {k: item[k] for k in self.keys}
         out["id"] = item.get("id", str(index))
@@ -506,7 +506,9 @@ class DeviceFeatures(nn.Module):
             tensors["audio"] = self._add_noise(tensors["audio"], tensors["audio_lengths"])
         if self.logmel is not None:
             if "audio" not in tensors:
-                raise DataError("data.features_on_device needs audio in the batch (build the loader with the same data settings)")
+                raise DataError(
+                    "data.features_on_device needs audio in the batch (build the loader with the same data settings)"
+                )
             audio = tensors["audio"]  # (B, 1, T_samples)
             lengths = torch.div(tensors["audio_lengths"], self.hop_length, rounding_mode="floor")
             mel = self.logmel(audio)  # (B, n_mels, T_frames)

@@ -101,7 +101,9 @@ def plan_report(
     bucketed = BucketedPlanner.from_data(data, frames, ids)
     b_stats = _plan_stats(bucketed, _epoch0(bucketed, seed), bucketed.limit)
     mean_bs = max(1, round(b_stats["mean_batch_size"]))
-    random_budget = FrameBudget(batch_size=mean_bs, pad_multiple=data.pad_multiple, quadratic_frames=data.quadratic_frames)
+    random_budget = FrameBudget(
+        batch_size=mean_bs, pad_multiple=data.pad_multiple, quadratic_frames=data.quadratic_frames
+    )
     rnd = FixedCountPlanner(frames, random_budget, shuffle=data.shuffle, ids=ids)
     r_stats = _plan_stats(rnd, _epoch0(rnd, seed), bucketed.limit)
     r_stats["batch_size"] = mean_bs

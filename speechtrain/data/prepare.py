@@ -29,9 +29,9 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,7 +66,12 @@ class DerivedReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"description": self.description, "computed": self.computed, "reused": self.reused, "seconds": self.seconds}
+        return {
+            "description": self.description,
+            "computed": self.computed,
+            "reused": self.reused,
+            "seconds": self.seconds,
+        }
 
 
 @dataclass
@@ -540,7 +545,9 @@ def _map_to_train(items: list[CachedItem], problems: list[Problem], train: Cache
 # ---------------------------------------------------------------- derived features
 
 
-def _derived_pass(plans: list[_ManifestPlan], store: FeatureStore, lengths: _Lengths, progress: bool) -> list[DerivedReport]:
+def _derived_pass(
+    plans: list[_ManifestPlan], store: FeatureStore, lengths: _Lengths, progress: bool
+) -> list[DerivedReport]:
     """Compute the derived features missing from the cache for every kept item whose features are there;
     one report per feature."""
     reports = []

@@ -34,8 +34,8 @@ from speechtrain.data.planners import (
     CropPlanner,
     FixedCountPlanner,
     FrameBudget,
-    Planner,
     PlanKind,
+    Planner,
     SamplerReport,
     equal_duration_boundaries,
     item_cost,
@@ -62,6 +62,7 @@ __all__ = [
     "item_cost",
     "resolve_rank",
 ]
+
 
 class RankRemainder(StrEnum):
     """Batches that do not divide among ranks at the end of an epoch."""

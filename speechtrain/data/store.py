@@ -48,7 +48,6 @@ import numpy as np
 
 from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
-from speechtrain.data.pitch import F0Settings
 from speechtrain.data.manifest import (
     ManifestSignature,
     Problem,
@@ -58,6 +57,7 @@ from speechtrain.data.manifest import (
     paired_eval_file,
     resolve_format,
 )
+from speechtrain.data.pitch import F0Settings
 from speechtrain.data.text.frontend import TextSettings
 from speechtrain.data.text.inventory import TextItem
 from speechtrain.data.validate import Probe
