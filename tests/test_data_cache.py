@@ -85,11 +85,17 @@ def test_second_run_reuses_and_changes_rebuild_only_what_changed(corpus: Path, m
 
 
 def test_validation_only_change_reuses_features(corpus: Path) -> None:
+    first = sorted((corpus / "wavs").glob("*.wav"))[0]
+    data, sr = sf.read(first, dtype="int16")
+    sf.write(first, data[: int(0.8 * sr)], sr, subtype="PCM_16")  # one item shorter than the rest
     prepare_dataset(_cfg(corpus), workers=1, progress=False)
-    stricter = _cfg(corpus, "data.max_duration=1.0")
+    stricter = _cfg(corpus, "data.max_duration=1.0", "data.eval_utterances=0")
     assert is_prepared(stricter) is not None
     report = prepare_dataset(stricter, workers=1, progress=False)
-    assert report.kept == 0 and report.computed == 0 and set(report.skipped) == {"too_long"}
+    assert report.kept == 1 and report.computed == 0 and set(report.skipped) == {"too_long"}
+    # a limit that leaves nothing is an error naming why (a run could not train on it), not an empty cache
+    with pytest.raises(DataError, match="none of its 6 listed utterance.*too_long 6"):
+        prepare_dataset(_cfg(corpus, "data.max_duration=0.6"), workers=1, progress=False)
 
 
 def test_cached_features_match_the_audio(corpus: Path) -> None:

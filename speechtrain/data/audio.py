@@ -4,6 +4,10 @@
 libsndfile silently shortens a truncated WAV to what is there); ``load_audio`` decodes, checks the
 decoded length against the header, downmixes and resamples. Problems raise :class:`AudioProblem`
 with a reason code from :data:`speechtrain.data.manifest.REASONS`.
+
+A segment of a file (NeMo's ``offset`` + ``duration``) is the file's path with a media fragment,
+``/data/book.wav#t=12.5,16.25`` (:func:`segment_path`): both functions read only that stretch, and its
+header facts are the segment's. Everything else treats the string as one utterance's audio.
 """
 
 from __future__ import annotations
@@ -13,6 +17,27 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
+
+SEGMENT = "#t="
+
+
+def segment_path(path: str, offset: float, duration: float | None) -> str:
+    """``path`` limited to ``offset`` .. ``offset + duration`` seconds (to the end when duration is None)."""
+    end = f"{offset + duration:g}" if duration is not None else ""
+    return f"{path}{SEGMENT}{offset:g},{end}"
+
+
+def split_segment(path: str | os.PathLike[str]) -> tuple[str, float, float | None]:
+    """(file, start s, end s or None) of a path that may carry a segment (:func:`segment_path`)."""
+    text = os.fspath(path)
+    file, mark, span = text.rpartition(SEGMENT)
+    if not mark:
+        return text, 0.0, None
+    try:
+        start_text, _, end_text = span.partition(",")
+        return file, float(start_text), float(end_text) if end_text else None
+    except ValueError:
+        return text, 0.0, None
 
 
 class AudioProblem(Exception):
@@ -65,7 +90,26 @@ def wav_declared_samples(path: str | os.PathLike[str], channels: int) -> int | N
 
 
 def probe_audio(path: str | os.PathLike[str]) -> AudioInfo:
-    """Header of an audio file; raises :class:`AudioProblem` (missing, unreadable, truncated, empty)."""
+    """Header of an audio file (of its segment, when the path names one); raises :class:`AudioProblem`
+    (missing, unreadable, truncated, empty, a segment beyond the file's end)."""
+    file, start, end = split_segment(path)
+    if file != os.fspath(path):
+        whole = _probe_file(file)
+        first = int(round(start * whole.sample_rate))
+        last = whole.samples if end is None else int(round(end * whole.sample_rate))
+        if start < 0 or (end is not None and end <= start):
+            raise AudioProblem("unreadable_audio", f"segment {start:g}-{end:g} s is empty or negative")
+        if last > whole.samples:
+            raise AudioProblem(
+                "truncated_audio",
+                f"segment {start:g}-{(end if end is not None else start):g} s ends after the file's "
+                f"{whole.duration:.3f} s (offset/duration beyond the file)",
+            )
+        return AudioInfo(whole.sample_rate, whole.channels, last - first)
+    return _probe_file(file)
+
+
+def _probe_file(path: str | os.PathLike[str]) -> AudioInfo:
     import soundfile as sf
 
     if not os.path.exists(path):
@@ -96,8 +140,14 @@ def load_audio(path: str | os.PathLike[str], sample_rate: int) -> tuple[np.ndarr
     import soxr
 
     info = probe_audio(path)
+    file, start, end = split_segment(path)
     try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (T_samples, channels)
+        if file != os.fspath(path):  # a segment: read only its samples
+            rate = sf.info(file).samplerate
+            first = int(round(start * rate))
+            data, sr = sf.read(file, start=first, frames=info.samples, dtype="float32", always_2d=True)
+        else:
+            data, sr = sf.read(str(path), dtype="float32", always_2d=True)  # (T_samples, channels)
     except Exception as exc:
         raise AudioProblem("truncated_audio", f"decoding failed: {_short(exc)}") from None
     if data.shape[0] < info.samples:

@@ -308,6 +308,9 @@ def prepare_dataset(
         )
         plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
 
+    for plan in plans:
+        if not plan.kept:
+            raise DataError(_nothing_kept(plan))
     all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
@@ -456,6 +459,20 @@ def _strict_text(report: TextReport, strict: bool) -> None:
             lines += [f"  - {u}" for u in report.unknown[:10]]
         lines.append("fix the transcripts or the settings named above, or run without --strict to keep them")
         raise DataError("\n".join(lines))
+
+
+def _nothing_kept(plan: _ManifestPlan, show: int = 5) -> str:
+    """The error of a manifest that yields no usable utterance (a run could not train on it)."""
+    what = f"{plan.ref.path} (read as data.format={plan.ref.format})"
+    if not plan.problems:
+        return f"{what}: lists no utterance; check data.manifest"
+    counts = ", ".join(f"{r} {n}" for r, n in totals(plan.problems).items())
+    lines = [f"{what}: none of its {plan.listed} listed utterance(s) can be used ({counts}):"]
+    lines += [f"  - {p}" for p in plan.problems[:show]]
+    if len(plan.problems) > show:
+        lines.append(f"  ... {len(plan.problems) - show} more")
+    lines.append("fix the manifest, or set data.format if the layout was misread")
+    return "\n".join(lines)
 
 
 def _strict_message(problems: list[Problem], show: int = 10) -> str:

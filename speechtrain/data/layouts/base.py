@@ -79,13 +79,14 @@ REASONS = {
 # ------------------------------------------------------------------------------ the declaration
 class Strength(IntEnum):
     """How a layout recognised a file: by its name only, by the shape of its lines (``|`` fields,
-    JSON objects), or by the column names of its header row. Where two layouts claim the same files,
-    the stronger evidence wins (an LJSpeech ``metadata.csv`` is any file of that name; one whose
-    header names ``audio_file`` is XTTS's)."""
+    JSON objects), by what its fields hold, or by the column names of its header row. Where two
+    layouts claim the same files, the stronger evidence wins (an LJSpeech ``metadata.csv`` is any file
+    of that name; one whose header names ``audio_file`` is XTTS's)."""
 
     NAME = 0
     SHAPE = 1
-    HEADER = 2
+    FIELDS = 2  # the shape and what the fields hold (a path first, a duration last: CSS10)
+    HEADER = 3
 
 
 @dataclass(frozen=True)
@@ -107,9 +108,11 @@ def _no_eval(path: Path) -> Path | None:
 
 
 def file_signature(path: str) -> list[int] | None:
-    """``[size, mtime_ns]`` of a file, None when it does not exist."""
+    """``[size, mtime_ns]`` of a file (of the file a segment path names), None when it does not exist."""
+    from speechtrain.data.audio import split_segment
+
     try:
-        st = os.stat(path)
+        st = os.stat(split_segment(path)[0])
     except OSError:
         return None
     return [int(st.st_size), int(st.st_mtime_ns)]

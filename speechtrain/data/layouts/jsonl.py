@@ -1,5 +1,9 @@
 """JSONL (NeMo): one JSON object per line with ``audio_filepath`` (relative to the manifest's folder, or
-absolute), optional ``text``, ``duration``, ``speaker``, ``label`` and ``id`` (default: the file stem)."""
+absolute), optional ``text`` (``normalized_text`` is preferred when present, as NeMo's text normalisation
+writes it), ``duration``, ``offset``, ``speaker``, ``label`` and ``id`` (default: the file stem).
+
+With ``offset`` the line is a segment of the file: ``offset`` .. ``offset + duration`` seconds (to the
+file's end without ``duration``), read as its own utterance (id: the stem and the offset, ``book_12.5``)."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from speechtrain.data.audio import segment_path
 from speechtrain.data.layouts.base import Entry, Layout, Listing, Match, Problem, Strength, first_line, read_text_lines
 from speechtrain.errors import DataError
 
@@ -60,7 +65,15 @@ def _entry(obj: Any, base: Path, where: str) -> Entry | Problem:
         return Problem("malformed_line", "missing key 'audio_filepath'", id=uid, where=where)
     if not isinstance(audio, str) or not audio.strip():
         return Problem("malformed_line", f"'audio_filepath' must be a non-empty string, got {audio!r}", where=where)
-    checks = {"text": (str,), "duration": (int, float), "speaker": (str, int), "label": (str, int), "id": (str, int)}
+    checks = {
+        "text": (str,),
+        "normalized_text": (str,),
+        "duration": (int, float),
+        "offset": (int, float),
+        "speaker": (str, int),
+        "label": (str, int),
+        "id": (str, int),
+    }
     for key, types in checks.items():
         value = obj.get(key)
         if value is not None and (not isinstance(value, types) or isinstance(value, bool)):
@@ -69,10 +82,21 @@ def _entry(obj: Any, base: Path, where: str) -> Entry | Problem:
     path = Path(audio)
     if not path.is_absolute():
         path = base / path
+    audio_path = str(path.absolute())
+    offset, duration = obj.get("offset"), obj.get("duration")
+    if offset is not None:
+        if offset < 0 or (duration is not None and duration <= 0):
+            return Problem(
+                "malformed_line", f"a segment needs offset >= 0 and duration > 0, got {offset}, {duration}", uid, where
+            )
+        audio_path = segment_path(audio_path, float(offset), None if duration is None else float(duration))
+        if uid is None:
+            uid = f"{path.stem}_{float(offset):g}"
+    text = obj.get("normalized_text") or obj.get("text") or ""
     return Entry(
         id=str(uid) if uid is not None else "",
-        audio_path=str(path.absolute()),
-        text=str(obj.get("text") or "").strip(),
+        audio_path=audio_path,
+        text=str(text).strip(),
         speaker=None if obj.get("speaker") is None else str(obj["speaker"]),
         label=None if obj.get("label") is None else str(obj["label"]),
         duration=None if obj.get("duration") is None else float(obj["duration"]),
@@ -90,5 +114,7 @@ LAYOUT = Layout(
     hint="*.jsonl (NeMo)",
     points_at="a `.jsonl` file (or a folder with exactly one)",
     items="one object per line: `audio_filepath` (relative to the manifest's folder, or absolute), optional "
-    "`text`, `duration`, `speaker`, `label`, `id` (default: the file stem; the relative path when stems collide)",
+    "`text` (`normalized_text` preferred when present), `duration`, `offset` (a segment: offset .. offset + "
+    "duration s of the file), `speaker`, `label`, `id` (default: the file stem, with the offset for a segment; "
+    "the relative path when stems collide)",
 )

@@ -2,7 +2,11 @@
 (``id|text`` accepted), audio in ``wavs/ID.wav`` beside the csv; normalized_text is used when present.
 
 An id with an audio extension (``wavs/a.wav``) is read as that file's path relative to the csv. A header
-row is an error naming the layout it belongs to (any layout that recognises the file by its header).
+row is an error naming the layout it belongs to (any layout that recognises the file by its header),
+except LJSpeech's own optional one, ``id|text|normalized_text`` or ``id|text|speaker`` (``speaker_name``),
+which says what the third column holds. Without it, a third column that reads as speaker names (one
+word where the text has several, few distinct values) is an error naming that header: it is never taken
+for the transcript.
 """
 
 from __future__ import annotations
@@ -33,41 +37,76 @@ def detect(path: Path, encoding: str | None = None) -> Match | None:
     return None
 
 
+THIRD = {"normalized_text": "normalized_text", "speaker": "speaker", "speaker_name": "speaker"}
+
+
 def read(src: Path, encoding: str | None = None) -> Listing:
     entries, problems = [], []
     wavs = src.parent / "wavs"
-    for k, (n, line) in enumerate(read_text_lines(src, encoding)):
+    lines = read_text_lines(src, encoding)
+    third = "normalized_text"
+    if lines and _own_header(lines[0][1]):
+        third = THIRD[_own_header(lines[0][1]) or "normalized_text"]
+        lines = lines[1:]
+    elif lines:
+        _refuse_header(src, lines[0][1], f"{src}:{lines[0][0]}", encoding)
+        _refuse_speaker_column(src, lines)
+    for n, line in lines:
         where = f"{src}:{n}"
         fields = line.split("|")
-        if k == 0:
-            _refuse_header(src, line, where, encoding)
         if len(fields) not in (2, 3):
-            problems.append(
-                Problem(
-                    "malformed_line",
-                    f"expected 3 fields id|text|normalized_text (or id|text), got {len(fields)}",
-                    id=fields[0].strip() or None,
-                    where=where,
-                )
-            )
+            detail = f"expected 3 fields id|text|normalized_text (or id|text), got {len(fields)}"
+            if len(fields) == 4:
+                detail += " (path|text|normalized|duration lines are CSS10's: data.format=css10)"
+            problems.append(Problem("malformed_line", detail, id=fields[0].strip() or None, where=where))
             continue
         uid = fields[0].strip()
         if not uid:
             problems.append(Problem("malformed_line", "empty id", where=where))
             continue
-        text = fields[2].strip() if len(fields) == 3 and fields[2].strip() else fields[1].strip()
+        extra = fields[2].strip() if len(fields) == 3 else ""
+        text = extra if third == "normalized_text" and extra else fields[1].strip()
+        speaker = (extra or None) if third == "speaker" else None
         if uid.lower().endswith(AUDIO_EXTENSIONS):  # a path, not an id
-            if len(fields) == 3 and _looks_like_speaker(fields[1], fields[2]):
-                raise DataError(
-                    f"{where}: {line[:80]!r} looks like audio_file|text|speaker_name (XTTS/Coqui) without its "
-                    f"header row, not LJSpeech's id|text|normalized_text (the speaker would become the transcript): "
-                    f"add the line 'audio_file|text|speaker_name' at the top and set data.format=xtts"
-                )
             path = Path(uid) if Path(uid).is_absolute() else src.parent / uid
-            entries.append(Entry(Path(uid).stem, str(path.absolute()), text, where=where))
+            entries.append(Entry(Path(uid).stem, str(path.absolute()), text, speaker=speaker, where=where))
             continue
-        entries.append(Entry(uid, str((wavs / f"{uid}.wav").absolute()), text, where=where))
+        entries.append(Entry(uid, str((wavs / f"{uid}.wav").absolute()), text, speaker=speaker, where=where))
     return entries, problems
+
+
+def _own_header(line: str) -> str | None:
+    """The third column's name when ``line`` is LJSpeech's optional header (``id|text|speaker``...)."""
+    names = [c.strip().lower() for c in line.split("|")]
+    if len(names) == 3 and names[:2] == ["id", "text"] and names[2] in THIRD:
+        return names[2]
+    return None
+
+
+def _refuse_speaker_column(src: Path, lines: list[tuple[int, str]]) -> None:
+    """A third column of speaker names is never read as the transcript: most 3-field lines hold one word
+    there where the text has several, and few distinct values repeat."""
+    rows = [f for f in (line.split("|") for _, line in lines) if len(f) == 3]
+    if not rows:
+        return
+    speaker_like = [f for f in rows if _looks_like_speaker(f[1], f[2])]
+    distinct = {f[2].strip() for f in speaker_like}
+    if len(speaker_like) < 0.8 * len(rows) or len(distinct) > max(1, len(rows) // 2):
+        return
+    n, line = lines[0]
+    example = ", ".join(repr(v) for v in sorted(distinct)[:3])
+    if rows[0][0].strip().lower().endswith(AUDIO_EXTENSIONS):
+        raise DataError(
+            f"{src}:{n}: {line[:80]!r} looks like audio_file|text|speaker_name (XTTS/Coqui) without its "
+            f"header row, not LJSpeech's id|text|normalized_text (the speaker would become the transcript): "
+            f"add the line 'audio_file|text|speaker_name' at the top and set data.format=xtts"
+        )
+    raise DataError(
+        f"{src}: the third column looks like speaker names, not normalized text ({len(speaker_like)} of {len(rows)} "
+        f"lines hold one word there where the text has several; {len(distinct)} distinct values, e.g. {example}): "
+        "the speaker would become the transcript. Add the header row 'id|text|speaker' at the top (or "
+        "'id|text|normalized_text' if it is normalized text)"
+    )
 
 
 def _refuse_header(src: Path, line: str, where: str, encoding: str | None) -> None:
@@ -83,10 +122,12 @@ def _refuse_header(src: Path, line: str, where: str, encoding: str | None) -> No
 
 
 def _looks_like_speaker(text: str, third: str) -> bool:
-    """Whether the third field of a path-id line is a speaker name rather than normalised text: one word
-    where the text has several."""
+    """Whether the third field of a line reads as a speaker name rather than normalised text: one word
+    where the text has several, and not a word of the text."""
     third, text = third.strip(), text.strip()
-    return bool(third) and len(third.split()) == 1 and len(text.split()) > 1
+    return (
+        bool(third) and len(third.split()) == 1 and len(text.split()) > 1 and third.lower() not in text.lower().split()
+    )
 
 
 LAYOUT = Layout(
@@ -99,5 +140,5 @@ LAYOUT = Layout(
     hint="metadata.csv (LJSpeech)",
     points_at="a folder with `metadata.csv`, or the csv itself",
     items="lines `id\\|text\\|normalized_text` (or `id\\|text`); audio `wavs/ID.wav` beside the csv; normalized_text "
-    "is used when present, else text",
+    "is used when present, else text; an optional header `id\\|text\\|speaker` makes the third column the speaker",
 )
