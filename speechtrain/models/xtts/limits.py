@@ -150,11 +150,14 @@ def item_limits(model: XttsConfig, data: DataConfig) -> list[ItemLimits]:
         "max_codes": limits.max_codes,
         "code_stride": limits.code_stride,
     }
-    notes: tuple[str, ...] = ()
     if model.text_front_end == "multilingual":
         from speechtrain.models.xtts.normalize import rules_note
 
-        notes = (rules_note(language),)
+        notes: tuple[str, ...] = (rules_note(language),)
+    elif model.text_front_end in ("basic", "none"):
+        notes = (f"xtts text: model.text_front_end={model.text_front_end}: no language rules (numbers stay digits)",)
+    else:
+        notes = (f"xtts text: model.text_front_end={model.text_front_end} (your front end)",)
     tokenizer = files.tokenizer
 
     def load() -> CheckItems:
