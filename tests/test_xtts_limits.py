@@ -191,3 +191,21 @@ def test_synthesize_speaks_a_600_character_paragraph_into_one_file(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["paragraph.wav"]
     audio, rate = sf.read(wav)
     assert rate == 24000 and audio.size >= (len(pieces) - 1) * PAUSE_SECONDS * rate
+
+
+def test_set_up_refuses_a_training_item_beyond_the_limits_before_the_first_step(run: tuple[Path, Path, object]) -> None:
+    """Data prepared without the model's limits (no checkpoint folder at prepare): the task's own check at set-up
+    names the item and the fix, before any step."""
+    from types import SimpleNamespace
+
+    from speechtrain.errors import DataError
+    from speechtrain.recipes.inference import load_task
+
+    _, out, _ = run
+    _, task = load_task(out, device="cpu")
+    ok = SimpleNamespace(texts=["a short one"], ids=["fine"], frames=[200], hop_length=256)
+    task._check_dataset(ok, ok.texts)
+    for texts, frames, what in (([LONG], [200], "BPE tokens"), (["short"], [1400], "audio codes"), ([], [1400], "")):
+        bad = SimpleNamespace(texts=texts, ids=["bad"], frames=frames, hop_length=256)
+        with pytest.raises(DataError, match=f"training utterance 'bad': .*{what}.*speechtrain prepare"):
+            task._check_dataset(bad, texts)

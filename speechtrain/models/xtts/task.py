@@ -247,12 +247,13 @@ class XttsTask(Task):
     def _check_dataset(self, dataset: Any, texts: list[str]) -> None:
         """Every training utterance within the limits (``prepare`` skipped those beyond them when it knew the
         checkpoint folder); a DataError before the first step for one that is not."""
-        ids = list(getattr(dataset, "ids", [str(i) for i in range(len(texts))]))
         frames = np.asarray(getattr(dataset, "frames", []))
         hop = int(getattr(dataset, "hop_length", self.data_cfg.hop_length))
-        for i, text in enumerate(texts):
+        count = max(len(texts), int(frames.size))  # a synthetic set may have lengths and no transcripts
+        ids = list(getattr(dataset, "ids", [str(i) for i in range(count)]))
+        for i in range(count):
             samples = int(frames[i]) * hop if i < frames.size else 0
-            problem = self.item_problem(text, samples)
+            problem = self.item_problem(texts[i] if i < len(texts) else "", samples)
             if problem is not None:
                 raise DataError(
                     f"training utterance '{ids[i]}': {problem}; run `speechtrain prepare` with this config "
