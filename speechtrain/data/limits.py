@@ -3,10 +3,12 @@
 A family declares them (``item_limits(model, data)`` next to its ``build_task``, asked through
 ``registry.item_limits``); the data layer applies them without importing any model code:
 
-- ``prepare`` calls ``load()`` once when there are items to check, hands the returned ``check`` every kept item
-  of a manifest (its transcript and stored length in samples) and skips each item it names, as a
-  ``model_limit`` problem with the family's detail (counted in the report; ``--strict`` makes them an error);
-  the datasets of training, evaluation and tuning then never see them;
+- ``prepare`` calls ``load()`` once when there are items to check and hands the returned ``check`` every
+  item of a manifest that passed validation twice: before any feature work with ``samples=0`` (the text
+  limits: such items get no features computed, and ``--strict`` fails there), and after it with the stored
+  length. It skips each item the check names, as a ``model_limit`` problem with the family's detail
+  (counted in the report; ``--strict`` makes them an error); the datasets of training, evaluation and
+  tuning then never see them;
 - the limits' name and settings digest join the index settings, so a change of limit (a larger
   ``model.max_text_tokens``, another vocabulary) re-checks the corpus at the next ``prepare`` and nothing else;
 - ``notes`` are lines for prepare's report (XTTS: which text rules the language has).
@@ -27,7 +29,8 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 @dataclass(frozen=True)
 class LimitItem:
-    """One utterance as the checks see it: id, transcript (as in the manifest) and stored length."""
+    """One utterance as the checks see it: id, transcript (as in the manifest) and stored length (0 before the
+    features are computed: a check of the audio's length then passes it)."""
 
     id: str
     text: str

@@ -18,7 +18,8 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
    with ``data.phonemizer``; cached in the index and reused while the text settings stay the same);
    the training transcripts' symbols are the run's symbol set unless ``data.symbols`` pins one.
 6. The model family's item limits (:mod:`speechtrain.data.limits`; XTTS: BPE tokens and audio codes): an
-   item that breaks one is skipped as ``model_limit`` (``strict``: a DataError), so that no run meets it.
+   item that breaks one is skipped as ``model_limit`` (``strict``: a DataError), so that no run meets it;
+   the text limits are checked before the feature work too (no features for such items).
 7. Write one index per manifest, delete feature files nothing refers to, return a
    :class:`PrepareReport` with the text report (inventory, unknown characters and their share:
    above 1% a warning, and with ``strict`` a DataError).
@@ -322,6 +323,9 @@ def prepare_dataset(
         )
         plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
 
+    for plan in plans:  # text limits first: no features for what the model cannot take
+        where = {c.entry.id: c.entry.where for c in plan.kept}
+        plan.kept = checks.screen(plan.kept, plan.problems, where)
     all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
@@ -543,21 +547,28 @@ class _LimitChecks:
         self.limits = tuple(limits)
         self._loaded: list[CheckItems] | None = None
 
+    def screen(self, kept: list[Checked], problems: list[Problem], where: dict[str, str]) -> list[Checked]:
+        """``kept`` less the entries whose text breaks a limit (before the features: samples not known)."""
+        return self._keep(kept, [LimitItem(c.entry.id, c.entry.text, 0) for c in kept], problems, where)
+
     def apply(self, items: list[CachedItem], problems: list[Problem], where: dict[str, str]) -> list[CachedItem]:
         """``items`` less those that break a limit (each one a ``model_limit`` problem in ``problems``)."""
+        return self._keep(items, [LimitItem(it.id, it.text, it.samples) for it in items], problems, where)
+
+    def _keep(self, rows: list[Any], items: list[LimitItem], problems: list[Problem], where: dict[str, str]) -> list[Any]:
         if not self.limits or not items:
-            return items
+            return rows
         if self._loaded is None:
             self._loaded = [x.load() for x in self.limits]
         broken: dict[int, str] = {}
         for check in self._loaded:
-            verdicts = check([LimitItem(it.id, it.text, it.samples) for it in items])
+            verdicts = check(items)
             for i, detail in enumerate(verdicts):
                 if detail is not None and i not in broken:
                     broken[i] = detail
         for i in sorted(broken):
             problems.append(Problem(LIMIT_REASON, broken[i], items[i].id, where.get(items[i].id, "")))
-        return [it for i, it in enumerate(items) if i not in broken]
+        return [row for i, row in enumerate(rows) if i not in broken]
 
 
 def _map_to_train(items: list[CachedItem], problems: list[Problem], train: CacheIndex) -> list[CachedItem]:
