@@ -199,13 +199,14 @@ def test_one_codes_rule_at_prepare_and_on_the_device(corpus: Path, tmp_path: Pat
         assert torch.equal(padded[i, : own.numel() - 3], own[:-3]), i
 
 
-def test_codes_settings(tmp_path: Path) -> None:
-    from speechtrain.config import ConfigError
+def test_codes_settings() -> None:
     from speechtrain.models.xtts.config import XttsConfig
 
     assert XttsConfig().codes == "utterance" and XttsConfig().stores_codes
     older = XttsConfig.model_validate({"cache_codes": False})  # what cache_codes=false meant before
     assert older.codes == "padded_batch" and not older.stores_codes
     assert not XttsConfig(codes="utterance", cache_codes=False).stores_codes  # per utterance, on the device
-    with pytest.raises((ValueError, ConfigError), match="cannot be cached"):
-        XttsConfig(codes="padded_batch", cache_codes=True)
+    coqui = XttsConfig(codes="padded_batch")
+    assert not coqui.cache_codes and not coqui.stores_codes  # a padded batch's codes are never cached
+    assert XttsConfig.model_validate(coqui.model_dump()) == coqui  # a run's config.yaml loads back
+    assert XttsConfig.model_validate(XttsConfig().model_dump()).codes == "utterance"

@@ -269,7 +269,7 @@ class XttsConfig(ModelSection):
         "them; where a batch has none (--fake-data, no checkpoint folder, data.noise_snr_db or data.crop_frames: "
         "other audio than the stored one) they are computed per utterance on the device (kept for the run when "
         "the audio is the stored one). False: computed per utterance on the device, nothing stored. "
-        "codes=padded_batch caches nothing (true is then an error).",
+        "codes=padded_batch caches nothing (cache_codes reads false there).",
     )
     dropout: float = Field(0.1, ge=0, lt=1, description="GPT-2 dropout (embedding, attention, residual; Coqui 0.1).")
 
@@ -292,11 +292,8 @@ class XttsConfig(ModelSection):
     def _check_conditioning(self) -> XttsConfig:
         if self.min_conditioning_length > self.max_conditioning_length:
             raise ValueError("model.min_conditioning_length must be <= model.max_conditioning_length")
-        if self.codes == "padded_batch" and self.cache_codes and "cache_codes" in self.model_fields_set:
-            raise ValueError(
-                "model.codes=padded_batch computes the codes of each padded batch, which cannot be cached: "
-                "drop model.cache_codes=true (or use model.codes=utterance)"
-            )
+        if self.codes == "padded_batch" and self.cache_codes:  # a padded batch's codes cannot be cached
+            object.__setattr__(self, "cache_codes", False)  # (no re-validation: this validator would run again)
         return self
 
     @property
