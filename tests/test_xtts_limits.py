@@ -167,6 +167,12 @@ def test_evaluation_leaves_out_what_slipped_through(
     expected = task.eval_step(alone)["audio_ce"]
     torch.manual_seed(0)
     assert torch.equal(task.eval_step(batch)["audio_ce"], expected)
+    only_long = batch.select([0])
+    assert task.batch_weight(only_long) == 0
+    zero = {k: float(v) for k, v in task.eval_step(only_long).items()}
+    summary = task.eval_summary([(0.0, zero), (task.batch_weight(alone), {k: float(v) for k, v in metrics.items()})])
+    assert summary["audio_ce"] == pytest.approx(float(metrics["audio_ce"]))  # the empty batch does not count
+    assert "loss" not in task.eval_summary([(0.0, zero)])  # nothing evaluated: never the best checkpoint
 
 
 def test_synthesize_speaks_a_600_character_paragraph_into_one_file(

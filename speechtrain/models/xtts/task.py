@@ -295,6 +295,14 @@ class XttsTask(Task):
             batch = batch.select(keep)
         return {k: v.detach() for k, v in self.training_step(batch, "main", {}).items()}
 
+    def eval_summary(self, outputs: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+        """Weighted means over the batches with an item left (a batch of only left-out items weighs 0); no
+        ``loss`` when nothing was left, so that such an evaluation is never the best."""
+        kept = [(w, m) for w, m in outputs if w > 0]
+        if not kept:
+            return {"eval_items_left_out": len(self._left_out)}
+        return super().eval_summary(kept)
+
     def _text_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         if len(batch.texts) != batch.size:
             raise DataError("xtts needs the transcripts in the batch (Batch.texts); build the loader with Needs.text")
