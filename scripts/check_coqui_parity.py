@@ -148,14 +148,14 @@ def main(argv: list[str] | None = None) -> int:
         # -- BPE ids of the text -------------------------------------------------------------------------
         lang = args.language
         tok = XttsTokenizer.from_file(f"{args.folder}/vocab.json")
-        ours_ids = tok.encode(load_front_end("basic")(args.text, lang), lang)
+        ours_ids = tok.encode(load_front_end("multilingual")(args.text, lang), lang)  # the default front end
         original = coqui_tokenizer.VoiceBpeTokenizer.preprocess_text
 
         def preprocess(self: Any, txt: str, language: str) -> str:
             try:
                 return original(self, txt, language)
             except NotImplementedError:  # a language Coqui has no cleaner for: the text as it is, lowercased
-                return txt.lower()
+                return txt.lower()  # (ours also writes numbers in words there: compare a text without digits)
 
         coqui_tokenizer.VoiceBpeTokenizer.preprocess_text = preprocess  # type: ignore[method-assign]
         their_ids = coqui.tokenizer.encode(args.text, lang)

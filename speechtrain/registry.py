@@ -147,15 +147,26 @@ def derived_features(model: Any, data: Any, search: Sequence[Path] = ()) -> list
     """The derived features (``speechtrain.data.derived.DerivedFeature``) that family ``model.name`` asks
     ``prepare`` to cache: its task module's (or a user model's module's) optional
     ``derived_features(model, data)``; none when it has none or no model is named."""
+    return list(_family_hook(model, "derived_features", search)(model, data))
+
+
+def item_limits(model: Any, data: Any, search: Sequence[Path] = ()) -> list[Any]:
+    """The item limits (``speechtrain.data.limits.ItemLimits``) that family ``model.name`` asks ``prepare`` to
+    apply: its task module's (or a user model's module's) optional ``item_limits(model, data)``; none when it
+    has none or no model is named."""
+    return list(_family_hook(model, "item_limits", search)(model, data))
+
+
+def _family_hook(model: Any, hook_name: str, search: Sequence[Path]) -> Any:
+    """The family task module's function ``hook_name``, or one that returns nothing."""
     name = model.name
     if name is None:
-        return []
+        return lambda *args: []
     if is_user_factory(name):
         imported = import_user_module(name, name.split(":", 1)[0], search)
     else:
         imported = importlib.import_module(family(name).package + ".task")
-    hook = getattr(imported, "derived_features", None)
-    return list(hook(model, data)) if hook is not None else []
+    return getattr(imported, hook_name, None) or (lambda *args: [])
 
 
 def build_task(model: Any, data: Any, search: Sequence[Path] = ()) -> Any:

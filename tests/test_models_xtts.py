@@ -436,3 +436,51 @@ def test_resume_after_the_vocabulary_grew_continues_the_same_run(
     assert main(["train", *common, "train.max_steps=3", f"train.output_dir={part}"]) == 0
     assert main(["train", "--resume", str(part), "train.max_steps=6"]) == 0
     assert [r["loss"] for r in read_metrics(part)] == [r["loss"] for r in read_metrics(full)]
+
+
+# ---------------------------------------------------------------------------------------------- optimizer
+GROUPS = json.loads((Path(__file__).parent / "fixtures" / "xtts_v2_coqui_optimizer_groups.json").read_text())
+
+
+def test_optimizer_groups_are_coquis_on_the_real_xtts_v2_layout() -> None:
+    """Coqui's ``optimizer_wd_only_on_weights`` (its XTTS-v2 recipes): weight decay on 147 of the GPT's 426
+    tensors; biases, norms and the text/mel/position embeddings (279) without (recorded from Coqui's own
+    ``GPTTrainer.get_optimizer``, tests/fixtures/make_xtts_v2_optimizer_groups.py)."""
+    from speechtrain.models.xtts.optim import no_weight_decay
+
+    with torch.device("meta"):
+        mods = build_modules(arch_preset("xtts_v2"))
+    exempt = no_weight_decay(mods.gpt)
+    names = {n for n, _ in mods.gpt.named_parameters()}
+    assert sorted(exempt) == GROUPS["no_decay"] and len(exempt) == 279
+    assert sorted(names - exempt) == GROUPS["decay"] and len(names) == 426
+    assert "conditioning_perceiver.latents" in names - exempt  # as Coqui: not a bias, norm or embedding
+
+
+def test_the_task_builds_coquis_two_groups(tiny_folder: Path) -> None:
+    """The task's optimizer: AdamW with weight decay on the weights only (the same rule on the tiny layout),
+    one group as before when there is no weight decay."""
+    from speechtrain.config import DataConfig, OptimConfig
+    from speechtrain.models.xtts.config import XttsConfig
+    from speechtrain.models.xtts.optim import no_weight_decay
+    from speechtrain.models.xtts.task import XttsTask
+    from speechtrain.train.schedule import build_stage_optimizers
+
+    task = XttsTask(XttsConfig(checkpoint_dir=str(tiny_folder)), DataConfig())
+    specs = task.optimizer_specs()
+    gpt = task.mods.gpt
+    assert specs[0].no_weight_decay == no_weight_decay(gpt, "gpt.")
+    params = dict(gpt.named_parameters())
+    for wd, groups in ((0.01, 2), (0.0, 1)):
+        optim = OptimConfig(name="adamw", lr=5e-6, weight_decay=wd)
+        opts, records, _ = build_stage_optimizers(specs, task.modules(), optim, torch.device("cpu"), 1.0, 10)
+        opt = opts["main"]
+        assert len(opt.param_groups) == groups
+        if groups == 2:
+            decayed, free = (set(map(id, g["params"])) for g in opt.param_groups)
+            assert [g["weight_decay"] for g in opt.param_groups] == [0.01, 0.0]
+            assert free == {id(params[n.removeprefix("gpt.")]) for n in specs[0].no_weight_decay}
+            assert decayed == {id(p) for p in params.values()} - free
+            assert id(params["text_embedding.weight"]) in free and id(params["gpt.h.0.attn.c_attn.weight"]) in decayed
+            assert records["main"].info["no_decay_tensors"] == len(free)
+            assert f"({len(free)} without weight decay)" in records["main"].detail

@@ -162,3 +162,51 @@ def test_a_dvae_pth_that_does_not_load_is_a_clear_error(
     assert main([*args, *overrides]) == 2
     err = capsys.readouterr().err
     assert "is not the DVAE of" in err and "missing" in err and "Traceback" not in err
+
+
+def test_one_codes_rule_at_prepare_and_on_the_device(corpus: Path, tmp_path: Path) -> None:
+    """model.codes=utterance: each utterance's codes from its own audio wherever they are made, also when the
+    batches bring none (noise: the stored audio is not what the task sees); padded_batch: Coqui's trainer, the
+    padded batch through the DVAE, whose last codes of the shorter items see the padding (the trade-off)."""
+    from speechtrain.models.xtts.task import XttsTask
+
+    cfg = _cfg(corpus, tmp_path, "data.noise_snr_db=20")
+    recipe = DataRecipe(cfg)
+    recipe.prepare(workers=1, progress=False)
+    task = XttsTask(cfg.model, cfg.data)
+    needs = task.needs()
+    ds = recipe.dataset("train", recipe.fields(needs))
+    batch = recipe.batch_reader(ds, needs)(tuple(range(len(ds))), True, 0)
+    assert "codes" not in batch and cfg.model.codes == "utterance"
+    norms = task.mods.coqui.mel_norms
+    lengths = batch.host_lengths["audio_lengths"]
+    alone = [
+        task.mods.dvae.codes(task.mels.dvae(batch["audio"][i : i + 1, :, :n], norms))[0] for i, n in enumerate(lengths)
+    ]
+    codes = task.dvae_codes(batch)
+    for i, own in enumerate(alone):
+        assert torch.equal(codes[i, : own.numel()], own) and not codes[i, own.numel() :].any()
+    assert task._codes == {}  # noisy audio changes every step: nothing kept
+
+    coqui_cfg = _cfg(corpus, tmp_path, "data.noise_snr_db=20", "model.codes=padded_batch")
+    coqui = XttsTask(coqui_cfg.model, coqui_cfg.data)
+    padded = coqui.dvae_codes(batch)
+    assert torch.equal(padded, task.mods.dvae.codes(task.mels.dvae(batch["audio"], norms)))
+    differ = [int((padded[i, : own.numel()] != own).sum()) for i, own in enumerate(alone)]
+    longest = max(range(len(lengths)), key=lambda i: lengths[i])
+    assert differ[longest] == 0 and sum(differ) > 0  # only the shorter items' codes see the padding
+    for i, own in enumerate(alone):  # and only at their end
+        assert torch.equal(padded[i, : own.numel() - 3], own[:-3]), i
+
+
+def test_codes_settings() -> None:
+    from speechtrain.models.xtts.config import XttsConfig
+
+    assert XttsConfig().codes == "utterance" and XttsConfig().stores_codes
+    older = XttsConfig.model_validate({"cache_codes": False})  # what cache_codes=false meant before
+    assert older.codes == "padded_batch" and not older.stores_codes
+    assert not XttsConfig(codes="utterance", cache_codes=False).stores_codes  # per utterance, on the device
+    coqui = XttsConfig(codes="padded_batch")
+    assert not coqui.cache_codes and not coqui.stores_codes  # a padded batch's codes are never cached
+    assert XttsConfig.model_validate(coqui.model_dump()) == coqui  # a run's config.yaml loads back
+    assert XttsConfig.model_validate(XttsConfig().model_dump()).codes == "utterance"

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -306,15 +306,38 @@ def _make(cls: type[torch.optim.Optimizer], params: list[Any], kwargs: dict[str,
         ) from None
 
 
+def decay_groups(
+    params: list[nn.Parameter], weight_decay: float, no_decay: Collection[nn.Parameter]
+) -> tuple[list[Any], int]:
+    """``params`` as one group, or, with weight decay and some of them in ``no_decay``, as two: the rest
+    (the optimizer's weight decay), then those (weight decay 0), each in ``params``' order. Returns the
+    parameters or groups for the optimizer and how many tensors take no decay."""
+    exempt = {id(p) for p in no_decay}
+    if weight_decay == 0 or not any(id(p) in exempt for p in params):
+        return list(params), 0
+    keep = [p for p in params if id(p) not in exempt]
+    free = [p for p in params if id(p) in exempt]
+    return [{"params": keep}, {"params": free, "weight_decay": 0.0}], len(free)
+
+
+def _decay_note(exempt: int) -> str:
+    return f" ({exempt} without weight decay)" if exempt else ""
+
+
 def build_optimizer(
-    modules: list[nn.Module], optim_cfg: OptimConfig, device: str | torch.device, lr_multiplier: float = 1.0
+    modules: list[nn.Module],
+    optim_cfg: OptimConfig,
+    device: str | torch.device,
+    lr_multiplier: float = 1.0,
+    no_decay: Collection[nn.Parameter] = (),
 ) -> tuple[torch.optim.Optimizer, AccelRecord]:
     """The optimizer over the trainable parameters of ``modules`` (each parameter once) and a
     record of what was built (name, update kernel, parameter counts).
 
     ``optim_cfg`` is a :class:`speechtrain.config.OptimConfig` (name, lr, betas, eps, weight_decay,
     implementation, muon_lr, muon_momentum). ``lr_multiplier`` scales every learning rate.
-    ``sgd`` uses ``betas[0]`` as its momentum.
+    ``sgd`` uses ``betas[0]`` as its momentum. ``no_decay``: parameters that take no weight decay (a second
+    parameter group with weight decay 0, as Coqui's ``optimizer_wd_only_on_weights``; AdamW's part of Muon).
     """
     from speechtrain.errors import UserError
 
@@ -336,7 +359,8 @@ def build_optimizer(
             kwargs = {"lr": lr, "betas": tuple(optim_cfg.betas), "eps": optim_cfg.eps}
             kwargs["weight_decay"] = optim_cfg.weight_decay
             cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
-        opt = _make(cls, params, kwargs, kernel_kwargs)
+        groups, exempt = decay_groups(params, optim_cfg.weight_decay, no_decay)
+        opt = _make(cls, groups, kwargs, kernel_kwargs)
         for g in opt.param_groups:
             g["kind"] = name
         record = AccelRecord(
@@ -344,8 +368,15 @@ def build_optimizer(
             kernel in ("fused", "foreach"),
             True,
             f"{cls.__name__} ({kernel} kernel, {_why_kernel(optim_cfg.implementation, kernel, dev)}), "
-            f"{len(params)} tensors, {_count(n_total)} parameters",
-            {"name": name, "kernel": kernel, "tensors": len(params), "parameters": n_total, "lr": lr},
+            f"{len(params)} tensors{_decay_note(exempt)}, {_count(n_total)} parameters",
+            {
+                "name": name,
+                "kernel": kernel,
+                "tensors": len(params),
+                "no_decay_tensors": exempt,
+                "parameters": n_total,
+                "lr": lr,
+            },
         )
         return opt, record
 
@@ -373,12 +404,13 @@ def build_optimizer(
         convs = matrices + convs
     if convs and variant != "singingvocoders":
         parts.append(("muon", FlatMuon(convs, **common)))
-    kernel = "none"
+    kernel, exempt = "none", 0
     if adamw_params:
         kernel_kwargs, kernel = _kernel_kwargs(optim_cfg.implementation, adamw_params, dev)
         adamw_kwargs = {"lr": lr, "betas": tuple(optim_cfg.betas), "eps": optim_cfg.eps}
         adamw_kwargs["weight_decay"] = optim_cfg.weight_decay
-        parts.append(("adamw", _make(torch.optim.AdamW, adamw_params, adamw_kwargs, kernel_kwargs)))
+        adamw_groups, exempt = decay_groups(adamw_params, optim_cfg.weight_decay, no_decay)
+        parts.append(("adamw", _make(torch.optim.AdamW, adamw_groups, adamw_kwargs, kernel_kwargs)))
     opt = CombinedOptimizer(parts)
     n_muon = sum(p.numel() for p in muon_params)
     reasons: dict[str, int] = {}
@@ -390,7 +422,7 @@ def build_optimizer(
         True,
         f"Muon ({variant}) on {len(muon_params)} matrices ({_count(n_muon)} parameters, lr {muon_lr:g}, "
         f"weight decay {muon_wd:g}; {len(convs)} conv weights flattened) + AdamW ({kernel} kernel) on "
-        f"{len(adamw_params)} tensors (lr {lr:g})",
+        f"{len(adamw_params)} tensors{_decay_note(exempt)} (lr {lr:g})",
         {
             "name": "muon",
             "variant": variant,
@@ -398,6 +430,7 @@ def build_optimizer(
             "muon_tensors": len(muon_params),
             "muon_parameters": n_muon,
             "adamw_tensors": len(adamw_params),
+            "no_decay_tensors": exempt,
             "parameters": n_total,
             "torch_muon": bool(matrices) and native is not None,
             "partition": reasons,

@@ -28,6 +28,7 @@ import numpy as np
 
 from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
+from speechtrain.data.limits import ItemLimits
 from speechtrain.data.store import (
     CachedItem,
     FeatureStore,
@@ -142,12 +143,14 @@ class SpeechDataset:
         split: str = "train",
         fields: Sequence[str] = DEFAULT_FIELDS,
         derived: Sequence[DerivedFeature] = (),
+        limits: Sequence[ItemLimits] = (),
     ) -> SpeechDataset:
         """Open the prepared cache for ``split`` (``train`` or ``eval``) of a data section; ``derived``: the
-        model family's derived features it was prepared with (their names may then be ``fields``)."""
+        model family's derived features it was prepared with (their names may then be ``fields``);
+        ``limits``: the model's item limits it was prepared with."""
         if split not in ("train", "eval"):
             raise ValueError(f"split must be 'train' or 'eval', got {split!r}")
-        store = FeatureStore.from_data(data, derived)
+        store = FeatureStore.from_data(data, derived, limits)
         return cls.from_store(store, split, fields, data.require_text, data.symbols)
 
     def __len__(self) -> int:

@@ -17,7 +17,10 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
 5. The text front end (:mod:`speechtrain.data.text`) turns every transcript into symbols (phonemes
    with ``data.phonemizer``; cached in the index and reused while the text settings stay the same);
    the training transcripts' symbols are the run's symbol set unless ``data.symbols`` pins one.
-6. Write one index per manifest, delete feature files nothing refers to, return a
+6. The model family's item limits (:mod:`speechtrain.data.limits`; XTTS: BPE tokens and audio codes): an
+   item that breaks one is skipped as ``model_limit`` (``strict``: a DataError), so that no run meets it;
+   the text limits are checked before the feature work too (no features for such items).
+7. Write one index per manifest, delete feature files nothing refers to, return a
    :class:`PrepareReport` with the text report (inventory, unknown characters and their share:
    above 1% a warning, and with ``strict`` a DataError).
 """
@@ -38,6 +41,8 @@ import numpy as np
 
 from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
+from speechtrain.data.limits import REASON as LIMIT_REASON
+from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
 from speechtrain.data.pitch import F0Settings
 from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role, read_audio
@@ -101,6 +106,7 @@ class PrepareReport:
     clipped: dict[str, int] = field(default_factory=dict)  # id -> samples beyond [-1, 1] clipped (float files)
     text: TextReport | None = None
     derived: list[DerivedReport] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the model family's lines (XTTS: its text rules)
 
     @property
     def skipped(self) -> dict[str, list[str]]:
@@ -140,6 +146,7 @@ class PrepareReport:
             "seconds": self.seconds,
             "clipped": self.clipped,
             "text": self.text.to_dict() if self.text is not None else None,
+            "notes": list(self.notes),
         }
 
     def summary(self, max_listed: int = 20) -> str:
@@ -165,6 +172,7 @@ class PrepareReport:
         if self.text is not None and self.text.total:
             lines += self.text.summary_lines()
             lines += [f"WARNING   {w}" for w in self.text.warnings()]
+        lines += [f"note      {note}" for note in self.notes]
         lines.append(
             f"cache     {self.cache_dir}: reused {self.reused}, computed {self.computed}"
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
@@ -192,13 +200,17 @@ def _require_text(data: DataConfig, require_text: bool | None) -> bool | None:
 
 
 def is_prepared(
-    data: DataConfig, require_text: bool | None = None, derived: Sequence[DerivedFeature] = ()
+    data: DataConfig,
+    require_text: bool | None = None,
+    derived: Sequence[DerivedFeature] = (),
+    limits: Sequence[ItemLimits] = (),
 ) -> str | None:
     """None when every manifest's cache is fresh, else why not (``missing``, ``stale (...)``).
 
     ``require_text``: the task's need (None: ``data.require_text``); ``derived``: the model family's
-    derived features (:mod:`speechtrain.data.derived`)."""
-    return FeatureStore.from_data(data, derived).status(_require_text(data, require_text))
+    derived features (:mod:`speechtrain.data.derived`); ``limits``: its item limits
+    (:mod:`speechtrain.data.limits`)."""
+    return FeatureStore.from_data(data, derived, limits).status(_require_text(data, require_text))
 
 
 def ensure_prepared(
@@ -207,13 +219,16 @@ def ensure_prepared(
     workers: int | None = None,
     progress: bool = True,
     derived: Sequence[DerivedFeature] = (),
+    limits: Sequence[ItemLimits] = (),
 ) -> PrepareReport | None:
     """Prepare only when the cache is missing or stale; returns the report, or None when it was fresh."""
-    reason = is_prepared(data, require_text, derived)
+    reason = is_prepared(data, require_text, derived, limits)
     if reason is None:
         return None
     log.info("feature cache %s: preparing", reason)
-    return prepare_dataset(data, workers=workers, progress=progress, require_text=require_text, derived=derived)
+    return prepare_dataset(
+        data, workers=workers, progress=progress, require_text=require_text, derived=derived, limits=limits
+    )
 
 
 @dataclass
@@ -275,6 +290,7 @@ def prepare_dataset(
     progress: bool = True,
     require_text: bool | None = None,
     derived: Sequence[DerivedFeature] = (),
+    limits: Sequence[ItemLimits] = (),
 ) -> PrepareReport:
     """Validation pass + feature cache for a data section; see the module doc.
 
@@ -282,6 +298,7 @@ def prepare_dataset(
     ``strict``: any skipped item raises DataError (before feature work for validation problems).
     ``require_text``: True skips empty-text items; None: ``data.require_text``.
     ``derived``: the model family's derived features (XTTS's DVAE codes), computed for every kept item.
+    ``limits``: the model family's item limits (XTTS: BPE tokens, audio codes); items beyond them are skipped.
     """
     if getattr(mp.current_process(), "_inheriting", False):
         raise DataError(
@@ -292,8 +309,9 @@ def prepare_dataset(
         raise DataError(f"workers must be >= 1, got {workers}")
     start = time.perf_counter()
     rt = _require_text(data, require_text)
-    store = FeatureStore.from_data(data, derived)
+    store = FeatureStore.from_data(data, derived, limits)
     front_end = TextFrontEnd(store.settings.text)
+    checks = _LimitChecks(store.limits)
 
     plans = []
     for ref in store.manifests():
@@ -308,7 +326,9 @@ def prepare_dataset(
         )
         plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
 
-    for plan in plans:
+    for plan in plans:  # text limits first: no features for what the model cannot take
+        where = {c.entry.id: c.entry.where for c in plan.kept}
+        plan.kept = checks.screen(plan.kept, plan.problems, where)
         if not plan.kept:
             raise DataError(_nothing_kept(plan))
     all_problems = [p for plan in plans for p in plan.problems]
@@ -323,6 +343,7 @@ def prepare_dataset(
         format=plans[0].ref.format,
         cache_dir=str(store.root),
         eval_manifest=next((plan.ref.path for plan in plans if plan.ref.role == Role.EVAL), None),
+        notes=[note for x in store.limits for note in x.notes],
     )
     with store.lock():
         todo: dict[str, FeatureTask] = {}
@@ -355,7 +376,7 @@ def prepare_dataset(
 
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
-            index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN))
+            index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN), checks)
             indexes[plan.ref.role] = index
             report.listed += plan.listed
             report.problems.extend(index.problems)
@@ -491,8 +512,10 @@ def _index_of(
     lengths: _Lengths,
     processed: dict[str, Processed],
     train: CacheIndex | None,
+    checks: _LimitChecks | None = None,
 ) -> CacheIndex:
-    """The index of one manifest; an eval manifest's items are mapped to the training data's names."""
+    """The index of one manifest; an eval manifest's items are mapped to the training data's names, and
+    the items that break a model limit are left out (``model_limit`` problems)."""
     items = []
     problems = list(plan.problems)
     probes = dict(plan.probes)
@@ -526,6 +549,9 @@ def _index_of(
                 derived=store.derived_keys(akey),
             )
         )
+    if checks is not None:
+        where = {c.entry.id: c.entry.where for c in plan.kept}
+        items = checks.apply(items, problems, where)
     speakers = sorted({it.speaker for it in items if it.speaker is not None})
     labels = sorted({it.label for it in items if it.label is not None})
     if plan.ref.role == Role.EVAL and train is not None:
@@ -544,6 +570,39 @@ def _index_of(
         probes=probes,
         symbols=learn_symbols(it.text_item() for it in items),
     )
+
+
+class _LimitChecks:
+    """The model's item limits, their check functions loaded on first use."""
+
+    def __init__(self, limits: Sequence[ItemLimits]) -> None:
+        self.limits = tuple(limits)
+        self._loaded: list[CheckItems] | None = None
+
+    def screen(self, kept: list[Checked], problems: list[Problem], where: dict[str, str]) -> list[Checked]:
+        """``kept`` less the entries whose text breaks a limit (before the features: samples not known)."""
+        return self._keep(kept, [LimitItem(c.entry.id, c.entry.text, 0) for c in kept], problems, where)
+
+    def apply(self, items: list[CachedItem], problems: list[Problem], where: dict[str, str]) -> list[CachedItem]:
+        """``items`` less those that break a limit (each one a ``model_limit`` problem in ``problems``)."""
+        return self._keep(items, [LimitItem(it.id, it.text, it.samples) for it in items], problems, where)
+
+    def _keep(
+        self, rows: list[Any], items: list[LimitItem], problems: list[Problem], where: dict[str, str]
+    ) -> list[Any]:
+        if not self.limits or not items:
+            return rows
+        if self._loaded is None:
+            self._loaded = [x.load() for x in self.limits]
+        broken: dict[int, str] = {}
+        for check in self._loaded:
+            verdicts = check(items)
+            for i, detail in enumerate(verdicts):
+                if detail is not None and i not in broken:
+                    broken[i] = detail
+        for i in sorted(broken):
+            problems.append(Problem(LIMIT_REASON, broken[i], items[i].id, where.get(items[i].id, "")))
+        return [row for i, row in enumerate(rows) if i not in broken]
 
 
 def _map_to_train(items: list[CachedItem], problems: list[Problem], train: CacheIndex) -> list[CachedItem]:

@@ -48,6 +48,7 @@ import numpy as np
 
 from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
+from speechtrain.data.limits import ItemLimits
 from speechtrain.data.manifest import (
     ManifestSignature,
     Problem,
@@ -101,10 +102,15 @@ class IndexSettings:
     version: int = CACHE_VERSION
     f0: F0Settings | None = None
     derived: tuple[tuple[str, str], ...] = ()  # (name, settings digest) of each derived feature, sorted
+    limits: tuple[tuple[str, str], ...] = ()  # (name, settings digest) of each model's item limits, sorted
 
     def with_derived(self, features: Sequence[DerivedFeature]) -> IndexSettings:
         """These settings with ``features`` as the derived features (replacing any)."""
         return replace(self, derived=tuple(sorted((f.name, f.digest()) for f in features)))
+
+    def with_limits(self, limits: Sequence[ItemLimits]) -> IndexSettings:
+        """These settings with ``limits`` as the model's item limits (replacing any)."""
+        return replace(self, limits=tuple(sorted((x.name, x.digest()) for x in limits)))
 
     @property
     def lowercase(self) -> bool:
@@ -135,6 +141,7 @@ class IndexSettings:
             "encoding": self.encoding,
             **(self.f0.to_dict() if self.f0 is not None else {}),
             **({"derived": dict(self.derived)} if self.derived else {}),
+            **({"limits": dict(self.limits)} if self.limits else {}),
         }
 
     @classmethod
@@ -145,8 +152,17 @@ class IndexSettings:
         if raw.get("f0_method") is not None:
             f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
         derived = tuple(sorted((str(k), str(v)) for k, v in (raw.get("derived") or {}).items()))
+        limits = tuple(sorted((str(k), str(v)) for k, v in (raw.get("limits") or {}).items()))
         return cls(
-            mel, raw["min_duration"], raw["max_duration"], text, raw["encoding"], int(raw["version"]), f0, derived
+            mel,
+            raw["min_duration"],
+            raw["max_duration"],
+            text,
+            raw["encoding"],
+            int(raw["version"]),
+            f0,
+            derived,
+            limits,
         )
 
     def changes_from(self, other: IndexSettings) -> list[str]:
@@ -374,18 +390,24 @@ class FeatureStore:
         cache_dir: str | None = None,
         eval_utterances: int = 16,
         derived: Sequence[DerivedFeature] = (),
+        limits: Sequence[ItemLimits] = (),
     ) -> None:
         self.manifest, self.eval_manifest, self.format = str(manifest), eval_manifest, format
         self.derived = tuple(derived)
+        self.limits = tuple(limits)
         self.settings = settings.with_derived(self.derived) if self.derived else settings
+        self.settings = self.settings.with_limits(self.limits) if self.limits else self.settings
         self.eval_utterances = int(eval_utterances)
         self.root = Path(cache_dir).absolute() if cache_dir else data_folder(manifest) / ".speechtrain_cache"
         self._refs: list[ManifestRef] | None = None
 
     @classmethod
-    def from_data(cls, data: DataConfig, derived: Sequence[DerivedFeature] = ()) -> FeatureStore:
-        """The store of ``data.manifest`` (and ``data.eval_manifest``) with ``data``'s settings and the
-        model family's ``derived`` features (:mod:`speechtrain.data.derived`)."""
+    def from_data(
+        cls, data: DataConfig, derived: Sequence[DerivedFeature] = (), limits: Sequence[ItemLimits] = ()
+    ) -> FeatureStore:
+        """The store of ``data.manifest`` (and ``data.eval_manifest``) with ``data``'s settings, the model
+        family's ``derived`` features (:mod:`speechtrain.data.derived`) and item ``limits``
+        (:mod:`speechtrain.data.limits`)."""
         if not data.manifest:
             raise DataError("data.manifest is not set (speechtrain prepare DATA, or data.manifest=PATH)")
         return cls(
@@ -396,6 +418,7 @@ class FeatureStore:
             cache_dir=data.cache_dir,
             eval_utterances=data.eval_utterances,
             derived=derived,
+            limits=limits,
         )
 
     @property

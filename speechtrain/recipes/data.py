@@ -48,6 +48,11 @@ class DataRecipe:
             return []
         return registry.derived_features(self.model, self.data, search=self._search)
 
+    def limits(self) -> list[Any]:
+        """The model family's item limits (XTTS: BPE tokens, audio codes): ``prepare`` skips the items that
+        break them, in the training and the eval set alike (:mod:`speechtrain.data.limits`)."""
+        return registry.item_limits(self.model, self.data, search=self._search)
+
     # ------------------------------------------------------------------ the feature cache
     def prepare(
         self, workers: int | None = None, strict: bool = False, progress: bool = True, require_text: bool | None = None
@@ -62,13 +67,14 @@ class DataRecipe:
             progress=progress,
             require_text=require_text,
             derived=self.derived(),
+            limits=self.limits(),
         )
 
     def ensure_prepared(self, require_text: bool | None = None) -> Any:
         """Prepare only when the cache is missing or stale; the report, or None when it was up to date."""
         from speechtrain.data.prepare import ensure_prepared
 
-        report = ensure_prepared(self.data, require_text=require_text, derived=self.derived())
+        report = ensure_prepared(self.data, require_text=require_text, derived=self.derived(), limits=self.limits())
         if report is not None:
             log.info(f"prepared the feature cache: {report.summary()}")
         return report
@@ -81,7 +87,7 @@ class DataRecipe:
         if not self.data.manifest:
             return None
         try:
-            return FeatureStore.from_data(self.data, self.derived()).open_split("train", None).symbols
+            return FeatureStore.from_data(self.data, self.derived(), self.limits()).open_split("train", None).symbols
         except UserError:
             return None
 
@@ -112,7 +118,7 @@ class DataRecipe:
         """The prepared SpeechDataset of ``split`` (``train`` or ``eval``) reading ``fields``."""
         from speechtrain.data.dataset import SpeechDataset
 
-        return SpeechDataset.from_config(self.data, split, fields=fields, derived=self.derived())
+        return SpeechDataset.from_config(self.data, split, fields=fields, derived=self.derived(), limits=self.limits())
 
     def train_and_eval(self, needs: Needs) -> tuple[Any, Any]:
         """(training set, eval set or None), preparing the cache when needed."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
@@ -52,6 +53,17 @@ def lr_scale(optim_cfg: OptimConfig, effective_batch: float) -> tuple[float, str
     return 1.0, "lr as configured (optim.lr_scaling: none)"
 
 
+def spec_parameters(spec: OptimizerSpec, modules: dict[str, nn.Module], names: Iterable[str]) -> list[nn.Parameter]:
+    """The parameters of a stage named ``module.parameter`` (``gpt.text_embedding.weight``); a ValueError
+    naming one that its modules do not have (a task's typo must not silently decay everything)."""
+    names = list(names)
+    own = {f"{m}.{n}": p for m in spec.modules for n, p in modules[m].named_parameters()}
+    missing = [n for n in names if n not in own]
+    if missing:
+        raise ValueError(f"optimizer stage '{spec.name}': no parameter {', '.join(sorted(missing)[:5])}")
+    return [own[n] for n in names]
+
+
 def build_stage_optimizers(
     specs: list[OptimizerSpec],
     modules: dict[str, nn.Module],
@@ -65,7 +77,8 @@ def build_stage_optimizers(
     optimizers, records = {}, {}
     for spec in specs:
         mods = [modules[name] for name in spec.modules]
-        opt, rec = build_optimizer(mods, optim_cfg, device, lr_multiplier * spec.lr_multiplier)
+        no_decay = spec_parameters(spec, modules, spec.no_weight_decay)
+        opt, rec = build_optimizer(mods, optim_cfg, device, lr_multiplier * spec.lr_multiplier, no_decay)
         optimizers[spec.name], records[spec.name] = opt, rec
     schedulers = {name: build_scheduler(opt, optim_cfg, total_steps) for name, opt in optimizers.items()}
     return optimizers, records, schedulers

@@ -30,6 +30,9 @@ class OptimizerSpec:
     modules: list[str]
     lr_multiplier: float = 1.0
     grad_clip: float | None = field(default=None)  # None: optim.grad_clip
+    #: parameters that take no weight decay, named ``module.parameter`` as ``modules()[module]`` names them
+    #: (XTTS: Coqui's biases, norms and embeddings); the rest take ``optim.weight_decay``
+    no_weight_decay: frozenset[str] = field(default_factory=frozenset)
 
 
 @dataclass

@@ -73,6 +73,7 @@ REASONS = {
     "empty_text": "no text where the task needs text (data.require_text)",
     "unknown_label": "an eval-manifest label or speaker the training data does not have",
     "feature_error": "feature computation failed for this file",
+    "model_limit": "breaks a limit of the model (XTTS: more BPE tokens or audio codes than it takes)",
 }
 
 

@@ -1,16 +1,17 @@
 """XTTS's DVAE codes as a derived feature of the feature cache: computed once by ``prepare``, reused by every run.
 
-:func:`derived_features` is the family's hook (:mod:`speechtrain.data.derived`): with ``model.cache_codes`` and
-a checkpoint folder, ``prepare`` computes every utterance's codes from its stored audio, alone (unpadded), on
-the CPU in fp32 with autocast off, and stores them as int16 (T_codes,) ``<key>.codes.npy`` files. Their key
+:func:`derived_features` is the family's hook (:mod:`speechtrain.data.derived`): with ``model.codes=utterance``
+(the rule: each utterance's codes from its own audio), ``model.cache_codes`` and a checkpoint folder, ``prepare``
+computes every utterance's codes from its stored audio, alone (unpadded), on the CPU in fp32 with autocast
+off, and stores them as int16 (T_codes,) ``<key>.codes.npy`` files. Their key
 is the audio's (path, size, mtime, sample rate, hop) with everything else they depend on: the content of
 ``dvae.pth`` and ``mel_stats.pth`` (sha1), the DVAE sizes from ``config.json`` and the DVAE mel's settings
 (:func:`speechtrain.models.xtts.audio.dvae_mel_settings`). New weights recompute the codes and nothing else.
 
 :func:`utterance_codes` is the one computation: ``prepare`` calls it, and so does the task when a batch comes
-without codes (``data.noise_snr_db``, ``--fake-data``, a run's config without its checkpoint folder), so both
-give the same numbers on the same device (tested bit for bit on the CPU; a GPU's fp32 convolutions may use
-TF32, whose rounding can move a near-tie to the neighbouring code).
+without codes (``data.noise_snr_db``, ``--fake-data``, a run's config without its checkpoint folder), one
+utterance at a time, so both give the same numbers on the same device (tested bit for bit on the CPU; a
+GPU's fp32 convolutions may use TF32, whose rounding can move a near-tie to the neighbouring code).
 """
 
 from __future__ import annotations
@@ -77,13 +78,14 @@ class CodesOfAudio:
 
 
 def derived_features(model: XttsConfig, data: DataConfig) -> list[DerivedFeature]:
-    """The family's hook: the DVAE codes, with ``model.cache_codes`` and a checkpoint folder (written first with
-    random weights when ``model.random_checkpoint`` asks, as the task would). None without a folder (a run's
-    config.yaml away from it): the task then computes them on the device."""
+    """The family's hook: the DVAE codes, with ``model.stores_codes`` (codes=utterance, cache_codes) and a
+    checkpoint folder (written first with random weights when ``model.random_checkpoint`` asks, as the task
+    would). None without a folder (a run's config.yaml away from it): the task then computes them on the
+    device."""
     from speechtrain.models.xtts.build import checkpoint_folder
     from speechtrain.models.xtts.checkpoint import read_config_and_vocab
 
-    if not model.cache_codes:
+    if not model.stores_codes:
         return []
     folder = checkpoint_folder(model)
     if folder is None or (model.arch is not None and not folder.is_dir()):

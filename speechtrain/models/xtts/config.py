@@ -211,11 +211,17 @@ class XttsConfig(ModelSection):
     arch: XttsArch | None = Field(
         None, description="Network sizes; filled from checkpoint_dir/config.json when the task is built."
     )
-    language: str = Field("en", description="Language tag of the training transcripts (e.g. en, am).")
+    language: str = Field(
+        "en",
+        description="Language tag of the training transcripts (e.g. en, am): the vocabulary's [tag] and the text "
+        "rules. Left unset, it follows data.language when that is set.",
+    )
     text_front_end: str = Field(
-        "basic",
-        description="Text before BPE: basic (NFC, lowercase, no double quotes, one space), none (NFC, one "
-        "space), or package.module:function taking (text, language) -> text (e.g. a G2P).",
+        "multilingual",
+        description="Text before BPE: multilingual (Coqui's cleaners for the language: numbers, currency, "
+        "ordinals, abbreviations and symbols in words, after NFC; NFC and lower case for a language without "
+        "rules), basic (NFC, lowercase, no double quotes, one space), none (NFC, one space), or "
+        "package.module:function taking (text, language) -> text (e.g. a G2P).",
     )
     add_transcript_chars: bool = Field(
         True,
@@ -247,14 +253,23 @@ class XttsConfig(ModelSection):
         description="Leave the codes of the conditioning clip out of the audio loss, for every item. Coqui's "
         "trainer means to (its indexing only reaches the batch's last item); off: all codes count.",
     )
+    codes: Literal["utterance", "padded_batch"] = Field(
+        "utterance",
+        description="Which audio the DVAE codes are computed from. utterance: each utterance's own audio alone "
+        "(unpadded), so its codes do not depend on what it is batched with and can be cached (cache_codes), the "
+        "same rule in prepare and on the device; its last codes (about 3) differ from Coqui's. padded_batch: "
+        "the padded batch, as Coqui's trainer does (exactly its training; the last codes of the shorter items "
+        "see the padding); computed on the device every step, never cached. A config that sets "
+        "cache_codes=false and no codes gets padded_batch (what cache_codes=false meant before).",
+    )
     cache_codes: bool = Field(
         True,
-        description="DVAE codes computed once per utterance (alone, unpadded; the DVAE is frozen): `prepare` "
-        "stores them in the feature cache (recomputed only when the audio, the DVAE mel or dvae.pth/mel_stats.pth "
-        "change) and the batches bring them; where a batch has none (--fake-data, no checkpoint folder) they are "
-        "computed on the device and kept for the run. Not with data.noise_snr_db or data.crop_frames (the task "
-        "sees other audio than the stored one): the padded batch then goes through the DVAE every step. "
-        "False: nothing cached; the DVAE runs on every padded batch on the device, as Coqui's trainer does.",
+        description="With codes=utterance: `prepare` stores every utterance's codes in the feature cache "
+        "(recomputed only when the audio, the DVAE mel or dvae.pth/mel_stats.pth change) and the batches bring "
+        "them; where a batch has none (--fake-data, no checkpoint folder, data.noise_snr_db or data.crop_frames: "
+        "other audio than the stored one) they are computed per utterance on the device (kept for the run when "
+        "the audio is the stored one). False: computed per utterance on the device, nothing stored. "
+        "codes=padded_batch caches nothing (cache_codes reads false there).",
     )
     dropout: float = Field(0.1, ge=0, lt=1, description="GPT-2 dropout (embedding, attention, residual; Coqui 0.1).")
 
@@ -266,8 +281,44 @@ class XttsConfig(ModelSection):
             raise ValueError(f"model.language must be a tag like 'en' or 'am', got {value!r}")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _codes_of_older_configs(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and raw.get("cache_codes") is False and "codes" not in raw:
+            return {**raw, "codes": "padded_batch"}  # cache_codes=false meant the padded batch's codes
+        return raw
+
     @model_validator(mode="after")
     def _check_conditioning(self) -> XttsConfig:
         if self.min_conditioning_length > self.max_conditioning_length:
             raise ValueError("model.min_conditioning_length must be <= model.max_conditioning_length")
+        if self.codes == "padded_batch" and self.cache_codes:  # a padded batch's codes cannot be cached
+            object.__setattr__(self, "cache_codes", False)  # (no re-validation: this validator would run again)
         return self
+
+    @property
+    def stores_codes(self) -> bool:
+        """Whether ``prepare`` caches the DVAE codes (codes=utterance with cache_codes)."""
+        return self.codes == "utterance" and self.cache_codes
+
+
+def primary_language(language: str) -> str:
+    """``pt`` of ``pt-BR``, ``zh`` of ``zh-cn``."""
+    return language.replace("_", "-").split("-")[0].lower()
+
+
+def transcript_language(model: XttsConfig, data_language: str) -> str:
+    """The transcripts' language: ``model.language``, or ``data.language`` when ``model.language`` was left
+    unset and ``data.language`` is set (not ``und``); a ValueError when both are set and name different
+    languages (the vocabulary tag and the text rules would disagree)."""
+    data_lang = data_language.strip()
+    if primary_language(data_lang) in ("und", ""):
+        return model.language
+    if "language" not in model.model_fields_set:
+        return data_lang
+    if primary_language(model.language) != primary_language(data_lang):
+        raise ValueError(
+            f"data.language={data_lang} but model.language={model.language}: both name the transcripts' language "
+            "(text rules, vocabulary tag); set them alike, or leave model.language unset to follow data.language"
+        )
+    return model.language

@@ -2,9 +2,10 @@
 
 Per micro-batch, on the device (as Coqui's ``GPTTrainer.format_batch_on_device`` does):
 
-- audio codes: the batch's ``codes`` when ``prepare`` cached them (``model.cache_codes``: computed once per
-  utterance by the frozen DVAE, :mod:`speechtrain.models.xtts.codes`), else the batch's audio (22050 Hz) ->
-  the DVAE mel (``mel_stats.pth`` norms) -> frozen DVAE -> audio codes, here on the device;
+- audio codes (``model.codes``): ``utterance``: each utterance's own audio alone -> the DVAE mel
+  (``mel_stats.pth`` norms) -> frozen DVAE -> codes, the batch's ``codes`` when ``prepare`` cached them
+  (``model.cache_codes``, :mod:`speechtrain.models.xtts.codes`), else computed per utterance on the device;
+  ``padded_batch``: the padded batch's audio through the DVAE on the device, as Coqui's trainer does;
 - a conditioning clip per utterance, cut from the utterance itself (3 to 6 s by default, random start in
   training, the start in evaluation; padded to the longest length), -> style mel -> conditioning encoder +
   perceiver resampler -> 32 conditioning latents (trained with the GPT, as Coqui fine-tunes them);
@@ -12,7 +13,12 @@ Per micro-batch, on the device (as Coqui's ``GPTTrainer.format_batch_on_device``
 - ``loss = text_loss_weight * text_ce + audio_loss_weight * audio_ce`` over the real targets.
 
 ``batch_weight`` counts audio targets, so accumulated or OOM-split micro-batches average like one batch.
-The DVAE and the HiFi-GAN decoder (with its speaker encoder) are frozen; only ``gpt`` is optimised.
+The DVAE and the HiFi-GAN decoder (with its speaker encoder) are frozen; only ``gpt`` is optimised, with
+Coqui's groups (no weight decay on biases, norms and embeddings: :mod:`speechtrain.models.xtts.optim`).
+
+Utterances beyond the model's limits (:mod:`speechtrain.models.xtts.limits`) are skipped by ``prepare``; the
+task checks the training set again at set-up, leaves such items out of evaluation batches with a warning,
+and synthesis splits long text into sentences within the token limit.
 
 A new language (``model.language`` not in the vocabulary) gets its tag, and with ``add_transcript_chars``
 every character of the training transcripts that the BPE cannot encode becomes a new token; the text
@@ -22,7 +28,6 @@ the run's checkpoints and in exports (:func:`speechtrain.models.xtts.checkpoint.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +51,12 @@ from speechtrain.models.xtts.checkpoint import (
 )
 from speechtrain.models.xtts.codes import code_count, code_dtype, utterance_codes
 from speechtrain.models.xtts.codes import derived_features as derived_features
+from speechtrain.models.xtts.config import transcript_language
 from speechtrain.models.xtts.gpt import IGNORE_INDEX, SamplingSettings
+from speechtrain.models.xtts.limits import XttsLimits
+from speechtrain.models.xtts.limits import item_limits as item_limits
+from speechtrain.models.xtts.optim import no_weight_decay
+from speechtrain.models.xtts.text_split import split_text
 from speechtrain.models.xtts.tokenizer import XttsTokenizer, expand_tokens, load_front_end
 from speechtrain.train.task import Needs, OptimizerSpec, Task
 
@@ -67,6 +77,7 @@ SYNTHESIZE_OPTIONS = (
     "max_seconds",
     "seed",
 )
+PAUSE_SECONDS = 0.2  # silence between the pieces of a text synthesized piece by piece
 
 
 def load_modules(model: XttsConfig) -> tuple[XttsModules, LoadReport | None]:
@@ -102,6 +113,10 @@ class XttsTask(Task):
 
     def __init__(self, model: XttsConfig, data: DataConfig) -> None:
         self.model_cfg, self.data_cfg = model, data
+        try:
+            model.language = transcript_language(model, data.language)  # recorded in the run's config.yaml
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
         self.mods, self.load_report = load_modules(model)
         arch = model.arch
         assert arch is not None
@@ -113,12 +128,16 @@ class XttsTask(Task):
             )
         self.front_end = load_front_end(model.text_front_end)
         self.mels = XttsMels(arch.n_mels, arch.input_sample_rate)
+        self.limits = XttsLimits.of(model, arch)
         self._ids: dict[str, list[int]] = {}  # front-end text -> BPE ids (host side)
         # codes the batches did not bring (not prepared): utterance id -> its DVAE codes (T_codes,) int16 on the
         # device, kept for the run; not when noise or crops change the audio
         self._codes: dict[str, torch.Tensor] = {}
-        self.cache_codes = model.cache_codes and derived_usable(data)  # the stored audio is what the task sees
+        usable = derived_usable(data)  # the stored audio is what the task sees
+        self.cache_codes = model.stores_codes and usable  # the batches bring prepare's codes
+        self.keep_codes = model.codes == "utterance" and usable  # codes made here are kept for the run
         self._reported_unknown: set[str] = set()
+        self._left_out: set[str] = set()  # eval items beyond the limits, warned about once
         self.tokenizer = (
             XttsTokenizer(self.mods.coqui.vocab_json or "", "vocab.json") if self.mods.coqui.vocab_json else None
         )
@@ -131,7 +150,8 @@ class XttsTask(Task):
         return {**self.mods.by_name(), "mels": self.mels}
 
     def optimizer_specs(self) -> list[OptimizerSpec]:
-        return [OptimizerSpec("main", ["gpt"])]  # DVAE, decoder and speaker encoder stay frozen
+        # DVAE, decoder and speaker encoder stay frozen; Coqui's groups: no decay on biases, norms, embeddings
+        return [OptimizerSpec("main", ["gpt"], no_weight_decay=no_weight_decay(self.mods.gpt, "gpt."))]
 
     @property
     def device(self) -> torch.device:
@@ -211,41 +231,77 @@ class XttsTask(Task):
         self.extend_vocabulary(texts)
         self._check_dataset(train_dataset, texts)
 
-    def _check_dataset(self, dataset: Any, texts: list[str]) -> None:
-        m, a = self.model_cfg, self.arch
-        ids = list(getattr(dataset, "ids", [str(i) for i in range(len(texts))]))
-        limit = min(m.max_text_tokens, a.gpt_max_text_tokens)
+    def item_problem(self, text: str, samples: int) -> str | None:
+        """Why an utterance cannot be used (None: it fits the model's limits), as ``prepare`` checks it."""
+        m = self.model_cfg
+        tokens = self.text_ids(text)
         tok = self._tok()
-        for i, text in enumerate(texts):
-            tokens = self.text_ids(text)
-            if len(tokens) > limit:
-                raise DataError(
-                    f"utterance '{ids[i]}' has {len(tokens)} BPE tokens, more than {limit} (model.max_text_tokens="
-                    f"{m.max_text_tokens}, the checkpoint's gpt_max_text_tokens={a.gpt_max_text_tokens}): "
-                    "split it or lower data.max_duration"
-                )
-            if tok.unk_id in tokens and not m.add_transcript_chars:
-                raise DataError(
-                    f"utterance '{ids[i]}': characters the vocabulary cannot encode: "
-                    f"{' '.join(sorted(tok.unknown_chars(self.front_end(text, m.language))))}; set "
-                    "model.add_transcript_chars=true or add them with model.extra_tokens"
-                )
+
+        def unknown() -> str:
+            return " ".join(sorted(tok.unknown_chars(self.front_end(text, m.language))))
+
+        return self.limits.problem(
+            tokens, samples, self.arch.input_sample_rate, tok.unk_id, None if m.add_transcript_chars else unknown
+        )
+
+    def _check_dataset(self, dataset: Any, texts: list[str]) -> None:
+        """Every training utterance within the limits (``prepare`` skipped those beyond them when it knew the
+        checkpoint folder); a DataError before the first step for one that is not."""
         frames = np.asarray(getattr(dataset, "frames", []))
-        if frames.size:
-            hop = int(getattr(dataset, "hop_length", self.data_cfg.hop_length))
-            longest = int(frames.argmax())
-            codes = math.ceil(int(frames[longest]) * hop / a.gpt_code_stride_len) + 3
-            if codes > a.gpt_max_audio_tokens:
-                seconds = (a.gpt_max_audio_tokens - 3) * a.gpt_code_stride_len / a.input_sample_rate
+        hop = int(getattr(dataset, "hop_length", self.data_cfg.hop_length))
+        count = max(len(texts), int(frames.size))  # a synthetic set may have lengths and no transcripts
+        ids = list(getattr(dataset, "ids", [str(i) for i in range(count)]))
+        for i in range(count):
+            samples = int(frames[i]) * hop if i < frames.size else 0
+            problem = self.item_problem(texts[i] if i < len(texts) else "", samples)
+            if problem is not None:
                 raise DataError(
-                    f"utterance '{ids[longest]}' needs {codes} audio positions, more than the checkpoint's "
-                    f"gpt_max_audio_tokens={a.gpt_max_audio_tokens}: set data.max_duration <= {seconds:.1f}"
+                    f"training utterance '{ids[i]}': {problem}; run `speechtrain prepare` with this config "
+                    "(model.checkpoint_dir set) to skip such items, or fix the transcript"
                 )
 
     # -- training ------------------------------------------------------------------------------------
     def batch_weight(self, batch: Batch) -> float:
+        """Audio targets of the batch's items (those within the limits: the ones evaluation keeps)."""
         stride = self.arch.gpt_code_stride_len
-        return float(sum(-(-n // stride) + 4 for n in batch.host_lengths["audio_lengths"]))  # audio targets
+        lengths = batch.host_lengths["audio_lengths"]
+        return float(sum(-(-lengths[i] // stride) + 4 for i in self._fitting(batch)))  # audio targets
+
+    def _fitting(self, batch: Batch) -> list[int]:
+        """Indices of the batch's items within the model's limits (host-side: cached BPE ids, host lengths)."""
+        if len(batch.texts) != batch.size:
+            return list(range(batch.size))  # training_step says what is missing
+        lengths = batch.host_lengths["audio_lengths"]
+        return [i for i in range(batch.size) if self.item_problem(batch.texts[i], lengths[i]) is None]
+
+    @torch.no_grad()
+    def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The training losses of the batch's items within the model's limits; an item beyond them (data
+        prepared without the checkpoint folder) is left out with a warning, so evaluation never stops the run."""
+        keep = self._fitting(batch)
+        if len(keep) < batch.size:
+            lengths = batch.host_lengths["audio_lengths"]
+            for i in sorted(set(range(batch.size)) - set(keep)):
+                if batch.ids[i] not in self._left_out:
+                    self._left_out.add(batch.ids[i])
+                    log.warning(
+                        "xtts: eval utterance '%s' left out: %s (`speechtrain prepare` with this config skips it)",
+                        batch.ids[i],
+                        self.item_problem(batch.texts[i], lengths[i]),
+                    )
+            if not keep:
+                zero = torch.zeros((), device=batch["audio"].device)
+                return {"loss": zero, "text_ce": zero, "audio_ce": zero, "audio_acc": zero}  # weight 0
+            batch = batch.select(keep)
+        return {k: v.detach() for k, v in self.training_step(batch, "main", {}).items()}
+
+    def eval_summary(self, outputs: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+        """Weighted means over the batches with an item left (a batch of only left-out items weighs 0); no
+        ``loss`` when nothing was left, so that such an evaluation is never the best."""
+        kept = [(w, m) for w, m in outputs if w > 0]
+        if not kept:
+            return {"eval_items_left_out": len(self._left_out)}
+        return super().eval_summary(kept)
 
     def _text_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, int]:
         if len(batch.texts) != batch.size:
@@ -299,20 +355,25 @@ class XttsTask(Task):
 
     @torch.no_grad()
     def dvae_codes(self, batch: Batch) -> torch.Tensor:
-        """DVAE codes of the batch's audio (B, T_codes), zero-padded, computed on the device. With
-        ``model.cache_codes`` (and neither ``data.noise_snr_db`` nor ``data.crop_frames``) each utterance's
-        codes come from its audio alone (so they do not depend on what it was batched with, and equal the ones
-        ``prepare`` caches) and are kept for the run; otherwise the padded batch goes through the DVAE every
-        step, as Coqui's trainer does (noise and crops change the audio every step)."""
+        """DVAE codes of the batch's audio (B, T_codes), zero-padded, computed on the device by the rule of
+        ``model.codes``. ``utterance``: each utterance's codes from its audio alone, the rule ``prepare``
+        caches by (so they do not depend on what it was batched with), kept for the run when the audio is the
+        stored one (not with ``data.noise_snr_db`` or ``data.crop_frames``, which change it every step);
+        ``padded_batch``: the padded batch through the DVAE, as Coqui's trainer does (the last codes of a
+        shorter item then see the padding)."""
         audio, norms = batch["audio"], self.mods.coqui.mel_norms  # (B, 1, T_samples)
-        if not self.cache_codes:
+        if self.model_cfg.codes == "padded_batch":
             return self.mods.dvae.codes(self.mels.dvae(audio, norms))
         lengths = batch.host_lengths["audio_lengths"]
+        rows = []
         for i, uid in enumerate(batch.ids):
-            if uid not in self._codes:
+            one = self._codes.get(uid) if self.keep_codes else None
+            if one is None:
                 one = utterance_codes(self.mods.dvae, self.mels.dvae, norms, audio[i : i + 1, :, : lengths[i]])
-                self._codes[uid] = one.to(code_dtype(self.arch))  # (T_codes,)
-        rows = [self._codes[uid] for uid in batch.ids]
+                one = one.to(code_dtype(self.arch))  # (T_codes,)
+                if self.keep_codes:
+                    self._codes[uid] = one
+            rows.append(one)
         return nn.utils.rnn.pad_sequence(rows, batch_first=True).long()  # (B, T_codes)
 
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
@@ -424,7 +485,9 @@ class XttsTask(Task):
         """Speech for ``text`` in the voice of ``speaker_wav`` (a wav path, or mono float32 samples at the
         input sample rate): conditioning latents and speaker embedding of the clip, GPT codes sampled with
         XTTS's settings (defaults from the checkpoint's config.json), their latents through the HiFi-GAN
-        decoder. Returns 1-D float32 audio at ``output_sample_rate`` (24 kHz for XTTS-v2)."""
+        decoder. A text longer than the model takes (``max_text_tokens``) is cut into sentences (then clauses,
+        then words) that fit, each spoken in turn and joined with ``PAUSE_SECONDS`` of silence; ``max_seconds``
+        bounds each piece. Returns 1-D float32 audio at ``output_sample_rate`` (24 kHz for XTTS-v2)."""
         if kwargs:
             given, valid = ", ".join(sorted(kwargs)), ", ".join(SYNTHESIZE_OPTIONS)
             raise UserError(f"xtts synthesize does not take {given}; its options: {valid}")
@@ -435,39 +498,46 @@ class XttsTask(Task):
                 f"language '{lang}' is not in this model's vocabulary (it has: {', '.join(tok.languages)}); "
                 "fine-tune with model.language set to add it"
             )
-        ids = self.text_ids(text, lang)
-        if len(ids) <= 1:
+        limit = self.limits.max_text_tokens
+        pieces = [self.text_ids(p, lang) for p in split_text(text, lambda p: len(self.text_ids(p, lang)) <= limit)]
+        pieces = [ids for ids in pieces if len(ids) > 1]  # the language tag alone says nothing
+        if not pieces:
             raise UserError("synthesize: the text is empty after the front end")
-        if len(ids) > self.arch.gpt_max_text_tokens:
+        longest = max(len(ids) for ids in pieces)
+        if longest > self.arch.gpt_max_text_tokens:  # a single character beyond the limit: nothing to cut
             raise UserError(
-                f"synthesize: {len(ids)} BPE tokens, more than the model's {self.arch.gpt_max_text_tokens}; split it"
+                f"synthesize: {longest} BPE tokens in one piece, more than the model's {self.arch.gpt_max_text_tokens}"
             )
+        a = self.arch
+        codes_limit = None
+        if max_seconds is not None:
+            if not max_seconds > 0:
+                raise UserError(f"synthesize: max_seconds must be > 0, got {max_seconds}")
+            codes_limit = max(1, int(max_seconds * a.input_sample_rate / a.gpt_code_stride_len))
+        settings = self._settings(
+            temperature=temperature,
+            top_k=top_k,
+            top_p=top_p,
+            repetition_penalty=repetition_penalty,
+            length_penalty=length_penalty,
+        )
         was_training = self.mods.gpt.training
         self.mods.gpt.eval()
         try:
             cond_latents, speaker = self.conditioning(self._reference(speaker_wav))
-            a = self.arch
-            limit = None
-            if max_seconds is not None:
-                if not max_seconds > 0:
-                    raise UserError(f"synthesize: max_seconds must be > 0, got {max_seconds}")
-                limit = max(1, int(max_seconds * a.input_sample_rate / a.gpt_code_stride_len))
             dev = self.device
             generator = torch.Generator(device=dev).manual_seed(seed) if seed is not None else None
-            tokens = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, L)
-            settings = self._settings(
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                repetition_penalty=repetition_penalty,
-                length_penalty=length_penalty,
-            )
-            # the latents of every code, the stop code's included, as Coqui's Xtts.inference decodes them
-            _, latents = self.mods.gpt.generate(cond_latents, tokens, settings, limit, generator)
-            if latents.shape[1] == 0:
-                return np.zeros(0, dtype=np.float32)
-            wav = self.mods.hifigan_decoder(latents, speaker)  # (1, 1, T_samples) at output_sample_rate
-            return wav[0, 0].float().cpu().numpy()  # host copy of the result
+            pause = np.zeros(int(PAUSE_SECONDS * a.output_sample_rate), dtype=np.float32)
+            out: list[np.ndarray] = []
+            for ids in pieces:
+                tokens = torch.tensor([ids], dtype=torch.long, device=dev)  # (1, L)
+                # the latents of every code, the stop code's included, as Coqui's Xtts.inference decodes them
+                _, latents = self.mods.gpt.generate(cond_latents, tokens, settings, codes_limit, generator)
+                if latents.shape[1] == 0:
+                    continue
+                wav = self.mods.hifigan_decoder(latents, speaker)  # (1, 1, T_samples) at output_sample_rate
+                out += [pause, wav[0, 0].float().cpu().numpy()] if out else [wav[0, 0].float().cpu().numpy()]
+            return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)  # host copy of the result
         finally:
             self.mods.gpt.train(was_training)
 

@@ -7,9 +7,12 @@ Encoding (as Coqui's ``VoiceBpeTokenizer.encode``): the language code loses its 
 
 Front ends (``model.text_front_end``) turn a transcript into the text the BPE sees:
 
-- ``basic``: Unicode NFC, lowercase, double quotes removed, whitespace collapsed (the language-independent
-  part of Coqui's ``multilingual_cleaners``; its English-style number and abbreviation expansion is not
-  reproduced: normalise numbers beforehand or plug in a front end that does);
+- ``multilingual`` (the default): Coqui's ``multilingual_cleaners`` for the language (numbers, currency,
+  ordinals, abbreviations and symbols in words, with num2words) after Unicode NFC, so that training, our
+  synthesis and Coqui's inference on an export give the BPE the same text
+  (:mod:`speechtrain.models.xtts.normalize`); a language without rules gets NFC, lower case and white space;
+- ``basic``: Unicode NFC, lowercase, double quotes removed, whitespace collapsed (no language rules: the
+  front end of runs from before ``multilingual``);
 - ``none``: NFC and whitespace only;
 - ``package.module:function``: ``function(text, language) -> str``, e.g. a grapheme-to-phoneme converter
   (then add its symbols with ``model.extra_tokens`` or let ``add_transcript_chars`` collect them).
@@ -85,13 +88,18 @@ def plain_front_end(text: str, language: str) -> str:
 
 
 def load_front_end(spec: str) -> FrontEnd:
-    """``basic``, ``none`` or ``package.module:function`` -> a callable (text, language) -> text."""
+    """``multilingual``, ``basic``, ``none`` or ``package.module:function`` -> a callable (text, language) -> text."""
+    if spec == "multilingual":
+        from speechtrain.models.xtts.normalize import normalize, require_num2words
+
+        require_num2words()
+        return normalize
     if spec == "basic":
         return basic_front_end
     if spec == "none":
         return plain_front_end
     if ":" not in spec:
-        raise UserError(f"model.text_front_end: '{spec}' is not basic, none or package.module:function")
+        raise UserError(f"model.text_front_end: '{spec}' is not multilingual, basic, none or package.module:function")
     module, func = spec.split(":", 1)
     try:
         fn = getattr(importlib.import_module(module), func)
