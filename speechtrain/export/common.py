@@ -169,12 +169,13 @@ class ExportFiles:
         return self._record(path)
 
 
-def ort_session(path: str | Path) -> Any:
-    """An onnxruntime CPU session of an ONNX file."""
+def ort_session(path: str | Path | bytes) -> Any:
+    """An onnxruntime CPU session of an ONNX file (or of a serialized model)."""
     ort = require("onnxruntime")
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only
-    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    source = path if isinstance(path, bytes) else str(path)
+    return ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
 
 
 def max_abs_diff(a: Any, b: Any) -> tuple[float, str]:
@@ -198,3 +199,32 @@ def module_device(module: nn.Module) -> torch.device:
     for p in module.parameters():
         return p.device
     return torch.device("cpu")
+
+
+RANDOM_LIKE = ("RandomNormalLike", "RandomUniformLike")
+RANDOM_SHAPED = ("RandomNormal", "RandomUniform")
+
+
+def without_random_nodes(path: str | Path) -> tuple[bytes, int]:
+    """The ONNX model at ``path`` with every random node replaced by zeros of its shape (for a check of the
+    deterministic part against PyTorch with its noise off); returns the serialized model and the count."""
+    onnx = require("onnx")
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(path))
+    nodes, replaced = [], 0
+    for node in model.graph.node:
+        if node.op_type in RANDOM_LIKE:
+            nodes.append(helper.make_node("Sub", [node.input[0], node.input[0]], list(node.output)))
+        elif node.op_type in RANDOM_SHAPED:
+            attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+            dtype = helper.tensor_dtype_to_np_dtype(int(attrs.get("dtype", onnx.TensorProto.FLOAT)))
+            zeros = numpy_helper.from_array(np.zeros(list(attrs["shape"]), dtype=dtype))
+            nodes.append(helper.make_node("Constant", [], list(node.output), value=zeros))
+        else:
+            nodes.append(node)
+            continue
+        replaced += 1
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model.SerializeToString(), replaced
