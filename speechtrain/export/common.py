@@ -169,11 +169,13 @@ class ExportFiles:
         return self._record(path)
 
 
-def ort_session(path: str | Path | bytes) -> Any:
-    """An onnxruntime CPU session of an ONNX file (or of a serialized model)."""
+def ort_session(path: str | Path | bytes, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session of an ONNX file (or of a serialized model); ``threads``: intra-op threads."""
     ort = require("onnxruntime")
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only
+    if threads:
+        options.intra_op_num_threads = int(threads)
     source = path if isinstance(path, bytes) else str(path)
     return ort.InferenceSession(source, sess_options=options, providers=["CPUExecutionProvider"])
 

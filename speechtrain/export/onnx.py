@@ -109,7 +109,11 @@ def export_nsf(job: ExportJob, result: ExportResult) -> None:
         trace,
         ["mel", "f0"],
         ["waveform"],
-        {"mel": {0: "batch", 1: "n_frames"}, "f0": {0: "batch", 1: "n_frames"}, "waveform": {0: "batch", 1: "n_samples"}},
+        {
+            "mel": {0: "batch", 1: "n_frames"},
+            "f0": {0: "batch", 1: "n_frames"},
+            "waveform": {0: "batch", 1: "n_samples"},
+        },
     )
     vocoder = {"name": job.name, "model": "model.onnx", **mel_spec(job.data), "pitch_controllable": True}
     job.files.write_yaml("vocoder.yaml", vocoder)
@@ -164,7 +168,9 @@ def export_classifier(job: ExportJob, result: ExportResult) -> None:
             reference = torch.softmax(logits.float(), -1).numpy()
             probs = session.run(None, {"mel": mel.numpy()})[1]
             result.checks.append(
-                compare(f"onnxruntime vs PyTorch class probabilities, {frames} frames", probs, reference, PROB_TOLERANCE)
+                compare(
+                    f"onnxruntime vs PyTorch class probabilities, {frames} frames", probs, reference, PROB_TOLERANCE
+                )
             )
 
 

@@ -63,11 +63,11 @@ def phoneme_id_map(task: Any) -> tuple[dict[str, list[int]], list[str]]:
             clashing.append(symbol)
         else:
             ids[key] = [i]
-    if tok.settings.phonemizer == "none" and tok.settings.lowercase:
-        for symbol, i in symbol_ids.items():
-            upper = unicodedata.normalize("NFD", symbol.upper())
-            if len(upper) == 1 and upper not in ids:
-                ids[upper] = [i]
+    if tok.settings.phonemizer == "none":  # Piper reads the typed characters: each as our front end reads it
+        for char in {c for s in tok.symbols for c in (s, s.upper(), s.lower())}:
+            key, read = unicodedata.normalize("NFD", char), tok.front_end.normalize(char).symbols
+            if len(key) == 1 and key not in (PAD, BOS, EOS) and len(read) == 1 and read in symbol_ids:
+                ids[key] = [symbol_ids[read]]  # "H" of a lower-casing run is "h"
     if decomposed:
         notes.append(
             f"symbols {decomposed} decompose under NFD (Piper's runtime splits them into base + mark): "
@@ -134,7 +134,11 @@ def export_piper(job: ExportJob) -> ExportResult:
         args,
         names,
         ["output"],
-        {"input": {0: "batch_size", 1: "phonemes"}, "input_lengths": {0: "batch_size"}, "output": {0: "batch_size", 2: "time"}},
+        {
+            "input": {0: "batch_size", 1: "phonemes"},
+            "input_lengths": {0: "batch_size"},
+            "output": {0: "batch_size", 2: "time"},
+        },
     )
     id_map, notes = phoneme_id_map(task)
     job.files.write_json(f"{job.name}.onnx.json", piper_config(job, id_map))
@@ -163,7 +167,9 @@ def choose_texts(job: ExportJob, voice: Any, result: ExportResult) -> list[str]:
             agree.append(text)
         elif not first_difference:
             got = job.task.tokenizer.decode(sum(theirs, []))
-            first_difference = f"first difference: {text!r} reads as {job.task.tokenizer.decode(ours)!r} here, {got!r} in Piper"
+            first_difference = (
+                f"first difference: {text!r} reads as {job.task.tokenizer.decode(ours)!r} here, {got!r} in Piper"
+            )
     result.notes.append(
         f"text front end: piper-tts reads {len(agree)} of {len(job.texts)} check sentences to the ids this run "
         f"reads" + (f" ({first_difference})" if first_difference else "")
@@ -224,7 +230,9 @@ def check_piper(job: ExportJob, onnx_path: Path, result: ExportResult) -> None:
         feed["sid"] = np.array([0], dtype=np.int64)
     noisy = session.run(None, feed)[0]
     if not np.isfinite(noisy).all() or noisy.size == 0:
-        result.checks.append(ExportCheck("the graph with the default noise scales", float("inf"), 0.0, "no finite audio"))
+        result.checks.append(
+            ExportCheck("the graph with the default noise scales", float("inf"), 0.0, "no finite audio")
+        )
     else:
         shown = ", ".join(f"{float(v):g}" for v in defaults)
         result.notes.append(f"with the default scales [{shown}] the graph speaks {noisy.size} samples (noise on)")
@@ -242,7 +250,9 @@ def _piper_wav_check(piper: Any, voice: Any, text: str, speaker: int | None, ref
     spoken = np.frombuffer(frames, dtype=np.int16).astype(np.float32) / 32767.0
     peak = float(np.max(np.abs(reference))) or 1.0
     expected = np.clip(reference / peak, -1.0, 1.0)
-    return compare(f"piper-tts from text to WAV vs PyTorch (peak-normalised), {text[:40]!r}", spoken, expected, WAV_TOLERANCE)
+    return compare(
+        f"piper-tts from text to WAV vs PyTorch (peak-normalised), {text[:40]!r}", spoken, expected, WAV_TOLERANCE
+    )
 
 
 FORMAT = ExportFormat(
