@@ -16,6 +16,7 @@ from speechtrain.export.common import ExportFiles, ExportResult
 from speechtrain.export.formats import FORMATS, format_for
 from speechtrain.export.job import ExportJob
 from speechtrain.logs import get_logger
+from speechtrain.recipes.common import load_run_config
 from speechtrain.recipes.inference import load_task
 
 log = get_logger(__name__)
@@ -79,9 +80,8 @@ def export_run(
 ) -> ExportResult:
     """Export a run in format ``fmt`` (None: the family's default) into ``out_dir``; the checks fail loudly."""
     run_dir = Path(run_dir)
+    export_format = format_for(str(load_run_config(run_dir).model.name), fmt)  # refused before any loading
     cfg, task = load_task(run_dir, device="cpu", which=which)
-    family = str(cfg.model.name)
-    export_format = format_for(family, fmt)
     job = ExportJob(
         task=task,
         model=cfg.model,
