@@ -88,6 +88,10 @@ def test_formats_are_refused_with_the_reason() -> None:
         format_for("hifigan", "piper")
     with pytest.raises(UserError, match="unknown; formats: piper, onnx, jik876, coqui"):
         format_for("vits", "tflite")
+    from speechtrain.recipes.export import check_onnx_rtf
+
+    with pytest.raises(UserError, match="a 'nsf_hifigan' run has no ONNX runner"):
+        check_onnx_rtf("nsf_hifigan")  # refused before any timing
 
 
 # --- vocoders and the classifier in onnxruntime -------------------------------------------------------------

@@ -81,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
     cfg, task = load_task(args.run_dir, device=args.device)
+    if args.runtime == "onnx":
+        from speechtrain.recipes.export import check_onnx_rtf
+
+        check_onnx_rtf(str(cfg.model.name))
     device = task_device(task)
     options: dict[str, Any] = {}
     if hasattr(task, "synthesize"):

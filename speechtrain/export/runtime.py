@@ -64,10 +64,20 @@ class OnnxVocoder:
         return self.session.run(None, {"mel": x[None] if x.ndim == 2 else x})[0].reshape(-1)
 
 
+ONNX_RTF_FAMILIES = ("vits", "hifigan")
+
+
+def require_onnx_runner(family: str) -> None:
+    """UserError before any timing when ``family`` has no ONNX runner."""
+    if family not in ONNX_RTF_FAMILIES:
+        raise UserError(
+            f"rtf --runtime onnx: a '{family}' run has no ONNX runner ({' and '.join(ONNX_RTF_FAMILIES)} have)"
+        )
+
+
 def onnx_runner(task: Any, family: str, folder: Path, threads: int | None = None) -> Any:
     """The run's graph in onnxruntime with the task's inference method; UserError for other families."""
+    require_onnx_runner(family)
     if family == "vits":
         return OnnxSynthesizer(task, folder, threads)
-    if family == "hifigan":
-        return OnnxVocoder(task, folder, threads)
-    raise UserError(f"rtf --runtime onnx: a '{family}' run has no ONNX runner (vits and hifigan have)")
+    return OnnxVocoder(task, folder, threads)

@@ -108,6 +108,13 @@ def format_keys() -> list[str]:
     return list(FORMATS)
 
 
+def check_onnx_rtf(family: str) -> None:
+    """UserError before any timing when ``rtf --runtime onnx`` cannot serve ``family``."""
+    from speechtrain.export.runtime import require_onnx_runner
+
+    require_onnx_runner(family)
+
+
 def onnx_rtf(
     task: Any,
     family: str,
