@@ -199,43 +199,50 @@ class QuietLogger:
 
 
 def check_piper(job: ExportJob, onnx_path: Path, result: ExportResult) -> None:
-    """onnxruntime on our ids and ``piper-tts`` from text, each beside ``task.synthesize`` with noise 0."""
+    """onnxruntime on our ids (the shortest and the longest check sentence) and ``piper-tts`` from text (two that
+    it reads as we do), each beside ``task.synthesize`` with both noise scales 0; a multi-speaker run's second
+    sentence is spoken by its last speaker."""
     piper = require("piper", "speechtrain export --format piper (its check)")
     task = job.task
     voice = piper.PiperVoice.load(str(onnx_path))
     session = ort_session(onnx_path)
     n_speakers = int(job.model.n_speakers) if int(job.model.n_speakers) > 1 else 1
+    by_length = sorted(job.texts or ["a"], key=lambda t: len(task.token_ids(t)))
+    for k, text in enumerate(dict.fromkeys([by_length[0], by_length[-1]])):
+        speaker = (n_speakers - 1) if (n_speakers > 1 and k == 1) else 0
+        ids = task.token_ids(text)
+        out = session.run(None, _feed(ids, [0.0, 1.0, 0.0], speaker if n_speakers > 1 else None))[0]
+        who = f", speaker {speaker}" if n_speakers > 1 else ""
+        name = f"onnxruntime vs PyTorch, {len(ids)} ids{who}, noise 0"
+        result.checks.append(compare(name, out, _reference(task, text, speaker), AUDIO_TOLERANCE))
     for k, text in enumerate(choose_texts(job, voice, result)):
         speaker = (n_speakers - 1) if (n_speakers > 1 and k == 1) else 0
-        reference = task.synthesize(text, noise_scale=0.0, noise_scale_w=0.0, length_scale=1.0, speaker=speaker)
-        ids = task.token_ids(text)
-        feed = {
-            "input": np.array([ids], dtype=np.int64),
-            "input_lengths": np.array([len(ids)], dtype=np.int64),
-            "scales": np.array([0.0, 1.0, 0.0], dtype=np.float32),
-        }
-        if n_speakers > 1:
-            feed["sid"] = np.array([speaker], dtype=np.int64)
-        out = session.run(None, feed)[0]
-        who = f", speaker {speaker}" if n_speakers > 1 else ""
-        result.checks.append(
-            compare(f"onnxruntime vs PyTorch, {len(ids)} ids{who}, noise 0", out, reference, AUDIO_TOLERANCE)
-        )
-        result.checks.append(_piper_wav_check(piper, voice, text, speaker if n_speakers > 1 else None, reference))
-    defaults = np.array([DEFAULT_SCALES["noise_scale"], 1.0, DEFAULT_SCALES["noise_w"]], dtype=np.float32)
-    ids = task.token_ids(job.texts[0])
-    feed = {"input": np.array([ids], dtype=np.int64), "input_lengths": np.array([len(ids)], dtype=np.int64)}
-    feed["scales"] = defaults
-    if n_speakers > 1:
-        feed["sid"] = np.array([0], dtype=np.int64)
-    noisy = session.run(None, feed)[0]
+        who_id = speaker if n_speakers > 1 else None
+        result.checks.append(_piper_wav_check(piper, voice, text, who_id, _reference(task, text, speaker)))
+    defaults = [DEFAULT_SCALES["noise_scale"], DEFAULT_SCALES["length_scale"], DEFAULT_SCALES["noise_w"]]
+    noisy = session.run(None, _feed(task.token_ids(by_length[-1]), defaults, 0 if n_speakers > 1 else None))[0]
     if not np.isfinite(noisy).all() or noisy.size == 0:
-        result.checks.append(
-            ExportCheck("the graph with the default noise scales", float("inf"), 0.0, "no finite audio")
-        )
+        result.checks.append(ExportCheck("the graph with the default noise scales", float("inf"), 0.0, "no audio"))
     else:
-        shown = ", ".join(f"{float(v):g}" for v in defaults)
+        shown = ", ".join(f"{v:g}" for v in defaults)
         result.notes.append(f"with the default scales [{shown}] the graph speaks {noisy.size} samples (noise on)")
+
+
+def _feed(ids: list[int], scales: list[float], speaker: int | None) -> dict[str, np.ndarray]:
+    """The graph's inputs for one utterance (Piper's names)."""
+    feed = {
+        "input": np.array([ids], dtype=np.int64),
+        "input_lengths": np.array([len(ids)], dtype=np.int64),
+        "scales": np.array(scales, dtype=np.float32),
+    }
+    if speaker is not None:
+        feed["sid"] = np.array([speaker], dtype=np.int64)
+    return feed
+
+
+def _reference(task: Any, text: str, speaker: int) -> np.ndarray:
+    """``task.synthesize`` with both noise scales 0: the deterministic part the graph must equal."""
+    return task.synthesize(text, noise_scale=0.0, noise_scale_w=0.0, length_scale=1.0, speaker=speaker)
 
 
 def _piper_wav_check(piper: Any, voice: Any, text: str, speaker: int | None, reference: np.ndarray) -> ExportCheck:
