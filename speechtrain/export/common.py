@@ -45,7 +45,8 @@ def require(module: str, what: str = "speechtrain export") -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise UserError(f"{what} needs the {module.split('.')[0]} package: {INSTALL_HINT}") from None
+        package = {"piper": "piper-tts"}.get(module.split(".")[0], module.split(".")[0])
+        raise UserError(f"{what} needs the {package} package: {INSTALL_HINT}") from None
 
 
 @dataclass
