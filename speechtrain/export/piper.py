@@ -230,7 +230,7 @@ def check_piper(job: ExportJob, onnx_path: Path, result: ExportResult) -> None:
 
 def _feed(ids: list[int], scales: list[float], speaker: int | None) -> dict[str, np.ndarray]:
     """The graph's inputs for one utterance (Piper's names)."""
-    feed = {
+    feed: dict[str, np.ndarray] = {
         "input": np.array([ids], dtype=np.int64),
         "input_lengths": np.array([len(ids)], dtype=np.int64),
         "scales": np.array(scales, dtype=np.float32),
