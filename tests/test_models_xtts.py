@@ -395,13 +395,14 @@ def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monke
 def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
     from types import SimpleNamespace
 
-    import speechtrain.recipes.inference as inference
+    import speechtrain.recipes.export as export
     from speechtrain.cli.main import main
 
-    cfg = SimpleNamespace(model=SimpleNamespace(name="vits"))
-    monkeypatch.setattr(inference, "load_task", lambda *a, **k: (cfg, object()))
-    assert main(["export", "runs/some_vits", "out"]) == 2
-    assert "'vits' run, which has no export format" in capsys.readouterr().err
+    cfg = SimpleNamespace(model=SimpleNamespace(name="gpt_tts"))  # vits has one now (piper): gpt_tts has none
+    monkeypatch.setattr(export, "load_run_config", lambda *a, **k: cfg)
+    assert main(["export", "runs/some_gpt_tts", "out"]) == 2
+    err = capsys.readouterr().err
+    assert "a 'gpt_tts' run has no export format" in err and "autoregressive sampling loop" in err
 
 
 @pytest.mark.slow

@@ -1,31 +1,47 @@
-"""speechtrain export RUN_DIR OUT_DIR [--which best|last]"""
+"""speechtrain export RUN_DIR OUT_DIR [--format F] [--which best|last] [--text S ...] [--name N] [--no-check]"""
 
 from __future__ import annotations
 
 import argparse
 
+FORMATS_HELP = (
+    "piper (vits: a Piper voice NAME.onnx + NAME.onnx.json), onnx (hifigan, nsf_hifigan with OpenUtau's "
+    "vocoder.yaml, cnn_lstm), jik876 (hifigan: g_ file + config.json), coqui (xtts: a Coqui XTTS-v2 folder); "
+    "default: the family's first"
+)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "export",
-        help="write a trained run in its original format (xtts: a Coqui XTTS-v2 checkpoint folder)",
-        description="Write the run's weights in the layout they were loaded from: for an xtts run a Coqui "
-        "XTTS-v2 folder (model.pth, dvae.pth, mel_stats.pth, vocab.json, config.json) with the same keys, "
-        "order and dtypes as the folder it was fine-tuned from, the vocabulary and languages updated.",
+        help="write a trained run for the runtime that deploys it (Piper, ONNX Runtime, OpenUtau, jik876, Coqui), "
+        "checked in that runtime",
+        description="Write the run's model for a runtime and check it there: the exported model runs in its runtime "
+        "(onnxruntime, piper-tts) on fixed inputs of two lengths beside the PyTorch model; the largest difference is "
+        "printed and the export fails when it is above the stated tolerance. onnx/piper formats need "
+        "pip install 'speechtrain[export]'.",
     )
     p.add_argument("run_dir", help="run directory (holds config.yaml and checkpoints)")
     p.add_argument("out_dir", help="output folder")
+    p.add_argument("--format", dest="fmt", default=None, help=FORMATS_HELP)
     p.add_argument("--which", choices=("best", "last"), default="best", help="best.pt (default) or the newest step")
+    p.add_argument(
+        "--text",
+        action="append",
+        default=None,
+        help="TTS: a check sentence (repeat; default: model.eval_texts, then the run's transcripts)",
+    )
+    p.add_argument("--name", default=None, help="base name of the model file (piper: NAME.onnx; default: the run's)")
+    p.add_argument("--no-check", action="store_true", help="write the files without running them in the runtime")
     return p
 
 
 def run(args: argparse.Namespace) -> int:
-    from speechtrain.errors import UserError
-    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.export import export_run
 
-    cfg, task = load_task(args.run_dir, device="cpu", which=args.which)
-    if not callable(getattr(task, "export", None)):  # an optional method of a family's task
-        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' run, which has no export format (xtts has)")
-    out = task.export(args.out_dir)
-    print(f"wrote {out}")
+    result = export_run(
+        args.run_dir, args.out_dir, args.fmt, which=args.which, texts=args.text, name=args.name, check=not args.no_check
+    )
+    for line in result.lines():
+        print(line)
     return 0

@@ -1,4 +1,4 @@
-"""speechtrain rtf RUN_DIR [--texts FILE] [--warmup N] [--json OUT] [--device D]"""
+"""speechtrain rtf RUN_DIR [--texts FILE] [--warmup N] [--json OUT] [--device D] [--runtime torch|onnx]"""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--speaker-wav", default=None, help="xtts: the reference clip of the voice")
     p.add_argument("--language", default=None, help="xtts: language tag of the texts (default: model.language)")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
+    p.add_argument(
+        "--runtime",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="onnx: also time the run's exported graph in onnxruntime (CPU) on the same inputs, beside PyTorch "
+        "(vits, hifigan; needs pip install 'speechtrain[export]')",
+    )
     return p
 
 
@@ -74,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
             raise UserError("--threads must be >= 1")
         torch.set_num_threads(args.threads)
     cfg, task = load_task(args.run_dir, device=args.device)
+    if args.runtime == "onnx":
+        from speechtrain.recipes.export import check_onnx_rtf
+
+        check_onnx_rtf(str(cfg.model.name))
     device = task_device(task)
     options: dict[str, Any] = {}
     if hasattr(task, "synthesize"):
@@ -93,6 +104,13 @@ def run(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)
     rate = int(getattr(task, "output_sample_rate", cfg.data.sample_rate))  # a family may speak at its own rate
     result = measure_rtf(task, inputs, device, args.warmup, sample_rate=rate, options=options)
+    result["runtime"] = "torch"
+    if args.runtime == "onnx":
+        from speechtrain.recipes.export import onnx_rtf
+
+        onnx = onnx_rtf(task, str(cfg.model.name), inputs, args.warmup, rate, options, args.threads)
+        result["onnx"] = onnx
+        result["onnx_speedup"] = result["rtf"] / onnx["rtf"] if onnx["rtf"] > 0 else None
     result["run_dir"] = str(args.run_dir)
     result["model"] = cfg.model.name
     result["threads"] = torch.get_num_threads()

@@ -123,6 +123,13 @@ class CNNLSTMTask(Task):
         }
 
     # --- inference -----------------------------------------------------------------------------
+    def inference_graph(self) -> nn.Module:
+        """``classify``'s maths on a log-mel as a traceable module: mel (B, n_mels, n_frames) -> (logits, probs)
+        (:class:`speechtrain.models.cnn_lstm.graph.CNNLSTMGraph`)."""
+        from speechtrain.models.cnn_lstm.graph import CNNLSTMGraph
+
+        return CNNLSTMGraph(self.model)
+
     @torch.no_grad()
     def classify(
         self, audio: np.ndarray | torch.Tensor | str | os.PathLike[str], sample_rate: int | None = None

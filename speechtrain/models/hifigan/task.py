@@ -156,6 +156,13 @@ class HiFiGANTask(Task):
             self.generator.train(was_training)
         return y[0] if single else y
 
+    def inference_graph(self) -> nn.Module:
+        """``vocode``'s maths as a traceable module: mel (B, n_mels, n_frames) -> audio (B, n_samples)
+        (:class:`speechtrain.models.hifigan.graph.HiFiGANGraph`, weight norm folded in a copy)."""
+        from speechtrain.models.hifigan.graph import HiFiGANGraph, folded_copy
+
+        return HiFiGANGraph(folded_copy(self.generator, lambda: build_generator(self.cfg, self.n_mels)))
+
     # --- stages --------------------------------------------------------------------------------
     def _generate(self, batch: Batch) -> torch.Tensor:
         return self.generator(batch["mel"])  # (B, n_mels, T_frames) -> (B, 1, T_frames * hop)

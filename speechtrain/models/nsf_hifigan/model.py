@@ -59,17 +59,19 @@ class SineGen(nn.Module):
         self.sample_rate = sample_rate
         self.harmonics = harmonic_num + 1
         self.sine_amp, self.noise_std, self.voiced_threshold = sine_amp, noise_std, voiced_threshold
+        self.random = True  # False: overtones at phase 0 and no noise (an export's check against its runtime)
 
     @torch.no_grad()
     def forward(self, f0: torch.Tensor, upp: int) -> torch.Tensor:
         phase = source_phase(f0, upp, self.sample_rate).unsqueeze(-1)  # (B, T_samples, 1)
         h = torch.arange(1, self.harmonics + 1, device=f0.device, dtype=phase.dtype)
-        offset = torch.rand(self.harmonics, device=f0.device)
-        offset[0] = 0.0  # the fundamental starts at phase 0, overtones anywhere
+        # the fundamental starts at phase 0, overtones anywhere
+        offset = torch.rand(self.harmonics, device=f0.device) * (h > 1) if self.random else torch.zeros_like(h)
         sines = self.sine_amp * torch.sin(2 * math.pi * (phase * h + offset))  # (B, T_samples, H)
         voiced = (f0 > self.voiced_threshold).float().repeat_interleave(upp, dim=1).unsqueeze(-1)
         noise_amp = voiced * self.noise_std + (1 - voiced) * self.sine_amp / 3
-        return sines * voiced + noise_amp * torch.randn_like(sines)
+        noise = torch.randn_like(sines) if self.random else torch.zeros_like(sines)
+        return sines * voiced + noise_amp * noise
 
 
 class SourceModuleHnNSF(nn.Module):

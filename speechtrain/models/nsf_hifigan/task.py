@@ -89,6 +89,18 @@ class NSFHiFiGANTask(HiFiGANTask):
             f0 = interpolate_unvoiced(f0)
         return f0.clamp(max=0.49 * self.generator.source_rate)
 
+    def inference_graph(self) -> nn.Module:
+        """``vocode``'s maths in DiffSinger's layout: mel (B, n_frames, n_mels) + f0 (B, n_frames) -> waveform
+        (B, n_samples) (:class:`speechtrain.models.nsf_hifigan.graph.NSFHiFiGANGraph`; gaps in f0 filled by the
+        caller)."""
+        from speechtrain.models.hifigan.graph import folded_copy
+        from speechtrain.models.nsf_hifigan.graph import NSFHiFiGANGraph
+
+        def build() -> nn.Module:
+            return build_nsf_generator(self.cfg, self.n_mels, self.sample_rate)
+
+        return NSFHiFiGANGraph(folded_copy(self.generator, build))  # type: ignore[arg-type]
+
     # --- stages and inference ------------------------------------------------------------------
     def _generate(self, batch: Batch) -> torch.Tensor:
         return self.generator(batch["mel"], self.batch_f0(batch))  # (B, 1, T_frames * hop)

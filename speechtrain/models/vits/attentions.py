@@ -81,12 +81,11 @@ class RelativeMultiHeadAttention(nn.Module):
     # --- relative positions -------------------------------------------------------------------
     def _relative_embeddings(self, emb: torch.Tensor, length: int) -> torch.Tensor:
         """Embeddings for offsets -(T-1)..(T-1): (1, 2T-1, d), zero beyond the window."""
+        # padded by length - 1 on each side, offset 0 sits at w + length - 1: the slice starts at w for every
+        # length, with no branch on it (an ONNX trace keeps the length symbolic; short inputs work too)
         w = self.window_size
-        pad = max(length - w - 1, 0)
-        start = max(w + 1 - length, 0)
-        if pad > 0:
-            emb = F.pad(emb, (0, 0, pad, pad))
-        return emb[:, start : start + 2 * length - 1]
+        emb = F.pad(emb, (0, 0, length - 1, length - 1))
+        return emb[:, w : w + 2 * length - 1]
 
     @staticmethod
     def _relative_to_absolute(x: torch.Tensor) -> torch.Tensor:

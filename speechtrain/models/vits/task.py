@@ -208,6 +208,19 @@ class VITSTask(Task):
         gen, disc = count_parameters(self.generator), count_parameters(self.discriminator)
         return {"generator": gen, "discriminator": disc, "total": gen + disc}
 
+    def token_ids(self, text: str) -> list[int]:
+        """The ids the generator reads for ``text`` (front end, symbols, blanks when ``model.add_blank``): what an
+        exported graph is given (Piper builds the same sequence from its ``phoneme_id_map``)."""
+        tokens, lengths = self._encode_texts([text], torch.device("cpu"))
+        return [int(i) for i in tokens[0, : int(lengths[0])]]
+
+    def inference_graph(self) -> nn.Module:
+        """The generator's inference as a traceable module with Piper's signature
+        (:class:`speechtrain.models.vits.graph.VITSInferenceGraph`)."""
+        from speechtrain.models.vits.graph import VITSInferenceGraph
+
+        return VITSInferenceGraph(self.generator, self.cfg, self._max_frames())
+
     # --- internals -----------------------------------------------------------------------------
     def _max_frames(self) -> int:
         return int(60 * self.sample_rate / self.hop_length)  # a minute of audio per utterance at most
