@@ -24,6 +24,7 @@ A new language gets its tag (``[am]``) and the characters its transcripts need a
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
 import unicodedata
@@ -107,7 +108,37 @@ def load_front_end(spec: str) -> FrontEnd:
         raise UserError(f"model.text_front_end: cannot load '{spec}': {exc}") from None
     if not callable(fn):
         raise UserError(f"model.text_front_end: '{spec}' is not callable")
-    return fn
+    return _user_front_end(fn, spec)
+
+
+def _user_front_end(fn: Callable[..., Any], spec: str) -> FrontEnd:
+    """A user's function as a front end: ``fn(text, language)``, or ``fn(text)`` for a function of one
+    argument (the built-in cleaners and G2Ps: ``speechtrain.data.text.amharic:clean``, ``...:g2p``); what
+    it raises or a result that is not text is a UserError naming the function and the text."""
+    try:
+        params = [
+            p
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        takes_language = len(params) >= 2 or any(
+            p.kind == p.VAR_POSITIONAL for p in inspect.signature(fn).parameters.values()
+        )
+    except (TypeError, ValueError):  # builtins without a signature: assume (text, language)
+        takes_language = True
+
+    def front_end(text: str, language: str) -> str:
+        try:
+            out = fn(text, language) if takes_language else fn(text)
+        except Exception as exc:  # noqa: BLE001 - a user's function may raise anything
+            raise UserError(
+                f"model.text_front_end={spec} failed on {text[:60]!r}: {type(exc).__name__}: {exc}"
+            ) from None
+        if not isinstance(out, str):
+            raise UserError(f"model.text_front_end={spec} returned {type(out).__name__}, not text, for {text[:60]!r}")
+        return out
+
+    return front_end
 
 
 # ------------------------------------------------------------------------------------------ tokenizer
