@@ -221,7 +221,8 @@ class XttsConfig(ModelSection):
         description="Text before BPE: multilingual (Coqui's cleaners for the language: numbers, currency, "
         "ordinals, abbreviations and symbols in words, after NFC; NFC and lower case for a language without "
         "rules), basic (NFC, lowercase, no double quotes, one space), none (NFC, one space), or "
-        "package.module:function taking (text, language) -> text (e.g. a G2P).",
+        "package.module:function taking (text, language) or (text) -> text (e.g. a G2P: "
+        "speechtrain.data.text.amharic:g2p, or the Amharic cleaners speechtrain.data.text.amharic:clean).",
     )
     add_transcript_chars: bool = Field(
         True,
