@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import os
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, ClassVar, Literal, Union
 
 import yaml
 from pydantic import (
@@ -167,6 +167,20 @@ class DataConfig(Section):
         (-1.82, 5.83),
         description="Range of the key shift in semitones, drawn uniformly (default: SingingVocoders' speed 0.9-1.4).",
     )
+    f0_frame_offset: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Where in its hop f0 frame i is measured, in hops: 0.5 (the centre of hop i, the centre of mel "
+        "frame i's window) or 0.0 (sample i x hop: SingingVocoders' and DiffSinger's grid, half a hop earlier).",
+    )
+    volume_aug_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of training crops scaled in volume (audio x e^g, log-mel + g, g uniform in [-3, "
+        "min(3, -ln peak)]: never clipping), as SingingVocoders' volume_aug; needs data.crop_frames. 0: off.",
+    )
 
     @model_validator(mode="after")
     def _check_pitch(self) -> DataConfig:
@@ -183,6 +197,11 @@ class DataConfig(Section):
             raise ValueError(
                 "data.pitch_shift_prob shifts random crops (a shifted utterance changes length): set "
                 "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
+            )
+        if self.volume_aug_prob > 0 and not self.crop_frames:
+            raise ValueError(
+                "data.volume_aug_prob scales vocoder crops (audio and log-mel together): set data.crop_frames, or "
+                "data.volume_aug_prob=0"
             )
         return self
 
@@ -213,6 +232,10 @@ class DataConfig(Section):
 
 class ModelSection(Section):
     """Base of model-family configs. ``name`` picks the family (see ``speechtrain.registry``)."""
+
+    #: why this family should not train in bf16 (its reference warns against it), or None: ``accel.precision:
+    #: auto`` then picks fp16 with a grad scaler where it would pick bf16, and says so in accel.json
+    avoid_bf16: ClassVar[str | None] = None
 
     name: str | None = Field(None, description="Model family: a built-in name or 'package.module:factory'.")
 

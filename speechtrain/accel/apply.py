@@ -84,10 +84,13 @@ def _per_module(name: str, modules: dict[str, nn.Module], fn: Callable[[nn.Modul
     return merge_records(name, {mod_name: fn(m) for mod_name, m in modules.items()})
 
 
-def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device) -> AccelPlan:
+def apply_accelerations(
+    acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device, avoid_bf16: str | None = None
+) -> AccelPlan:
     """Resolve and apply every acceleration of the ``accel`` section ``acc`` to
     ``modules`` (already on ``device``), in place. ``auto`` switches follow
-    :func:`speechtrain.accel.probe.decide` for this device. Compile comes last so that it sees
+    :func:`speechtrain.accel.probe.decide` for this device (``avoid_bf16``: the model's reason against bf16,
+    see :func:`~speechtrain.accel.precision.resolve_precision`). Compile comes last so that it sees
     the other changes. Returns the plan with one record per acceleration."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
@@ -119,7 +122,7 @@ def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device:
 
     records.append(noted(apply_cpu_allocator(bool(setting("cpu_allocator"))), "cpu_allocator"))
 
-    precision = resolve_precision(acc.precision, dev)
+    precision = resolve_precision(acc.precision, dev, avoid_bf16)
     resolved["precision"] = {"config": acc.precision, "value": precision.name, "why": precision.reason}
     records.append(precision.record())
 

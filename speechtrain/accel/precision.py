@@ -34,6 +34,9 @@ class PrecisionPlan:
     device_type: str
     reason: str
     requested: str = "auto"
+    #: why this model should not train in bf16 (its reference warns against it), or None: then ``auto`` and the
+    #: non-finite fallback from fp16 never choose bf16
+    avoid_bf16: str | None = None
 
     @property
     def amp_dtype(self) -> torch.dtype | None:
@@ -54,11 +57,13 @@ class PrecisionPlan:
         return torch.amp.GradScaler(self.device_type, enabled=self.use_grad_scaler)
 
     def fallback(self) -> PrecisionPlan | None:
-        """The next safer plan: fp16 -> bf16 where supported, else fp32; bf16 -> fp32; fp32 -> None."""
-        if self.name == "fp16" and bf16_supported(self.device_type):
+        """The next safer plan: fp16 -> bf16 where supported (unless ``avoid_bf16``), else fp32; bf16 -> fp32;
+        fp32 -> None."""
+        if self.name == "fp16" and bf16_supported(self.device_type) and self.avoid_bf16 is None:
             return PrecisionPlan("bf16", self.device_type, "fallback from fp16 (non-finite losses)", self.requested)
         if self.name in ("fp16", "bf16"):
-            return PrecisionPlan("fp32", self.device_type, f"fallback from {self.name} (non-finite losses)", "fp32")
+            why = f"fallback from {self.name} (non-finite losses)"
+            return PrecisionPlan("fp32", self.device_type, why, "fp32", self.avoid_bf16)
         return None
 
     def record(self) -> AccelRecord:
@@ -78,14 +83,17 @@ class PrecisionPlan:
             "requested": self.requested,
             "amp_dtype": None if self.amp_dtype is None else str(self.amp_dtype).replace("torch.", ""),
             "use_grad_scaler": self.use_grad_scaler,
+            "avoid_bf16": self.avoid_bf16,
         }
 
 
-def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPlan:
+def resolve_precision(requested: str, device: str | torch.device, avoid_bf16: str | None = None) -> PrecisionPlan:
     """The precision plan for ``requested`` (auto, bf16, fp16, fp32) on ``device``.
 
     ``auto`` follows the hardware probe (:func:`speechtrain.accel.probe.decide`): bf16 on Ampere or
-    newer, fp16 with a grad scaler on older GPUs, fp32 on the CPU. An explicit bf16 on a GPU
+    newer, fp16 with a grad scaler on older GPUs, fp32 on the CPU. ``avoid_bf16`` (the model family's
+    reason, e.g. its reference warns that bf16 hurts sound quality) turns auto's bf16 into fp16 with a grad
+    scaler, saying why; an explicit bf16 is kept, with the warning in its reason. An explicit bf16 on a GPU
     without bf16 tensor cores is a ConfigError (before any GPU work) naming the fix.
     """
     from speechtrain.config import ConfigError
@@ -97,7 +105,10 @@ def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPl
         from speechtrain.accel.probe import cached_probe, decide
 
         rec = decide(cached_probe(str(dev)))["accel.precision"]
-        return PrecisionPlan(rec.value, dev.type, f"auto: {rec.reason}", "auto")
+        if rec.value == "bf16" and avoid_bf16 is not None:
+            why = f"auto: fp16 with a grad scaler instead of bf16 ({rec.reason}), because {avoid_bf16}"
+            return PrecisionPlan("fp16", dev.type, why, "auto", avoid_bf16)
+        return PrecisionPlan(rec.value, dev.type, f"auto: {rec.reason}", "auto", avoid_bf16)
     if requested == "bf16" and not bf16_supported(dev):
         raise ConfigError(
             f"accel.precision=bf16: {dev} has no bf16 support (needs CUDA compute capability 8.0+); "
@@ -107,9 +118,11 @@ def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPl
         reason = "requested; CPU fp16 autocast is slow on most CPUs"
     elif requested == "fp32":
         reason = "requested: full precision, no autocast"
+    elif requested == "bf16" and avoid_bf16 is not None:
+        reason = f"requested, against the model's advice: {avoid_bf16}"
     else:
         reason = "requested"
-    return PrecisionPlan(requested, dev.type, reason, requested)
+    return PrecisionPlan(requested, dev.type, reason, requested, avoid_bf16)
 
 
 @contextlib.contextmanager

@@ -58,7 +58,7 @@ class NSFHiFiGANTask(HiFiGANTask):
     generator: NSFGenerator
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
-        self.f0_settings = F0Settings(data_cfg.f0_method or "yin", data_cfg.f0_min, data_cfg.f0_max)
+        self.f0_settings = F0Settings.from_data(data_cfg) or F0Settings("yin", data_cfg.f0_min, data_cfg.f0_max)
         return build_nsf_generator(model_cfg, int(data_cfg.n_mels), int(data_cfg.sample_rate))
 
     def needs(self) -> Needs:
