@@ -81,7 +81,9 @@ def main() -> None:
     torch.set_num_threads(1)
     sets = signals(args)
 
-    print("| signals | extractor | against | median cents | mean cents (fine) | gross errors | voicing errors | frames |")
+    print(
+        "| signals | extractor | against | median cents | mean cents (fine) | gross errors | voicing errors | frames |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for name, (audio, truth, sr, hop) in sets.items():
         praat = [parselmouth_f0(x, sr, hop) for x in audio]

@@ -83,7 +83,9 @@ def fast_mpd_layout(periods: list[int], init_channel: int = 8, strides=(4, 4, 4)
 
 
 def fast_mrd_layout(
-    resolutions: list[tuple[int, int, int]], init_channel: int = 8, strides=(4, 2, 2)  # noqa: ANN001
+    resolutions: list[tuple[int, int, int]],
+    init_channel: int = 8,
+    strides=(4, 2, 2),  # noqa: ANN001
 ) -> nn.Module:
     """FastMRD's tensors: discriminators.N.{window, freq_coords, pre, freq, layers.K.net.{1,4}, post}."""
     mrd = nn.Module()
@@ -139,7 +141,9 @@ def ref_fast_pd(sd: dict[str, torch.Tensor], x: torch.Tensor, period: int, strid
             fmaps.append(n.reshape(b, -1))
         p = f"residual_layers.{i}.net."
         c = n.shape[-1]
-        y = F.conv1d(n.permute(0, 2, 1), sd[p + "1.weight"], sd[p + "1.bias"], padding=kernel // 2, groups=c if i else 1)
+        y = F.conv1d(
+            n.permute(0, 2, 1), sd[p + "1.weight"], sd[p + "1.bias"], padding=kernel // 2, groups=c if i else 1
+        )
         y = _glu(F.linear(y.permute(0, 2, 1), sd[p + "3.weight"], sd[p + "3.bias"]))
         y = _glu(F.linear(y, sd[p + "5.weight"], sd[p + "5.bias"]))
         h = h + F.linear(y, sd[p + "7.weight"], sd[p + "7.bias"])

@@ -101,7 +101,12 @@ def test_fast_discriminator_keys_go_into_config_json(tmp_path: Path) -> None:
     config = export_config(cfg.model, MelSettings.from_data(cfg.data))
     assert config["fast_mpd_strides"] == [4, 4, 4] and config["fast_mpd_kernel_size"] == 11
     assert config["discriminator_periods"] == [2, 3, 5, 7, 11, 17, 23] and config["upsample_initial_channel"] == 1024
-    assert (config["sampling_rate"], config["num_mels"], config["hop_size"], config["fmax"]) == (44100, 128, 512, 16000.0)
+    assert (config["sampling_rate"], config["num_mels"], config["hop_size"], config["fmax"]) == (
+        44100,
+        128,
+        512,
+        16000.0,
+    )
     # read back by our importer's config reader: the same model and features
     back = load_config(RECIPES / "vocoder_nsf_hifigan_tiny.yaml", config_overrides(config))
     for key in ("mini_nsf", "noise_sigma", "upsample_initial_channel", "period_discriminator", "scale_discriminator"):

@@ -215,7 +215,9 @@ def test_against_their_own_classes_at_their_published_sizes() -> None:
             assert all(w.std() > 1e-3 for w in want)
             got_real, _, got_maps, _ = ours(y, y)
             diffs[name] = max((a.reshape(a.shape[0], -1) - b).abs().max().item() for a, b in zip(want, got_real))
-            fm = [(a - b.reshape(a.shape)).abs().max().item() for w, g in zip(want_maps, got_maps) for a, b in zip(w, g)]
+            fm = [
+                (a - b.reshape(a.shape)).abs().max().item() for w, g in zip(want_maps, got_maps) for a, b in zip(w, g)
+            ]
             diffs[name + " feature maps"] = max(fm)
         mel, f0 = torch.randn(1, 128, 20), torch.linspace(150, 450, 20)[None]
         diffs["Generator (mini_nsf, 1024 ch)"] = (gen(mel, f0) - task.generator.eval()(mel, f0)).abs().max().item()
@@ -268,7 +270,9 @@ def test_fast_checkpoint_into_other_discriminators_is_refused_with_the_config_to
     with pytest.raises(CheckpointError) as err:
         imported.load_into(classic, strict=False)
     msg = str(err.value)
-    assert "fast_mpd" in msg and "model.period_discriminator=fast" in msg and "model.scale_discriminator=fast_mrd" in msg
+    assert (
+        "fast_mpd" in msg and "model.period_discriminator=fast" in msg and "model.scale_discriminator=fast_mrd" in msg
+    )
     assert "model.fast_mpd_strides=[2,2,2]" in msg and "model.fast_mpd_kernel_size=5" in msg
     assert "model.fast_mrd_fft_sizes=[128,256]" in msg and "2 periods" in msg
     # the right kind of discriminator but other strides: the shapes differ, and the hint gives the checkpoint's
@@ -282,7 +286,9 @@ def test_tensors_of_no_known_layout_are_refused_by_name() -> None:
     with pytest.raises(CheckpointError, match=r"discriminator\.mpd\.discriminators\.0\.extra\.weight"):
         import_singingvocoders(ckpt)
     ckpt = _fast_checkpoint()
-    ckpt["state_dict"] = {k.replace("discriminator.mrd.", "discriminator.xyz."): v for k, v in ckpt["state_dict"].items()}
+    ckpt["state_dict"] = {
+        k.replace("discriminator.mrd.", "discriminator.xyz."): v for k, v in ckpt["state_dict"].items()
+    }
     with pytest.raises(CheckpointError, match="'xyz'"):
         import_singingvocoders(ckpt)
 

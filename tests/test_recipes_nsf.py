@@ -69,7 +69,13 @@ def test_recommended_variant_differs_only_where_it_says_why(capsys: pytest.Captu
     user = _show(RECIPES / "vocoder_nsf_hifigan.yaml", capsys)
     ours = _show(RECIPES / "vocoder_nsf_hifigan_recommended.yaml", capsys)
     differ = {f"{s}.{k}" for s in user for k in user[s] if user[s][k] != ours[s][k]}
-    assert differ == {"optim.grad_clip", "optim.scheduler", "optim.warmup_steps", "optim.min_lr_ratio", "train.output_dir"}
+    assert differ == {
+        "optim.grad_clip",
+        "optim.scheduler",
+        "optim.warmup_steps",
+        "optim.min_lr_ratio",
+        "train.output_dir",
+    }
     text = (RECIPES / "vocoder_nsf_hifigan_recommended.yaml").read_text()
     for key in ("grad_clip", "scheduler", "min_lr_ratio"):  # each change sits under the comment giving its reason
         before = text.split(f"  {key}:")[0].rstrip().splitlines()[-1]

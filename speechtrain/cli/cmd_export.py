@@ -19,7 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("run_dir", help="run directory (holds config.yaml and checkpoints)")
     p.add_argument("out_dir", help="output folder")
     p.add_argument("--which", choices=("best", "last"), default="best", help="best.pt (default) or the newest step")
-    p.add_argument("--format", default=None, help="the layout to write (nsf_hifigan: singingvocoders); default: the family's")
+    p.add_argument(
+        "--format", default=None, help="the layout to write (nsf_hifigan: singingvocoders); default: the family's"
+    )
     return p
 
 
@@ -29,7 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     cfg, task = load_task(args.run_dir, device="cpu", which=args.which)
     if not callable(getattr(task, "export", None)):  # an optional method of a family's task
-        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' run, which has no export format (xtts and nsf_hifigan have)")
+        raise UserError(
+            f"{args.run_dir} is a '{cfg.model.name}' run, which has no export format (xtts and nsf_hifigan have)"
+        )
     writes = getattr(task, "export_format", None)
     if args.format is not None and writes is not None and args.format != writes:
         raise UserError(f"--format {args.format}: a '{cfg.model.name}' run is written as '{writes}' only")

@@ -123,7 +123,9 @@ class HiFiGANConfig(ModelSection):
         if any(p <= 0 for p in self.fast_mpd_periods or []):
             raise ValueError("model.fast_mpd_periods must be positive")
         if self.fast_mpd_kernel_size % 2 == 0:
-            raise ValueError(f"model.fast_mpd_kernel_size must be odd (keeps the length), got {self.fast_mpd_kernel_size}")
+            raise ValueError(
+                f"model.fast_mpd_kernel_size must be odd (keeps the length), got {self.fast_mpd_kernel_size}"
+            )
         if any(s <= 0 for s in (*self.fast_mpd_strides, *self.fast_mrd_strides)):
             raise ValueError("model.fast_mpd_strides and model.fast_mrd_strides must be positive")
         fast_mrd = (self.fast_mrd_fft_sizes, self.fast_mrd_hop_sizes, self.fast_mrd_win_lengths)
@@ -134,7 +136,9 @@ class HiFiGANConfig(ModelSection):
             )
         for n_fft, hop, win in zip(*fast_mrd):
             if hop <= 0 or not 0 < win <= n_fft:
-                raise ValueError(f"model.fast_mrd: resolution ({n_fft}, {hop}, {win}) needs hop > 0 and 0 < win <= n_fft")
+                raise ValueError(
+                    f"model.fast_mrd: resolution ({n_fft}, {hop}, {win}) needs hop > 0 and 0 < win <= n_fft"
+                )
         names = self.discriminator_names()
         unknown = [n for n in self.freeze_discriminators if n not in names]
         if unknown:

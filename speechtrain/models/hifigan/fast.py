@@ -34,14 +34,14 @@ class _SoftSignGLU(torch.autograd.Function):
     """``softsign(a) * softsign(b)``, keeping only the two partial derivatives for the backward."""
 
     @staticmethod
-    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # type: ignore[override]  # noqa: ANN001
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
         da, db = a.abs() + 1.0, b.abs() + 1.0
         sa, sb = a / da, b / db
         ctx.save_for_backward(sb / (da * da), sa / (db * db))  # d/da, d/db of the product
         return sa * sb
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]  # noqa: ANN001
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
         d_a, d_b = ctx.saved_tensors
         return grad * d_a, grad * d_b
 
@@ -49,7 +49,7 @@ class _SoftSignGLU(torch.autograd.Function):
 def softsign_glu(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     """Gated linear unit with soft-sign on both halves of ``x`` along ``dim`` (the first half is the value)."""
     a, b = torch.split(x, x.shape[dim] // 2, dim=dim)
-    return _SoftSignGLU.apply(a, b)  # type: ignore[no-any-return]
+    return _SoftSignGLU.apply(a, b)
 
 
 def _rms(x: torch.Tensor) -> torch.Tensor:
@@ -139,6 +139,8 @@ class FastSpectrogramDiscriminator(nn.Module):
         strides: list[int] | None = None,
     ) -> None:
         super().__init__()
+        self.window: torch.Tensor
+        self.bin_position: torch.Tensor
         self.n_fft, self.hop_length, self.win_length = n_fft, hop_length, win_length
         self.strides = list(strides or [4, 2, 2])
         self.expansion = math.prod(self.strides)

@@ -82,9 +82,7 @@ _KINDS = {
     "msd": _Kind("msd", lambda k: k if _CONV_STACK.match(k) else None),
     "mrd": _Kind("mrsd", _mrd_name, (".window",)),
     "fast_mpd": _Kind("fast_mpd", lambda k: _fast_name(k, _FAST_MPD, _FAST_MPD_NET)),
-    "fast_mrd": _Kind(
-        "fast_mrd", lambda k: _fast_name(k, _FAST_MRD, _FAST_MRD_NET), (".window", ".freq_coords")
-    ),
+    "fast_mrd": _Kind("fast_mrd", lambda k: _fast_name(k, _FAST_MRD, _FAST_MRD_NET), (".window", ".freq_coords")),
 }
 
 
@@ -144,7 +142,9 @@ def _hint(kind: str, sd: Mapping[str, torch.Tensor]) -> str:
         pre = sd["discriminators.0.pre.weight"]
         dims = [sd[f"discriminators.0.layers.{i}.net.4.weight"].shape[0] for i in range(_count(sd, "layers"))]
         strides = [pre.shape[1]] + [b // a for a, b in zip(dims, dims[1:])]
-        ffts = [2 * (sd[f"discriminators.{i}.freq_coords"].shape[0] - 1) for i in range(n) if _has(sd, i, "freq_coords")]
+        ffts = [
+            2 * (sd[f"discriminators.{i}.freq_coords"].shape[0] - 1) for i in range(n) if _has(sd, i, "freq_coords")
+        ]
         wins = [sd[f"discriminators.{i}.window"].shape[0] for i in range(n) if _has(sd, i, "window")]
         return (
             f"model.scale_discriminator=fast_mrd model.fast_mrd_init_channel={pre.shape[0] // pre.shape[1]} "

@@ -132,7 +132,6 @@ class NSFHiFiGANTask(HiFiGANTask):
             self.generator.train(was_training)
         return y[0] if single else y
 
-
     def export(self, out_dir: str | Path) -> Path:
         """Write the generator in SingingVocoders' export layout (``model.ckpt`` + ``config.json``), which their
         Generator, DiffSinger, DDSP-SVC and so-vits-svc load (:mod:`speechtrain.models.nsf_hifigan.export`)."""
