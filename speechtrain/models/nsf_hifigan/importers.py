@@ -120,7 +120,11 @@ def _map_discriminator(
         if key not in weights:
             report.skipped.append((f"discriminator.{disc}.{key}", _BUFFER_WHY))
     mapped = map_state_dict(weights, lambda key: k.rename(key), report, f"discriminator.{disc}.", f"{k.module}.")
-    return k.module, mapped, _hint(kind, sd)
+    try:
+        hint = _hint(kind, sd)
+    except (KeyError, IndexError, ZeroDivisionError):  # a partial state dict: the load names what is missing
+        hint = f"the config of a {kind} discriminator"
+    return k.module, mapped, hint
 
 
 def _hint(kind: str, sd: Mapping[str, torch.Tensor]) -> str:
@@ -220,7 +224,7 @@ def _generator_hint(gen: Mapping[str, torch.Tensor]) -> str:
     return f"model.mini_nsf={'true' if mini else 'false'}{channels} (rates and kernels as its config.json)"
 
 
-# config.json keys -> our keys: (theirs, ours, family-level note)
+# config.json feature keys -> ours (model keys keep their names)
 _FEATURES = (
     ("sampling_rate", "data.sample_rate"),
     ("num_mels", "data.n_mels"),
