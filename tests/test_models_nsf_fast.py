@@ -323,3 +323,47 @@ def test_a_frozen_discriminator_judges_but_never_learns() -> None:
         _fast_task("model.freeze_discriminators=[fast_mpd,fast_mrd]")
     with pytest.raises(ConfigError, match=r"\['mpd'\] are not discriminators"):
         _fast_task("model.freeze_discriminators=[mpd]")
+
+
+@pytest.mark.slow
+def test_init_from_a_fast_task_checkpoint_trains_on_with_muon_and_a_frozen_mpd(tmp_path) -> None:  # noqa: ANN001
+    """train.init_from=<their fast-task checkpoint> through the Trainer: their Muon_AdamW rule, FastMPD frozen
+    (their README's short fine-tune), every tensor in init_report.txt; the frozen weights stay as loaded."""
+    from speechtrain.data.demo_singing import make_singing_corpus
+    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.train import train_from_config
+
+    ckpt = _fast_checkpoint()
+    torch.save(ckpt, tmp_path / "last.ckpt")
+    corpus = make_singing_corpus(tmp_path / "corpus", utterances=6, seed=1)
+    over = [
+        *FAST,
+        f"data.manifest={corpus}",
+        f"data.cache_dir={tmp_path / 'cache'}",
+        "data.eval_utterances=2",
+        "data.volume_aug_prob=0.5",
+        "optim.name=muon",
+        "optim.muon_variant=singingvocoders",
+        "optim.lr=3e-4",
+        "optim.muon_lr=3e-4",
+        "model.freeze_discriminators=[fast_mpd]",
+        f"train.init_from={tmp_path / 'last.ckpt'}",
+        "train.init_trust_pickle=true",
+        "train.max_steps=3",
+        "train.eval_every=3",
+        "train.save_every=3",
+        "train.eval_audio_samples=0",
+        f"train.output_dir={tmp_path / 'run'}",
+    ]
+    run_dir, summary = train_from_config(load_config(RECIPES / "vocoder_nsf_hifigan_tiny.yaml", over))
+    assert summary["steps"] == 3
+    report = (run_dir / "init_report.txt").read_text().splitlines()
+    mapped = [line for line in report if " -> " in line]
+    assert len(mapped) == len(ckpt["state_dict"]) - 2 * len(MRD)  # every weight; the 2 buffers per FastMRD skipped
+    assert not any("made up" in line for line in report[1:])
+    _, task = load_task(run_dir, device="cpu", which="last")
+    state = ckpt["state_dict"]
+    frozen = task.discriminators["fast_mpd"].discriminators[0].blocks[1].fc1.weight
+    assert torch.equal(frozen, state["discriminator.mpd.discriminators.0.residual_layers.1.net.3.weight"])
+    learned = task.discriminators["fast_mrd"].discriminators[0].blocks[0].proj.weight
+    assert not torch.equal(learned, state["discriminator.mrd.discriminators.0.layers.0.net.4.weight"])
