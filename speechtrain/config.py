@@ -88,6 +88,13 @@ class AudioSection(Section):
     )
     f0_min: float = Field(65.0, gt=0, description="Lowest f0 the extractor looks for (Hz; SingingVocoders: 65).")
     f0_max: float = Field(1100.0, gt=0, description="Highest f0 the extractor looks for (Hz; SingingVocoders: 1100).")
+    f0_frame_offset: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Where in its hop f0 frame i is measured, in hops: 0.5 (the centre of hop i, the centre of mel "
+        "frame i's window) or 0.0 (sample i x hop: SingingVocoders' and DiffSinger's grid, half a hop earlier).",
+    )
 
     @model_validator(mode="after")
     def _check_f0(self) -> AudioSection:
@@ -213,6 +220,13 @@ class AugmentSection(Section):
         (-1.82, 5.83),
         description="Range of the key shift in semitones, drawn uniformly (default: SingingVocoders' speed 0.9-1.4).",
     )
+    volume_aug_prob: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="Share of training crops scaled in volume (audio x e^g, log-mel + g, g uniform in [-3, "
+        "min(3, -ln peak)]: never clipping), as SingingVocoders' volume_aug; needs data.crop_frames. 0: off.",
+    )
 
     @model_validator(mode="after")
     def _check_shift_range(self) -> AugmentSection:
@@ -313,6 +327,7 @@ class DataConfig(Section):
     f0_method: ClassVar[_Alias[F0Method]] = _Alias("audio")
     f0_min: ClassVar[_Alias[float]] = _Alias("audio")
     f0_max: ClassVar[_Alias[float]] = _Alias("audio")
+    f0_frame_offset: ClassVar[_Alias[float]] = _Alias("audio")
     # text
     require_text: ClassVar[_Alias[bool | None]] = _Alias("text")
     lowercase: ClassVar[_Alias[bool]] = _Alias("text")
@@ -353,6 +368,7 @@ class DataConfig(Section):
     freq_mask_width: ClassVar[_Alias[int]] = _Alias("augment")
     pitch_shift_prob: ClassVar[_Alias[float]] = _Alias("augment")
     pitch_shift_semitones: ClassVar[_Alias[tuple[float, float]]] = _Alias("augment")
+    volume_aug_prob: ClassVar[_Alias[float]] = _Alias("augment")
 
     @model_validator(mode="before")
     @classmethod
@@ -407,6 +423,11 @@ class DataConfig(Section):
             raise ValueError(
                 "data.pitch_shift_prob shifts random crops (a shifted utterance changes length): set "
                 "data.crop_frames (vocoders), or data.pitch_shift_prob=0"
+            )
+        if self.augment.volume_aug_prob > 0 and not self.batching.crop_frames:
+            raise ValueError(
+                "data.volume_aug_prob scales vocoder crops (audio and log-mel together): set data.crop_frames, or "
+                "data.volume_aug_prob=0"
             )
 
     @field_validator("format")
@@ -489,6 +510,10 @@ def flatten_data_keys(raw: dict[str, Any]) -> dict[str, Any]:
 
 class ModelSection(Section):
     """Base of model-family configs. ``name`` picks the family (see ``speechtrain.registry``)."""
+
+    #: why this family should not train in bf16 (its reference warns against it), or None: ``accel.precision:
+    #: auto`` then picks fp16 with a grad scaler where it would pick bf16, and says so in accel.json
+    avoid_bf16: ClassVar[str | None] = None
 
     name: str | None = Field(None, description="Model family: a built-in name or 'package.module:factory'.")
 

@@ -95,3 +95,18 @@ def test_training_loader_ships_shifted_crops(tmp_path: Path) -> None:
     plain_cfg = load_config(None, [*over, "data.batch_size=3"])
     plain = next(iter(build_train_loader(plain_cfg.data, ds, needs, seed=0)))
     assert not np.allclose(plain["audio"].numpy(), batch["audio"].numpy())
+
+
+def test_shifted_f0_follows_the_cache_grid() -> None:
+    """data.f0_frame_offset=0.0 (SingingVocoders' grid): the cached f0 frame i sits on sample i x hop, and the
+    shifted crop's f0 is read on that grid too."""
+    n = 2 * MEL.sample_rate // HOP * HOP
+    glide = lambda s: 200.0 * 2 ** (np.asarray(s) / n)  # noqa: E731  (Hz at sample s: one octave over the item)
+    audio = (0.5 * np.sin(2 * np.pi * np.cumsum(glide(np.arange(n))) / MEL.sample_rate)).astype(np.float32)
+    factor, margin = 2 ** (3 / 12), PitchShift(1.0, (3.0, 3.0), MEL).margin_frames
+    for offset in (0.0, 0.5):
+        item = {"audio": audio, "f0": glide((np.arange(n // HOP) + offset) * HOP).astype(np.float32)}
+        out = shift_crop(item, 20, 16, factor, MEL, margin, f0_offset=offset)
+        assert out is not None
+        source = 20 * HOP + (margin + np.arange(16) + offset) * HOP * factor  # where each crop frame reads from
+        np.testing.assert_allclose(out["f0"], glide(source) * factor, rtol=2e-4)

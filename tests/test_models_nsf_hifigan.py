@@ -447,20 +447,23 @@ def test_config_checks_and_overrides() -> None:
 
 
 def test_full_recipe_matches_singingvocoders_shapes() -> None:
-    """vocoder_nsf_hifigan.yaml: SingingVocoders' 44.1 kHz generator; counted on the meta device."""
+    """vocoder_nsf_hifigan.yaml: the user's SingingVocoders generator (1024 channels, mini_nsf) at 44.1 kHz, and
+    their base generator (512 channels, harmonic source); counted on the meta device."""
     cfg = load_config(RECIPES / "vocoder_nsf_hifigan.yaml")
     d, m = cfg.data, cfg.model
     assert (d.sample_rate, d.n_mels, d.hop_length, d.fmin, d.fmax) == (44100, 128, 512, 40.0, 16000.0)
-    assert list(m.upsample_rates) == [8, 8, 2, 2, 2] and m.upsample_initial_channel == 512
-    assert list(m.periods) == [3, 5, 7, 11, 17, 23, 37]
-    with torch.device("meta"):
-        g = _RefGenerator(128, 44100, 512, [8, 8, 2, 2, 2], [16, 16, 4, 4, 4], [3, 7, 11], [[1, 3, 5]] * 3, False)
-        ours = NSFGenerator(128, 44100, 512, [8, 8, 2, 2, 2], [16, 16, 4, 4, 4], [3, 7, 11], [[1, 3, 5]] * 3)
-    ref_shapes = {k: tuple(v.shape) for k, v in g.state_dict().items()}
-    imported = import_singingvocoders({"generator": g.state_dict()})
-    got = {m.target[len("generator.") :]: m.shape for m in imported.report.mapped}
-    assert got == {k: tuple(v.shape) for k, v in ours.state_dict().items()}
-    assert sum(math.prod(s) for s in ref_shapes.values()) == count_parameters(ours)
+    assert list(m.upsample_rates) == [8, 8, 2, 2, 2] and m.upsample_initial_channel == 1024 and m.mini_nsf
+    assert list(m.periods) == [2, 3, 5, 7, 11, 17, 23]
+    for channels, mini in ((1024, True), (512, False)):
+        rates, kernels = [8, 8, 2, 2, 2], [16, 16, 4, 4, 4]
+        with torch.device("meta"):
+            g = _RefGenerator(128, 44100, channels, rates, kernels, [3, 7, 11], [[1, 3, 5]] * 3, mini)
+            ours = NSFGenerator(128, 44100, channels, rates, kernels, [3, 7, 11], [[1, 3, 5]] * 3, mini_nsf=mini)
+        ref_shapes = {k: tuple(v.shape) for k, v in g.state_dict().items()}
+        imported = import_singingvocoders({"generator": g.state_dict()})
+        got = {m.target[len("generator.") :]: m.shape for m in imported.report.mapped}
+        assert got == {k: tuple(v.shape) for k, v in ours.state_dict().items()}
+        assert sum(math.prod(s) for s in ref_shapes.values()) == count_parameters(ours)
 
 
 # --- end to end ---------------------------------------------------------------------------------------------

@@ -82,16 +82,20 @@ def _shown(value: Any) -> Any:
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device) -> AccelPlan:
+def apply_accelerations(
+    acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device, avoid_bf16: str | None = None
+) -> AccelPlan:
     """Resolve and apply every acceleration of the ``accel`` section ``acc`` to ``modules`` (already on
     ``device``), in place, in the table's order (:func:`speechtrain.accel.catalog.accelerations`; compile
     last, so that it sees the other changes). ``auto`` switches follow each acceleration's probe rule
-    for this device. Returns the plan with one record per acceleration."""
+    for this device (``avoid_bf16``: the model's reason against bf16, see
+    :func:`~speechtrain.accel.precision.resolve_precision`). Returns the plan with one record per
+    acceleration."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
         dev = torch.device("cuda", torch.cuda.current_device())
     info = cached_probe(str(dev))
-    ctx = ApplyContext(modules, dev, acc, info)
+    ctx = ApplyContext(modules, dev, acc, info, avoid_bf16=avoid_bf16)
     resolved: dict[str, dict[str, Any]] = {}
     records: list[AccelRecord] = []
     for entry in accelerations():
@@ -110,5 +114,5 @@ def apply_accelerations(acc: AccelConfig, modules: dict[str, nn.Module], device:
             rec.detail = f"{rec.detail} [{why}]"
         rec.info = {**rec.info, "setting": _shown(value), "source": why}
         records.append(rec)
-    precision = ctx.precision if ctx.precision is not None else resolve_precision(acc.precision, dev)
+    precision = ctx.precision if ctx.precision is not None else resolve_precision(acc.precision, dev, avoid_bf16)
     return AccelPlan(records, precision, str(dev), resolved, info)

@@ -46,6 +46,7 @@ class ApplyContext:
     section: AccelConfig
     hardware: HardwareInfo | None = None
     precision: Any = None  # PrecisionPlan, set by the precision acceleration
+    avoid_bf16: str | None = None  # the model family's reason against bf16 (precision auto then picks fp16)
 
     def per_module(self, name: str, fn: Callable[[nn.Module], AccelRecord]) -> AccelRecord:
         """``fn`` on every module, merged into one record named ``name`` (a GAN's generator and

@@ -38,6 +38,9 @@ class PrecisionPlan:
     device_type: str
     reason: str
     requested: str = "auto"
+    #: why this model should not train in bf16 (its reference warns against it), or None: then ``auto`` and the
+    #: non-finite fallback from fp16 never choose bf16
+    avoid_bf16: str | None = None
 
     @property
     def amp_dtype(self) -> torch.dtype | None:
@@ -58,11 +61,13 @@ class PrecisionPlan:
         return torch.amp.GradScaler(self.device_type, enabled=self.use_grad_scaler)
 
     def fallback(self) -> PrecisionPlan | None:
-        """The next safer plan: fp16 -> bf16 where supported, else fp32; bf16 -> fp32; fp32 -> None."""
-        if self.name == "fp16" and bf16_supported(self.device_type):
+        """The next safer plan: fp16 -> bf16 where supported (unless ``avoid_bf16``), else fp32; bf16 -> fp32;
+        fp32 -> None."""
+        if self.name == "fp16" and bf16_supported(self.device_type) and self.avoid_bf16 is None:
             return PrecisionPlan("bf16", self.device_type, "fallback from fp16 (non-finite losses)", self.requested)
         if self.name in ("fp16", "bf16"):
-            return PrecisionPlan("fp32", self.device_type, f"fallback from {self.name} (non-finite losses)", "fp32")
+            why = f"fallback from {self.name} (non-finite losses)"
+            return PrecisionPlan("fp32", self.device_type, why, "fp32", self.avoid_bf16)
         return None
 
     def record(self) -> AccelRecord:
@@ -85,15 +90,18 @@ class PrecisionPlan:
             "requested": self.requested,
             "amp_dtype": None if self.amp_dtype is None else str(self.amp_dtype).replace("torch.", ""),
             "use_grad_scaler": self.use_grad_scaler,
+            "avoid_bf16": self.avoid_bf16,
         }
 
 
-def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPlan:
+def resolve_precision(requested: str, device: str | torch.device, avoid_bf16: str | None = None) -> PrecisionPlan:
     """The precision plan for ``requested`` (auto, bf16, fp16, fp32) on ``device``.
 
     ``auto`` follows the hardware probe (this module's rule, which :func:`speechtrain.accel.probe.decide`
-    lists too): bf16 on Ampere or
-    newer, fp16 with a grad scaler on older GPUs, fp32 on the CPU. An explicit bf16 on a GPU
+    lists too): bf16 on Ampere or newer, fp16 with a grad scaler on older GPUs, fp32 on the CPU.
+    ``avoid_bf16`` (the model family's reason, e.g. its reference warns that bf16 hurts sound quality) turns
+    auto's bf16 into fp16 with a grad scaler, saying why; an explicit bf16 is kept, with the warning in its
+    reason. An explicit bf16 on a GPU
     without bf16 tensor cores is a ConfigError (before any GPU work) naming the fix.
     """
     from speechtrain.config import ConfigError
@@ -105,7 +113,10 @@ def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPl
         from speechtrain.accel.hardware import cached_probe
 
         value, reason = _rule(cached_probe(str(dev)))
-        return PrecisionPlan(value, dev.type, f"auto: {reason}", "auto")
+        if value == "bf16" and avoid_bf16 is not None:
+            why = f"auto: fp16 with a grad scaler instead of bf16 ({reason}), because {avoid_bf16}"
+            return PrecisionPlan("fp16", dev.type, why, "auto", avoid_bf16)
+        return PrecisionPlan(value, dev.type, f"auto: {reason}", "auto", avoid_bf16)
     if requested == "bf16" and not bf16_supported(dev):
         raise ConfigError(
             f"accel.precision=bf16: {dev} has no bf16 support (needs CUDA compute capability 8.0+); "
@@ -115,9 +126,11 @@ def resolve_precision(requested: str, device: str | torch.device) -> PrecisionPl
         reason = "requested; CPU fp16 autocast is slow on most CPUs"
     elif requested == "fp32":
         reason = "requested: full precision, no autocast"
+    elif requested == "bf16" and avoid_bf16 is not None:
+        reason = f"requested, against the model's advice: {avoid_bf16}"
     else:
         reason = "requested"
-    return PrecisionPlan(requested, dev.type, reason, requested)
+    return PrecisionPlan(requested, dev.type, reason, requested, avoid_bf16)
 
 
 @contextlib.contextmanager
@@ -145,7 +158,7 @@ def _rule(info: HardwareInfo) -> tuple[str, str]:
 
 
 def _resolve(configured: Any, ctx: ApplyContext) -> tuple[PrecisionPlan, str]:
-    plan = resolve_precision(configured, ctx.device)
+    plan = resolve_precision(configured, ctx.device, ctx.avoid_bf16)
     return plan, plan.reason
 
 
@@ -178,10 +191,17 @@ ACCELERATION = Acceleration(
         helps="2-3x less activation memory and tensor-core speed on every NVIDIA GPU from Volta (fp16) and Ampere "
         "(bf16) on.",
         costs="precision. fp16 can overflow (the Trainer falls back after `train.nan_fallback_after` non-finite "
-        "steps: fp16 -> bf16 where supported -> fp32, `PrecisionPlan.fallback()`).",
+        "steps: fp16 -> bf16 where supported (and not avoided, below) -> fp32, `PrecisionPlan.fallback()`).",
         auto="bf16 on compute capability 8.0+, fp16 + grad scaler on older GPUs, fp32 on the CPU. An explicit `bf16` "
-        "on a GPU without bf16 is a config error before any GPU work.",
-        own_loop='`plan = resolve_precision("auto", device)`; `with plan.autocast(): ...`; `plan.grad_scaler()`; '
+        "on a GPU without bf16 is a config error before any GPU work. A family whose reference warns against bf16 "
+        "says so (`avoid_bf16` on its config class; today `nsf_hifigan`: SingingVocoders' README, \"it may cause "
+        'sound quality problems"): for it `auto` picks fp16 with a grad scaler where it would pick bf16, the fp16 '
+        "fallback goes to fp32 instead of bf16, and `accel.json` says why (`precision.reason`, "
+        "`precision.avoid_bf16`); an explicit `accel.precision=bf16` is kept, its reason saying it goes against "
+        "the family's advice.",
+        own_loop='`plan = resolve_precision("auto", device)` (a family that avoids bf16: '
+        '`resolve_precision("auto", device, avoid_bf16=NSFHiFiGANConfig.avoid_bf16)`); '
+        "`with plan.autocast(): ...`; `plan.grad_scaler()`; "
         "losses that need fp32 (STFT, log of small values): `with fp32_region(): loss = stft_loss(y.float(), "
         "y_hat.float())`.",
     ),

@@ -218,3 +218,23 @@ def make_singing_corpus(
     }
     (out / "f0" / "info.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     return out
+
+
+def bright_vowel(
+    sample_rate: int = 44100, hop_length: int = 512, seconds: float = 3.0, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A sung vowel whose first formant (650 Hz) sits on the 2nd harmonic of a 250-350 Hz glide with 1% vibrato
+    at 5.5 Hz: its odd harmonics are weak, the case where YIN's first dip is half the period (an octave high).
+    Returns the float32 signal and the true f0 at the centre of each hop (``T_samples // hop_length`` values)."""
+    n = int(seconds * sample_rate) // hop_length * hop_length
+    t = np.arange(n) / sample_rate
+    f0 = 250.0 * 1.4 ** (t / seconds) * (1 + 0.01 * np.sin(2 * np.pi * 5.5 * t))
+    phase = 2 * np.pi * np.cumsum(f0) / sample_rate
+    x = np.zeros(n)
+    for k in range(1, 40):
+        fk = k * f0
+        amp = np.exp(-(((fk - 650.0) / 120.0) ** 2)) + 0.3 * np.exp(-(((fk - 2700.0) / 300.0) ** 2)) + 0.05 / k
+        x += np.where(fk < sample_rate / 2, amp, 0.0) * np.sin(k * phase)
+    x = 0.5 * x / np.abs(x).max() + 0.002 * np.random.default_rng(seed).standard_normal(n)
+    centres = (np.arange(n // hop_length) + 0.5) * hop_length
+    return x.astype(np.float32), np.interp(centres, np.arange(n), f0)

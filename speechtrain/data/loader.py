@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from speechtrain.config import ConfigError
-from speechtrain.data.augment import PitchShift
+from speechtrain.data.augment import PitchShift, VolumeAug
 from speechtrain.data.batch import Batch
 from speechtrain.data.collate import MEL_PAD, collate, crop_item
 from speechtrain.data.features import LogMel
@@ -176,10 +176,12 @@ class BatchReader(torch.utils.data.Dataset[Batch]):
         hop_length: int | None = None,
         sample_rate: int | None = None,
         pitch_shift: PitchShift | None = None,
+        volume: VolumeAug | None = None,
     ) -> None:
         self.dataset, self.keys = dataset, keys
         self.pad_multiple, self.crop_frames = pad_multiple, crop_frames
         self.pitch_shift = pitch_shift  # key-shifted crops (training only)
+        self.volume = volume  # crops at another volume (training only)
         self.hop_length = int(hop_length or dataset.hop_length)
         self.sample_rate = int(sample_rate or dataset.sample_rate)
 
@@ -206,6 +208,8 @@ class BatchReader(torch.utils.data.Dataset[Batch]):
                 items = [shift.crop(it, o, crop, f) for it, o, f in zip(items, key.offsets, shift.factors(key))]
             else:
                 items = [crop_item(it, o, crop, self.hop_length) for it, o in zip(items, key.offsets)]
+            if self.volume is not None:
+                items = [self.volume.apply(it, w) for it, w in zip(items, self.volume.draws(key))]
         return collate(items, self.pad_multiple, self.hop_length, self.sample_rate, key.bucket, self.crop_frames)
 
     def __len__(self) -> int:  # pragma: no cover - DataLoader with a sampler does not need it
@@ -436,7 +440,13 @@ def build_train_loader(
             "data.pitch_shift_prob shifts the audio of each crop (and recomputes its mel), but this task reads no "
             "audio: set data.features_on_device=true, or data.pitch_shift_prob=0"
         )
-    reader = BatchReader(dataset, keys, data.pad_multiple, data.crop_frames, pitch_shift=shift)
+    volume = VolumeAug.from_data(data, seed)
+    if volume is not None and "audio" not in keys:
+        raise ConfigError(
+            "data.volume_aug_prob scales the audio of each crop with its mel, but this task reads no audio: set "
+            "data.volume_aug_prob=0"
+        )
+    reader = BatchReader(dataset, keys, data.pad_multiple, data.crop_frames, pitch_shift=shift, volume=volume)
     reader.read(int(sampler.usable[0]))  # fail here, not in a worker, when a field is missing
     return TrainLoader(dataset, sampler, reader, LoaderOptions.from_data(data))
 

@@ -1,15 +1,22 @@
 """Fundamental frequency (f0) aligned with mel frames: one value per hop, unvoiced frames marked.
 
 Frame convention (the one of :mod:`speechtrain.data.features`): ``T_frames = T_samples // hop_length``
-and mel frame ``i`` covers the hop ``[i * hop, (i + 1) * hop)``, so its f0 is measured at the centre of
-that hop, sample ``i * hop + hop / 2``. A crop of frames ``[o, o + F)`` with its audio
-``[o * hop, (o + F) * hop)`` therefore gets the same f0 from the crop as from the whole utterance
-(away from the crop's edges, where the analysis window runs into padding).
+and mel frame ``i`` covers the hop ``[i * hop, (i + 1) * hop)`` (its STFT window is centred on the middle of
+that hop), so by default its f0 is measured there, at sample ``(i + 0.5) * hop``. ``frame_offset`` (in hops,
+``data.f0_frame_offset``) moves the grid: 0.0 measures f0 frame ``i`` at sample ``i * hop``, SingingVocoders'
+and DiffSinger's grid (Praat on the signal padded by 1.5 periods of f0_min), half a hop earlier than their own
+mel frames' centres. A crop of frames ``[o, o + F)`` with its audio ``[o * hop, (o + F) * hop)`` gets the same
+f0 from the crop as from the whole utterance (away from the crop's edges, where the analysis window runs into
+padding).
 
 Two extractors give the same layout, ``f0`` in Hz (0 where unvoiced) and a boolean ``voiced`` mask:
 
 - ``yin``: the YIN difference function with cumulative-mean normalisation (de Cheveigne & Kawahara,
-  2002) in torch, batched, on whatever device the audio is on; no extra package.
+  2002) in torch, batched, on whatever device the audio is on; no extra package. YIN takes the first dip
+  below its threshold, which on a voice whose odd harmonics are weak (a bright vowel with a strong 2nd
+  harmonic) is half the period: an octave too high. The octave check then takes the dip at twice (or three
+  times) the lag when the difference there is under 0.3 x the chosen one's (a true period's multiples are
+  no deeper than the period itself).
 - ``parselmouth``: Praat's autocorrelation pitch (``to_pitch_ac``, as SingingVocoders uses) through
   the ``praat-parselmouth`` wheel (``pip install 'speechtrain[pitch]'``); CPU, one utterance at a time.
 
@@ -40,9 +47,12 @@ def num_f0_frames(n_samples: int, hop_length: int) -> int:
     return n_samples // hop_length
 
 
-def frame_centres(n_frames: int, hop_length: int, sample_rate: int) -> np.ndarray:
-    """Times in seconds at which f0 frame ``i`` is measured: the centre of hop ``i``."""
-    return (np.arange(n_frames) + 0.5) * hop_length / sample_rate
+FRAME_OFFSET = 0.5  # hops: f0 frame i at the centre of hop i (SingingVocoders: 0.0, the hop's first sample)
+
+
+def frame_centres(n_frames: int, hop_length: int, sample_rate: int, frame_offset: float = FRAME_OFFSET) -> np.ndarray:
+    """Times in seconds at which f0 frame ``i`` is measured: ``(i + frame_offset) * hop``."""
+    return (np.arange(n_frames) + frame_offset) * hop_length / sample_rate
 
 
 @dataclass(frozen=True)
@@ -52,14 +62,36 @@ class F0Settings:
     method: PitchMethod = "yin"
     f0_min: float = F0_MIN
     f0_max: float = F0_MAX
+    frame_offset: float = FRAME_OFFSET
+
+    @classmethod
+    def from_data(cls, data: Any) -> F0Settings | None:
+        """The f0 settings of a :class:`speechtrain.config.DataConfig` (None without ``data.f0_method``)."""
+        if data.f0_method is None:
+            return None
+        return cls(data.f0_method, float(data.f0_min), float(data.f0_max), float(data.f0_frame_offset))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (hashed into the f0 cache keys: keep the names)."""
-        return {"f0_method": self.method, "f0_min": float(self.f0_min), "f0_max": float(self.f0_max)}
+        """JSON-safe dict (hashed into the f0 cache keys: keep the names; a key appears only where the setting
+        differs from what the caches made before it existed, so that those stay valid)."""
+        out: dict[str, Any] = {"f0_method": self.method, "f0_min": float(self.f0_min), "f0_max": float(self.f0_max)}
+        if self.frame_offset != FRAME_OFFSET:
+            out["f0_frame_offset"] = float(self.frame_offset)
+        if self.method == "yin":
+            out["f0_yin_octave_check"] = True  # yin f0 cached before the octave check is recomputed
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> F0Settings:
+        """The settings :meth:`to_dict` wrote."""
+        offset = float(raw.get("f0_frame_offset", FRAME_OFFSET))
+        return cls(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]), offset)
 
     def extract(self, audio: np.ndarray | torch.Tensor, sample_rate: int, hop_length: int) -> np.ndarray:
         """f0 float32 (T_frames,) of one 1-D signal, 0 where unvoiced (the cached layout)."""
-        f0, voiced = extract_f0(audio, sample_rate, hop_length, self.method, self.f0_min, self.f0_max)
+        f0, voiced = extract_f0(
+            audio, sample_rate, hop_length, self.method, self.f0_min, self.f0_max, frame_offset=self.frame_offset
+        )
         return np.where(voiced, f0, 0.0).astype(np.float32)
 
 
@@ -75,13 +107,17 @@ def yin_f0(
     threshold: float = 0.15,
     silence_threshold: float = 0.01,
     n_frames: int | None = None,
+    frame_offset: float = FRAME_OFFSET,
+    octave_check: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """f0 by YIN: ``audio`` (B, T_samples), (B, 1, T_samples) or (T_samples,) -> ``(f0, voiced)``,
     each (B, T_frames) (or (T_frames,)), f0 float32 in Hz with 0 where unvoiced.
 
     A frame is voiced when the normalised difference dips below ``threshold`` between the lags of
     ``f0_max`` and ``f0_min``, and its RMS is above ``silence_threshold`` x the loudest frame of the item.
-    ``n_frames`` defaults to ``T_samples // hop_length``. Runs on the audio's device, in fp32.
+    ``n_frames`` defaults to ``T_samples // hop_length``; frame ``i`` is centred on ``(i + frame_offset) * hop``.
+    ``octave_check``: replace a lag by twice or three times it where the difference there is under 0.3 x the
+    lag's (:func:`_octave_check`). Runs on the audio's device, in fp32.
     """
     if f0_min <= 0 or f0_max <= f0_min:
         raise ValueError(f"yin_f0: need 0 < f0_min < f0_max, got {f0_min}, {f0_max}")
@@ -97,8 +133,10 @@ def yin_f0(
     # d(tau) compares x[j] with x[j + tau], j < width: its centre is (width + tau) / 2 into the frame;
     # frames are placed so that this centre falls on the hop's centre for a typical lag (f0 of 200 Hz)
     lead = (width + min(tau_max, int(sample_rate / 200.0))) // 2
-    frames = _frames(x, n_frames, hop_length, width + tau_max + 2, lead)  # (B, N, L)
-    cmnd, diff = _cmnd(frames, width, tau_max + 1)  # (B, N, tau_max + 2) each
+    centre = int(frame_offset * hop_length)
+    frames = _frames(x, n_frames, hop_length, width + tau_max + 2, lead, centre)  # (B, N, L)
+    dfn = _difference(frames, width, tau_max + 1)
+    cmnd, diff = dfn.cmnd, dfn.diff  # (B, N, tau_max + 2) each
     lags = cmnd[..., tau_min : tau_max + 1]  # candidate lags tau_min .. tau_max
     nxt = cmnd[..., tau_min + 1 : tau_max + 2]
     below = lags < threshold
@@ -107,6 +145,8 @@ def yin_f0(
     first = torch.argmax(dip.to(torch.int8), dim=-1)
     best = torch.argmin(lags, dim=-1)
     k = torch.where(found, first, best) + tau_min  # (B, N) integer lag
+    if octave_check:
+        k = _octave_check(dfn, k, tau_max)
     tau = k.float() + _parabolic(diff, k)  # the raw difference is the smoother curve to interpolate
     f0 = sample_rate / tau.clamp_min(1.0)
     rms = frames[..., :width].pow(2).mean(-1).sqrt()  # (B, N)
@@ -116,17 +156,104 @@ def yin_f0(
     return (f0[0], voiced[0]) if single else (f0, voiced)
 
 
-def _frames(x: torch.Tensor, n_frames: int, hop_length: int, length: int, lead: int) -> torch.Tensor:
-    """(B, T) -> (B, n_frames, length): frame ``i`` starts ``lead`` samples before sample ``i * hop + hop / 2``."""
+def _frames(x: torch.Tensor, n_frames: int, hop_length: int, length: int, lead: int, centre: int) -> torch.Tensor:
+    """(B, T) -> (B, n_frames, length): frame ``i`` starts ``lead`` samples before sample ``i * hop + centre``."""
     pad = length + hop_length
     mode = "reflect" if x.shape[-1] > pad else "constant"
     xp = F.pad(x.unsqueeze(1), (pad, pad), mode=mode).squeeze(1)
-    offset = pad + hop_length // 2 - lead
+    offset = pad + centre - lead
     return xp[:, offset:].unfold(-1, length, hop_length)[:, :n_frames]
 
 
-def _cmnd(frames: torch.Tensor, width: int, max_lag: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cumulative-mean-normalised difference d'(tau) and the difference d(tau), tau = 0 .. max_lag, of each
+@dataclass
+class _Difference:
+    """YIN's difference function of frames (B, N, L) over their first ``width`` samples: ``diff`` d(tau) and
+    ``cmnd`` d'(tau) at integer lags 0 .. max_lag, and d between integer lags (:meth:`between`)."""
+
+    cmnd: torch.Tensor  # (B, N, max_lag + 1)
+    diff: torch.Tensor  # (B, N, max_lag + 1)
+    taps: int = 8  # Lanczos half-width of the interpolation between integer lags
+
+    def between(self, rows: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
+        """d at fractional ``lags`` (R, M) of the flattened frames ``rows`` (R,): Lanczos (windowed-sinc)
+        interpolation of the integer-lag d (a band-limited signal's difference function is band-limited)."""
+        diff = self.diff.reshape(-1, self.diff.shape[-1])[rows]  # (R, lags)
+        base = lags.floor()
+        n = torch.arange(1 - self.taps, self.taps + 1, device=lags.device, dtype=lags.dtype)  # (2 taps,)
+        at = base.unsqueeze(-1) + n  # (R, M, 2 taps) integer lags around each point
+        x = lags.unsqueeze(-1) - at
+        kernel = torch.sinc(x) * torch.sinc(x / self.taps)
+        idx = at.long().clamp(0, diff.shape[-1] - 1)
+        values = torch.gather(diff.unsqueeze(1).expand(-1, lags.shape[1], -1), -1, idx)
+        return (values * kernel).sum(-1).clamp_min(0)
+
+    def depth(self, rows: torch.Tensor, lags: torch.Tensor) -> torch.Tensor:
+        """The lowest d within half a lag of integer ``lags`` (R,), found to 1/64 of a lag (quarter-lag grid,
+        then two finer steps around the best point): the depth of the dip there, whichever way the true
+        (fractional) period falls between integer lags."""
+        best = lags.float()
+        value = self.between(rows, best.unsqueeze(-1)).squeeze(-1)
+        for step, count in ((0.25, 2), (0.0625, 1), (0.015625, 1)):
+            around = torch.arange(-count, count + 1, device=lags.device, dtype=torch.float32) * step
+            points = (best.unsqueeze(-1) + around).clamp(
+                lags.float().unsqueeze(-1) - 0.5, lags.float().unsqueeze(-1) + 0.5
+            )
+            d = self.between(rows, points)
+            v, j = d.min(-1)
+            best = torch.gather(points, -1, j.unsqueeze(-1)).squeeze(-1)
+            value = torch.minimum(value, v)
+        return value
+
+
+def _octave_check(
+    dfn: _Difference, k: torch.Tensor, tau_max: int, ratio: float = 0.3, min_dip: float = 0.02, rounds: int = 3
+) -> torch.Tensor:
+    """Lags ``k`` (B, N) moved to the dip near ``2k`` or ``3k`` (within 6%) whose depth is below ``ratio`` x the
+    one at ``k``, repeated up to ``rounds`` times; only frames whose normalised dip at ``k`` (its depth between
+    integer lags over YIN's normaliser) is at least ``min_dip`` are looked at (a clean dip is the period).
+
+    A lag of half the period (YIN's first dip when the odd harmonics are weak) leaves the odd harmonics' energy
+    in the difference (d' 0.04-0.1 on the bright vowel of the tests), which the true period removes; the true
+    period's multiples are no deeper than it (noise, jitter and glides only add), but a voice whose alternate
+    periods differ (espeak-ng's, some creaky voices) repeats better over two periods than over one: ``ratio``
+    0.3 keeps most of those at the pitch heard (Praat's) while still catching the bright vowel in white noise
+    at 17 dB SNR (``bench/f0_against_praat.py``). Depths are compared between integer lags
+    (:meth:`_Difference.depth`): at integer lags alone a narrow dip looks shallower or deeper by how near each
+    lag falls to the true period."""
+    shape, last = k.shape, dfn.diff.shape[-1] - 1
+    k = k.reshape(-1).clone()
+    diff = dfn.diff.reshape(-1, dfn.diff.shape[-1])
+    cmnd = dfn.cmnd.reshape(-1, dfn.cmnd.shape[-1])
+    rows = torch.nonzero(torch.gather(cmnd, -1, k.unsqueeze(-1)).squeeze(-1) >= min_dip).squeeze(-1)
+    for _ in range(rounds):
+        if rows.numel() == 0:  # host sync: at most `rounds` per call, outside any training step
+            break
+        kr = k[rows]
+        base = dfn.depth(rows, kr)
+        mean = diff[rows, kr] / cmnd[rows, kr].clamp_min(1e-12)  # YIN's normaliser at k
+        dirty = base >= min_dip * mean  # still a shallow dip between integer lags: half the period?
+        rows, kr, base = rows[dirty], kr[dirty], base[dirty]
+        new_k, new_v = kr, ratio * base
+        for m in (2, 3):
+            reach = int(0.06 * m * tau_max) + 2
+            offsets = torch.arange(-reach, reach + 1, device=k.device)
+            idx = m * kr.unsqueeze(-1) + offsets  # (R, 2 reach + 1)
+            ok = (offsets.abs() <= (0.06 * m * kr).long().unsqueeze(-1) + 2) & (idx >= 1) & (idx <= tau_max)
+            vals = torch.gather(diff[rows], -1, idx.clamp(0, last)).masked_fill(~ok, float("inf"))
+            lowest, j = vals.min(-1)
+            cand = torch.gather(idx, -1, j.unsqueeze(-1)).squeeze(-1).clamp(1, tau_max)
+            v = dfn.depth(rows, cand)
+            better = (v < new_v) & torch.isfinite(lowest)
+            new_k = torch.where(better, cand, new_k)
+            new_v = torch.where(better, v, new_v)
+        moved = new_k != kr
+        k[rows] = new_k
+        rows = rows[moved]
+    return k.reshape(shape)
+
+
+def _difference(frames: torch.Tensor, width: int, max_lag: int) -> _Difference:
+    """YIN's difference d(tau) and cumulative-mean-normalised difference d'(tau), tau = 0 .. max_lag, of each
     frame (B, N, L)."""
     length = frames.shape[-1]
     n_fft = 1 << (length + width - 1).bit_length()
@@ -136,10 +263,10 @@ def _cmnd(frames: torch.Tensor, width: int, max_lag: int) -> tuple[torch.Tensor,
     energy = F.pad(frames.pow(2).cumsum(-1), (1, 0))  # (B, N, L + 1)
     lags = torch.arange(max_lag + 1, device=frames.device)
     e_tau = energy[..., lags + width] - energy[..., lags]  # energy of x[tau : tau + width]
-    diff = (energy[..., width : width + 1] + e_tau - 2 * acf).clamp_min(0)  # d(tau)
+    diff = (e_tau[..., :1] + e_tau - 2 * acf).clamp_min(0)  # d(tau)
     mean = diff[..., 1:].cumsum(-1) / lags[1:]
-    cmnd = diff[..., 1:] / mean.clamp_min(1e-12)
-    return torch.cat([torch.ones_like(diff[..., :1]), cmnd], dim=-1), diff
+    cmnd = torch.cat([torch.ones_like(diff[..., :1]), diff[..., 1:] / mean.clamp_min(1e-12)], dim=-1)
+    return _Difference(cmnd, diff)
 
 
 def _parabolic(curve: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -175,12 +302,16 @@ def parselmouth_f0(
     voicing_threshold: float = 0.6,
     silence_threshold: float = 0.01,
     n_frames: int | None = None,
+    frame_offset: float = FRAME_OFFSET,
 ) -> tuple[np.ndarray, np.ndarray]:
     """f0 of one 1-D signal by Praat's autocorrelation method (SingingVocoders' settings by default):
     ``(f0, voiced)``, each (T_frames,), f0 float32 in Hz with 0 where unvoiced.
 
-    Praat's frames lie on a grid of step ``hop / sample_rate`` whose phase depends on the signal's length;
-    each of our frame centres takes the log-linear interpolation of its two neighbours when both are
+    The signal is padded as SingingVocoders' preprocessing pads it (``ceil(1.5 / f0_min)`` s on the left, the
+    right so that Praat centres its frames on the hop grid), with ``(1 - frame_offset) x hop`` more zeros in
+    front when ``frame_offset`` > 0, so that Praat's frames fall on ours (half a sample after, Praat's sample
+    times): with ``frame_offset=0.0`` the values are theirs exactly. Should a Praat version place its frames
+    elsewhere, each of our frames takes the log-linear interpolation of its two neighbours when both are
     voiced, else the nearest one.
     """
     pm = _parselmouth()
@@ -188,8 +319,12 @@ def parselmouth_f0(
     n_frames = num_f0_frames(x.shape[0], hop_length) if n_frames is None else n_frames
     if n_frames <= 0:
         return np.zeros(0, np.float32), np.zeros(0, bool)
-    pad = int(math.ceil(3.0 / f0_min * sample_rate)) + hop_length  # Praat's ac window is 3 periods of f0_min
-    sound = pm.Sound(np.pad(x, (pad, pad + hop_length)), sampling_frequency=sample_rate)
+    into_hop = int(round(frame_offset * hop_length)) % hop_length
+    lead = (hop_length - into_hop) % hop_length  # zeros in front: Praat's frame 1 then sits on our frame 0
+    y = np.concatenate([np.zeros(lead), x])
+    left = int(math.ceil(1.5 / f0_min * sample_rate))  # half of Praat's window (3 periods of f0_min)
+    right = hop_length * ((len(y) - 1) // hop_length + 1) - len(y) + left + 1
+    sound = pm.Sound(np.pad(y, (left, right)), sampling_frequency=sample_rate)
     pitch = sound.to_pitch_ac(
         time_step=hop_length / sample_rate,
         voicing_threshold=voicing_threshold,
@@ -199,8 +334,9 @@ def parselmouth_f0(
     )
     values = np.asarray(pitch.selected_array["frequency"], dtype=np.float64)  # (N_praat,), 0 = unvoiced
     step = hop_length / sample_rate
-    first = float(pitch.xs()[0]) - pad / sample_rate  # time of Praat's first frame in the unpadded signal
-    pos = (frame_centres(n_frames, hop_length, sample_rate) - first) / step
+    first = float(pitch.xs()[0]) - (left + lead) / sample_rate  # time of Praat's first frame in the signal
+    pos = (frame_centres(n_frames, hop_length, sample_rate, frame_offset) - first) / step
+    pos = np.where(np.abs(pos - np.round(pos)) < 0.01, np.round(pos), pos)  # on Praat's frame: its own value
     lo = np.clip(np.floor(pos).astype(np.int64), 0, len(values) - 1)
     hi = np.clip(lo + 1, 0, len(values) - 1)
     w = np.clip(pos - lo, 0.0, 1.0)
@@ -223,8 +359,10 @@ def extract_f0(
     f0_min: float = F0_MIN,
     f0_max: float = F0_MAX,
     n_frames: int | None = None,
+    frame_offset: float = FRAME_OFFSET,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """f0 of one 1-D signal with ``method`` (yin or parselmouth): ``(f0, voiced)`` numpy arrays (T_frames,)."""
+    """f0 of one 1-D signal with ``method`` (yin or parselmouth): ``(f0, voiced)`` numpy arrays (T_frames,),
+    frame ``i`` measured at ``(i + frame_offset) * hop``."""
     if method == "yin":
         f0, voiced = yin_f0(
             torch.as_tensor(np.asarray(audio, dtype=np.float32)).reshape(-1),
@@ -233,10 +371,13 @@ def extract_f0(
             f0_min,
             f0_max,
             n_frames=n_frames,
+            frame_offset=frame_offset,
         )
         return f0.numpy(), voiced.numpy()
     if method == "parselmouth":
-        return parselmouth_f0(np.asarray(audio), sample_rate, hop_length, f0_min, f0_max, n_frames=n_frames)
+        return parselmouth_f0(
+            np.asarray(audio), sample_rate, hop_length, f0_min, f0_max, n_frames=n_frames, frame_offset=frame_offset
+        )
     raise UserError(f"unknown f0 method {method!r}: use 'yin' (torch) or 'parselmouth' (Praat)")
 
 

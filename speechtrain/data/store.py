@@ -118,7 +118,7 @@ class IndexSettings:
 
     @classmethod
     def from_data(cls, data: DataConfig, derived: Sequence[DerivedFeature] = ()) -> IndexSettings:
-        f0 = F0Settings(data.f0_method, data.f0_min, data.f0_max) if data.f0_method is not None else None
+        f0 = F0Settings.from_data(data)
         settings = cls(
             MelSettings.from_data(data),
             data.min_duration,
@@ -150,7 +150,7 @@ class IndexSettings:
         text = TextSettings.from_dict(raw)
         f0 = None
         if raw.get("f0_method") is not None:
-            f0 = F0Settings(raw["f0_method"], float(raw["f0_min"]), float(raw["f0_max"]))
+            f0 = F0Settings.from_dict(raw)
         derived = tuple(sorted((str(k), str(v)) for k, v in (raw.get("derived") or {}).items()))
         limits = tuple(sorted((str(k), str(v)) for k, v in (raw.get("limits") or {}).items()))
         return cls(

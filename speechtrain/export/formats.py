@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from speechtrain.errors import UserError
-from speechtrain.export import coqui, jik876, onnx, piper
+from speechtrain.export import coqui, jik876, onnx, piper, singingvocoders
 from speechtrain.export.job import ExportFormat
 
-FORMATS: dict[str, ExportFormat] = {f.key: f for f in (piper.FORMAT, onnx.FORMAT, jik876.FORMAT, coqui.FORMAT)}
+FORMATS: dict[str, ExportFormat] = {
+    f.key: f for f in (piper.FORMAT, onnx.FORMAT, jik876.FORMAT, coqui.FORMAT, singingvocoders.FORMAT)
+}
 
 
 def formats_of(family: str) -> list[ExportFormat]:

@@ -87,6 +87,8 @@ class ImportedCheckpoint:
     # module -> key -> why a shape may differ from ours (e.g. another symbol table): such a tensor keeps our
     # initialisation, recorded in the report as made up, instead of failing the load
     may_differ: dict[str, dict[str, str]] = field(default_factory=dict)
+    # module -> the config that builds it as the checkpoint has it, as far as its shapes tell (for error messages)
+    hints: dict[str, str] = field(default_factory=dict)
 
     def load_into(self, modules: Mapping[str, nn.Module] | Any, strict: bool = True) -> list[str]:
         """Load into ``modules`` (a dict of modules or a Task); returns the module names loaded.
@@ -96,18 +98,20 @@ class ImportedCheckpoint:
         e.g. discriminators when only a generator was published, as they are).
         """
         mods: Mapping[str, nn.Module] = modules if isinstance(modules, Mapping) else modules.modules()
+        unknown = [n for n in self.state_dicts if n not in mods]
+        if unknown:  # before the missing ones: a checkpoint of other discriminators lacks ours too
+            hints = [f"{n}: {self.hints[n]}" for n in unknown if n in self.hints]
+            fix = f"; the checkpoint's config: {'; '.join(hints)}" if hints else " (e.g. model.scale_discriminator)"
+            raise CheckpointError(
+                f"{self.report.source}: the task has no module(s) {unknown} (it has {sorted(mods)}): build it with the "
+                f"checkpoint's discriminators{fix}"
+            )
         missing_modules = [n for n in mods if n not in self.state_dicts]
         if strict and missing_modules:
             raise CheckpointError(
                 f"{self.report.source}: the checkpoint has no weights for module(s) {missing_modules} of the task "
                 f"(it has {sorted(self.state_dicts)}); give the missing file, or load with strict=False to keep "
                 f"their fresh initialisation"
-            )
-        unknown = [n for n in self.state_dicts if n not in mods]
-        if unknown:
-            raise CheckpointError(
-                f"{self.report.source}: the task has no module(s) {unknown} (it has {sorted(mods)}): check the "
-                f"config (e.g. model.scale_discriminator) against the checkpoint"
             )
         for name, allowed in self.may_differ.items():
             if name not in mods or name not in self.state_dicts:
@@ -120,14 +124,15 @@ class ImportedCheckpoint:
                     )
                     sd[key] = want[key].detach().clone()
         for name, sd in self.state_dicts.items():
-            check_state_dict(mods[name], sd, f"{self.report.source} [{name}]")
+            check_state_dict(mods[name], sd, f"{self.report.source} [{name}]", self.hints.get(name))
         for name, sd in self.state_dicts.items():
             mods[name].load_state_dict(sd)
         return list(self.state_dicts)
 
 
-def check_state_dict(module: nn.Module, sd: Mapping[str, torch.Tensor], what: str) -> None:
-    """Raise a :class:`CheckpointError` naming the keys and shapes where ``sd`` and ``module`` differ."""
+def check_state_dict(module: nn.Module, sd: Mapping[str, torch.Tensor], what: str, hint: str | None = None) -> None:
+    """Raise a :class:`CheckpointError` naming the keys and shapes where ``sd`` and ``module`` differ (``hint``:
+    the config the checkpoint's shapes call for)."""
     want = module.state_dict()
     missing = [k for k in want if k not in sd]
     unexpected = [k for k in sd if k not in want]
@@ -144,9 +149,10 @@ def check_state_dict(module: nn.Module, sd: Mapping[str, torch.Tensor], what: st
             parts.append(f"{len(missing)} tensor(s) of the model are missing, e.g. {missing[:3]}")
         if unexpected:
             parts.append(f"{len(unexpected)} tensor(s) the model does not have, e.g. {unexpected[:3]}")
+        fix = f": {hint}" if hint else " (channels, upsampling, kernels, periods, vocabulary)"
         raise CheckpointError(
             f"{what}: the imported weights do not fit the model: {'; '.join(parts)}. Build the task with the "
-            f"checkpoint's own hyperparameters (channels, upsampling, kernels, periods, vocabulary)"
+            f"checkpoint's own hyperparameters{fix}"
         )
 
 

@@ -56,13 +56,14 @@ class EstimateRecipe:
             task = build_task(self.cfg)
             place(task, dev)
             self._setup_on_synthetic_data(task)
-            plan = apply_accelerations(self.accel.model_copy(update={"compile": False}), task.modules(), dev)
+            no_compile = self.accel.model_copy(update={"compile": False})
+            plan = apply_accelerations(no_compile, task.modules(), dev, self.cfg.model.avoid_bf16)
             precision = plan.precision
             accelerations = [r.name for r in plan.records if r.applied]
         else:
             for module in task.modules().values():
                 module.to(dev)
-            precision = resolve_precision(self.accel.precision, dev)
+            precision = resolve_precision(self.accel.precision, dev, self.cfg.model.avoid_bf16)
         source = "training set"
         if longest_frames is None:
             longest_frames = self.data_recipe.longest_train_frames()

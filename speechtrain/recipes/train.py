@@ -94,7 +94,7 @@ class TrainRecipe:
         seed_everything(t.seed)
         device = resolve_device(t.device)
         place(task, device)
-        accel = apply_accelerations(self.accel, task.modules(), device)
+        accel = apply_accelerations(self.accel, task.modules(), device, self.cfg.model.avoid_bf16)
         self.memory_record = set_memory_fraction(t.memory_fraction, device)
         features = self.data_recipe.device_features(task.needs())
         mean_batch = train_loader.mean_batch_size if train_loader is not None else float(d.batch_size)

@@ -383,7 +383,7 @@ class Trainer:
                 f"resume with the run's own config (speechtrain train --resume RUN_DIR)"
             ) from None
         if state["precision"] != self.precision.name:
-            self._set_precision(resolve_precision(state["precision"], self.device))
+            self._set_precision(resolve_precision(state["precision"], self.device, self.precision.avoid_bf16))
         for k, scaler in self.scalers.items():
             if state["scalers"].get(k):
                 scaler.load_state_dict(state["scalers"][k])

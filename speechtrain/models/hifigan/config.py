@@ -27,10 +27,44 @@ class HiFiGANConfig(ModelSection):
         [[1, 3, 5], [1, 3, 5], [1, 3, 5]], min_length=1, description="Dilations of each MRF block."
     )
     periods: list[int] = Field([2, 3, 5, 7, 11], description="Periods of the multi-period discriminator ([] = none).")
-    scale_discriminator: Literal["msd", "melgan_msd", "mrsd", "none"] = Field(
+    period_discriminator: Literal["hifigan", "fast"] = Field(
+        "hifigan",
+        description="The period discriminator: hifigan (HiFi-GAN's MPD, module mpd, 8.2M per period) or fast "
+        "(SingingVocoders' FastMPD, module fast_mpd: RMS-normed linear blocks, 1.4M per period; fast_mpd_* keys).",
+    )
+    fast_mpd_periods: list[int] | None = Field(
+        None, description="FastMPD's periods (None: model.periods, as SingingVocoders' fast task falls back)."
+    )
+    fast_mpd_init_channel: int = Field(8, gt=0, description="FastMPD: channels per input sample of the first block.")
+    fast_mpd_strides: list[int] = Field(
+        [4, 4, 4], min_length=1, description="FastMPD: time steps merged into channels before each block."
+    )
+    fast_mpd_kernel_size: int = Field(11, gt=0, description="FastMPD: kernel of each block's conv along time (odd).")
+    scale_discriminator: Literal["msd", "melgan_msd", "mrsd", "fast_mrd", "none"] = Field(
         "msd",
         description="Second discriminator: msd (HiFi-GAN's multi-scale, 128 channels, 29.6M), melgan_msd (MelGAN's "
-        "and VITS's multi-scale, 16 channels, 16.9M), mrsd (multi-resolution spectrogram, UnivNet's MRD), none.",
+        "and VITS's multi-scale, 16 channels, 16.9M), mrsd (multi-resolution spectrogram, UnivNet's MRD), fast_mrd "
+        "(SingingVocoders' FastMRD over log spectrograms, 1.2M; fast_mrd_* keys), none.",
+    )
+    fast_mrd_init_channel: int = Field(8, gt=0, description="FastMRD: channels per input frame of the first block.")
+    fast_mrd_strides: list[int] = Field(
+        [4, 2, 2], min_length=1, description="FastMRD: frames merged into channels before each block."
+    )
+    fast_mrd_fft_sizes: list[int] = Field([512, 1024, 2048], min_length=1, description="FastMRD: n_fft per resolution.")
+    fast_mrd_hop_sizes: list[int] = Field([64, 128, 256], min_length=1, description="FastMRD: hop per resolution.")
+    fast_mrd_win_lengths: list[int] = Field(
+        [512, 1024, 2048], min_length=1, description="FastMRD: window length per resolution."
+    )
+    disc_loss_weight: float | None = Field(
+        None,
+        ge=0,
+        description="Factor on each discriminator's LSGAN loss in the disc stage; None: 0.5 for the fast "
+        "discriminators (SingingVocoders' fast task averages over real and fake items together) and 1 for the others.",
+    )
+    freeze_discriminators: list[str] = Field(
+        [],
+        description="Discriminator modules kept as they are (no optimizer, no gradient; the generator still learns "
+        "from them), e.g. [mpd] or [fast_mpd] for a short fine-tune on little data, as SingingVocoders advises.",
     )
     msd_scales: int = Field(3, gt=0, description="Scales of the multi-scale discriminator.")
     mrsd_resolutions: list[tuple[int, int, int]] = Field(
@@ -84,6 +118,53 @@ class HiFiGANConfig(ModelSection):
             raise ValueError("model.upsample_initial_channel is halved per stage: raise it or use fewer stages")
         if any(p <= 0 for p in self.periods):
             raise ValueError("model.periods must be positive")
-        if not self.periods and self.scale_discriminator == "none":
+        if not self.discriminator_names():
             raise ValueError("no discriminator: set model.periods or model.scale_discriminator")
+        if any(p <= 0 for p in self.fast_mpd_periods or []):
+            raise ValueError("model.fast_mpd_periods must be positive")
+        if self.fast_mpd_kernel_size % 2 == 0:
+            raise ValueError(
+                f"model.fast_mpd_kernel_size must be odd (keeps the length), got {self.fast_mpd_kernel_size}"
+            )
+        if any(s <= 0 for s in (*self.fast_mpd_strides, *self.fast_mrd_strides)):
+            raise ValueError("model.fast_mpd_strides and model.fast_mrd_strides must be positive")
+        fast_mrd = (self.fast_mrd_fft_sizes, self.fast_mrd_hop_sizes, self.fast_mrd_win_lengths)
+        if len({len(v) for v in fast_mrd}) != 1:
+            raise ValueError(
+                "model.fast_mrd_fft_sizes, fast_mrd_hop_sizes and fast_mrd_win_lengths need the same length "
+                f"(one per resolution), got {[len(v) for v in fast_mrd]}"
+            )
+        for n_fft, hop, win in zip(*fast_mrd):
+            if hop <= 0 or not 0 < win <= n_fft:
+                raise ValueError(
+                    f"model.fast_mrd: resolution ({n_fft}, {hop}, {win}) needs hop > 0 and 0 < win <= n_fft"
+                )
+        names = self.discriminator_names()
+        unknown = [n for n in self.freeze_discriminators if n not in names]
+        if unknown:
+            raise ValueError(f"model.freeze_discriminators: {unknown} are not discriminators of this config ({names})")
+        if names and set(self.freeze_discriminators) >= set(names):
+            raise ValueError(
+                f"model.freeze_discriminators freezes every discriminator ({names}): the disc stage would have "
+                "nothing to train; leave one to learn (SingingVocoders freezes the MPD only)"
+            )
         return self
+
+    def discriminator_names(self) -> list[str]:
+        """The task's discriminator modules for this config, in order (mpd or fast_mpd; msd, mrsd or fast_mrd)."""
+        names = []
+        if self.mpd_periods():
+            names.append("fast_mpd" if self.period_discriminator == "fast" else "mpd")
+        if self.scale_discriminator != "none":
+            names.append({"melgan_msd": "msd"}.get(self.scale_discriminator, self.scale_discriminator))
+        return names
+
+    def mpd_periods(self) -> list[int]:
+        """The periods of the period discriminator (FastMPD: fast_mpd_periods, else periods)."""
+        if self.period_discriminator == "fast" and self.fast_mpd_periods is not None:
+            return list(self.fast_mpd_periods)
+        return list(self.periods)
+
+    def fast_mrd_resolutions(self) -> list[tuple[int, int, int]]:
+        """FastMRD's ``(n_fft, hop_length, win_length)`` per resolution."""
+        return list(zip(self.fast_mrd_fft_sizes, self.fast_mrd_hop_sizes, self.fast_mrd_win_lengths))

@@ -19,6 +19,11 @@ from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
 from speechtrain.data.features import LogMel
 from speechtrain.errors import UserError
+from speechtrain.models.hifigan.fast import (
+    DISC_LOSS_SCALE,
+    FastMultiPeriodDiscriminator,
+    FastMultiResolutionDiscriminator,
+)
 from speechtrain.models.hifigan.losses import (
     discriminator_loss,
     feature_matching_loss,
@@ -55,13 +60,22 @@ def build_generator(model_cfg: HiFiGANConfig, n_mels: int) -> Generator:
 
 
 def build_discriminators(model_cfg: HiFiGANConfig) -> dict[str, nn.Module]:
-    """Discriminators by module name (``mpd``, ``msd`` or ``mrsd``) as the config asks (``melgan_msd`` is
-    also called ``msd``: one scale discriminator or the other)."""
+    """Discriminators by module name (``mpd`` or ``fast_mpd``; ``msd``, ``mrsd`` or ``fast_mrd``) as the config
+    asks (``melgan_msd`` is also called ``msd``: one scale discriminator or the other)."""
     m = model_cfg
     discs: dict[str, nn.Module] = {}
-    if m.periods:
-        discs["mpd"] = MultiPeriodDiscriminator(list(m.periods), m.use_spectral_norm, width=m.disc_width)
-    if m.scale_discriminator in ("msd", "melgan_msd"):
+    periods = m.mpd_periods()
+    if periods and m.period_discriminator == "fast":
+        discs["fast_mpd"] = FastMultiPeriodDiscriminator(
+            periods, m.fast_mpd_init_channel, list(m.fast_mpd_strides), m.fast_mpd_kernel_size
+        )
+    elif periods:
+        discs["mpd"] = MultiPeriodDiscriminator(periods, m.use_spectral_norm, width=m.disc_width)
+    if m.scale_discriminator == "fast_mrd":
+        discs["fast_mrd"] = FastMultiResolutionDiscriminator(
+            m.fast_mrd_resolutions(), m.fast_mrd_init_channel, list(m.fast_mrd_strides)
+        )
+    elif m.scale_discriminator in ("msd", "melgan_msd"):
         kind = "hifigan" if m.scale_discriminator == "msd" else "melgan"
         discs["msd"] = MultiScaleDiscriminator(m.msd_scales, width=m.disc_width, kind=kind)
     elif m.scale_discriminator == "mrsd":
@@ -69,6 +83,15 @@ def build_discriminators(model_cfg: HiFiGANConfig) -> dict[str, nn.Module]:
             [(int(r[0]), int(r[1]), int(r[2])) for r in m.mrsd_resolutions], m.disc_width
         )
     return discs
+
+
+def disc_loss_weights(model_cfg: HiFiGANConfig) -> dict[str, float]:
+    """Factor on each discriminator's LSGAN loss in the disc stage (``model.disc_loss_weight``; None: 0.5 for the
+    fast discriminators, as SingingVocoders' fast task weighs them, 1 for the others)."""
+    names = model_cfg.discriminator_names()
+    if model_cfg.disc_loss_weight is not None:
+        return dict.fromkeys(names, float(model_cfg.disc_loss_weight))
+    return {n: DISC_LOSS_SCALE if n.startswith("fast_") else 1.0 for n in names}
 
 
 class HiFiGANTask(Task):
@@ -85,12 +108,19 @@ class HiFiGANTask(Task):
         self.sample_rate = int(data_cfg.sample_rate)
         self.generator = self._build_generator(model_cfg, data_cfg)
         self.discriminators = build_discriminators(model_cfg)
+        self.disc_weights = disc_loss_weights(model_cfg)
+        # frozen discriminators (model.freeze_discriminators) judge the generator but never learn: no gradient,
+        # no optimizer, no disc-stage loss
+        self.frozen = [n for n in self.discriminators if n in model_cfg.freeze_discriminators]
+        for name in self.frozen:
+            self.discriminators[name].requires_grad_(False)
         d = data_cfg
         # the loss mel: the data's mel settings up to model.fmax_for_loss (None: full band, as the reference)
         self.mel_fn = LogMel(
             d.sample_rate, d.n_fft, d.win_length, d.hop_length, d.n_mels, d.fmin, model_cfg.fmax_for_loss
         )  # no parameters; moved to the audio's device on use
-        self.stages = GANStages(self.modules(), generators=["generator"], discriminators=list(self.discriminators))
+        learning = [n for n in self.discriminators if n not in self.frozen]
+        self.stages = GANStages(self.modules(), generators=["generator"], discriminators=learning)
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
         return build_generator(model_cfg, int(data_cfg.n_mels))
@@ -170,11 +200,13 @@ class HiFiGANTask(Task):
     def _disc_step(self, batch: Batch, y_hat: torch.Tensor) -> dict[str, torch.Tensor]:
         y, y_hat = _align(batch["audio"], y_hat.detach())
         total = None
-        for disc in self.discriminators.values():
+        for name, disc in self.discriminators.items():
+            if name in self.frozen:
+                continue
             real, fake, _, _ = disc(y, y_hat)
-            part = discriminator_loss(real, fake)
+            part = self.disc_weights[name] * discriminator_loss(real, fake)
             total = part if total is None else total + part
-        assert total is not None  # the config guarantees at least one discriminator
+        assert total is not None  # the config guarantees at least one discriminator that learns
         return {"loss": total, "disc": total.detach()}
 
     def _gen_step(self, batch: Batch, y_hat: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pydantic import Field, model_validator
 
 from speechtrain.models.hifigan.config import HiFiGANConfig
@@ -18,6 +20,11 @@ class NSFHiFiGANConfig(HiFiGANConfig):
     ``mini_nsf: true`` is SingingVocoders' fast variant: one sine at the rate after the first two stages,
     with f0 ramped linearly inside each frame, injected once, after the second stage.
     """
+
+    avoid_bf16: ClassVar[str | None] = (
+        "SingingVocoders, whose NSF-HiFiGAN this is, says not to train it in bf16: it may cause sound quality "
+        "problems (their README and configs)"
+    )
 
     name: str = "nsf_hifigan"
     upsample_rates: list[int] = Field([8, 8, 2, 2, 2], min_length=1, description="Upsampling factor per stage.")

@@ -11,6 +11,7 @@ Nyquist frequency.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from torch import nn
 
 from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
+from speechtrain.data.features import MelSettings
 from speechtrain.data.pitch import F0Settings, interpolate_unvoiced
 from speechtrain.errors import DataError, UserError
 from speechtrain.models.hifigan.task import HiFiGANTask
@@ -56,9 +58,12 @@ class NSFHiFiGANTask(HiFiGANTask):
 
     cfg: NSFHiFiGANConfig
     generator: NSFGenerator
+    #: ``speechtrain export RUN OUT --format singingvocoders`` (:meth:`export`)
+    export_format = "singingvocoders"
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
-        self.f0_settings = F0Settings(data_cfg.f0_method or "yin", data_cfg.f0_min, data_cfg.f0_max)
+        self.mel_settings = MelSettings.from_data(data_cfg)
+        self.f0_settings = F0Settings.from_data(data_cfg) or F0Settings("yin", data_cfg.f0_min, data_cfg.f0_max)
         return build_nsf_generator(model_cfg, int(data_cfg.n_mels), int(data_cfg.sample_rate))
 
     def needs(self) -> Needs:
@@ -138,6 +143,14 @@ class NSFHiFiGANTask(HiFiGANTask):
         finally:
             self.generator.train(was_training)
         return y[0] if single else y
+
+    def export(self, out_dir: str | Path) -> Path:
+        """Write the generator in SingingVocoders' export layout (``model.ckpt`` + ``config.json``), which their
+        Generator, DiffSinger, DDSP-SVC and so-vits-svc load (:mod:`speechtrain.models.nsf_hifigan.export`)."""
+        from speechtrain.models.nsf_hifigan.export import export_singingvocoders
+
+        offset = self.f0_settings.frame_offset
+        return export_singingvocoders(self.generator, self.cfg, self.mel_settings, out_dir, offset)
 
 
 def _fit_frames(f0: torch.Tensor, n_frames: int) -> torch.Tensor:

@@ -1,0 +1,29 @@
+"""``--format singingvocoders``: an NSF-HiFiGAN run written in openvpi/SingingVocoders' export layout
+(``model.ckpt`` with the generator in their names + ``config.json``), which their ``Generator``, DiffSinger,
+DDSP-SVC and so-vits-svc load. The family writes it (:mod:`speechtrain.models.nsf_hifigan.export`); the
+parity with their own Generator is checked in tests/test_models_nsf_export.py (same waveform to ~1e-7).
+"""
+
+from __future__ import annotations
+
+from speechtrain.export.common import ExportResult
+from speechtrain.export.job import ExportFormat, ExportJob
+
+
+def export_singingvocoders(job: ExportJob) -> ExportResult:
+    result = job.result("singingvocoders")
+    folder = job.task.export(job.files.out_dir)
+    result.files = sorted(p for p in folder.iterdir() if p.is_file())
+    result.notes.append(
+        "load it with SingingVocoders' Generator (or DiffSinger / DDSP-SVC / so-vits-svc); no runtime check here"
+    )
+    return result
+
+
+FORMAT = ExportFormat(
+    key="singingvocoders",
+    families=("nsf_hifigan",),
+    runtime="SingingVocoders / DiffSinger",
+    summary="SingingVocoders' export layout (model.ckpt with the generator + config.json)",
+    run=export_singingvocoders,
+)
