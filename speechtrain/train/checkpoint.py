@@ -455,7 +455,7 @@ def prune(folder: str | os.PathLike[str], keep: int, protect: Path | None = None
     by_age = [p for _, p in sorted(list_checkpoints(folder), key=lambda sp: (_age(sp[1]), sp[0]))]
     others = [p for p in by_age if protect is None or p.resolve() != protect.resolve()]
     room = max(0, keep - (len(by_age) - len(others)))  # the protected one counts among the kept
-    doomed = others[: len(others) - room]
+    doomed = others[: max(0, len(others) - room)]  # (a negative end would delete all but the newest few)
     for p in doomed:
         p.unlink(missing_ok=True)
         shutil.rmtree(shard_folder(p), ignore_errors=True)
