@@ -50,9 +50,15 @@ class DataRecipe:
 
     # ------------------------------------------------------------------ the feature cache
     def prepare(
-        self, workers: int | None = None, strict: bool = False, progress: bool = True, require_text: bool | None = None
+        self,
+        workers: int | None = None,
+        strict: bool = False,
+        progress: bool = True,
+        require_text: bool | None = None,
+        repair: bool = False,
     ) -> Any:
-        """Validate and build the feature cache (``speechtrain prepare``); the PrepareReport."""
+        """Validate and build the feature cache (``speechtrain prepare``; ``repair``: damaged feature files are
+        computed again); the PrepareReport."""
         from speechtrain.data.prepare import prepare_dataset
 
         return prepare_dataset(
@@ -62,6 +68,7 @@ class DataRecipe:
             progress=progress,
             require_text=require_text,
             derived=self.derived(),
+            repair=repair,
         )
 
     def ensure_prepared(self, require_text: bool | None = None) -> Any:

@@ -97,13 +97,18 @@ def _os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
-def write_failed(path: Path, exc: BaseException) -> CheckpointError:
-    """The clear error for a checkpoint (or run file) that could not be written."""
+def failure_reason(exc: BaseException) -> str:
+    """Why a write failed, in a few words: "the disk is full (...)" for a full disk or quota, else the first
+    line of the OSError behind it (torch wraps one in a RuntimeError) or of the error itself."""
     os_error = _os_error_in(exc)
     if os_error is not None and os_error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        why = f"the disk is full ({os.strerror(os_error.errno)})"
-    else:
-        why = first_line(os_error if os_error is not None else exc)
+        return f"the disk is full ({os.strerror(os_error.errno)})"
+    return first_line(os_error if os_error is not None else exc)
+
+
+def write_failed(path: Path, exc: BaseException) -> CheckpointError:
+    """The clear error for a checkpoint (or run file) that could not be written."""
+    why = failure_reason(exc)
     return CheckpointError(
         f"could not write {path}: {why}; {free_space(path.parent)} free there. The previous checkpoint is "
         f"intact: free some space (or point train.output_dir at a larger disk) and continue with "
