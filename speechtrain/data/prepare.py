@@ -847,15 +847,16 @@ def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, Feature
 def _stop_workers(pool: Any) -> None:
     """Cancel what is queued and kill the workers now (they ignore Ctrl-C; a half-written file of theirs is a
     temporary one, never a cache file)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    kill = getattr(pool, "kill_workers", None)  # Python 3.14
+    kill = getattr(pool, "kill_workers", None)  # Python 3.14 (it shuts the executor down too)
     if callable(kill):
         kill()
         return
-    for process in list(getattr(pool, "_processes", {}).values()):  # before 3.14: the executor's own table
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # before: the executor's own table
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
         try:
             process.kill()
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, ValueError):
             pass
 
 

@@ -253,6 +253,18 @@ class StageSync:
             gradient_as_bucket_view=gradient_as_bucket_view,
         )
         self._settled = False
+        if static_graph:
+            self._record_graph(params)
+
+    def _record_graph(self, params: list[nn.Parameter]) -> None:
+        """DDP's static graph records the graph in its first iteration, which must be a synced one (a first
+        backward under ``no_sync``, a step's first micro-batch, or a piece of an OOM-split step, fails its
+        reducer's assertion): one synced forward/backward using every parameter (zero gradients, zero update),
+        here, where every rank is."""
+        out = self.ddp(lambda: sum((p.reshape(-1)[:1] * 0).sum() for p in params))
+        out.backward()
+        for p in params:
+            p.grad = None
 
     def run(self, fn: Callable[[], T], sync: bool) -> T:
         if sync:

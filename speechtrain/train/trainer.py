@@ -137,8 +137,8 @@ class Trainer:
         self.best_eval: float | None = None
         self.interval = Interval()  # the steps since the last metrics row (saved in checkpoints)
         self.idle_steps = 0  # steps in a row in which every utterance was left out (nothing trained)
+        self.trained_steps = 0  # steps of the run with an update of some stage (saved in checkpoints)
         self._idle_since_epoch: int | None = None
-        self._fit_trained = False
         self._initial_state: dict[str, Any] | None = None
 
     def _fsdp_problems(self) -> list[str]:
@@ -327,7 +327,8 @@ class Trainer:
         """A whole epoch of steps in which every utterance was left out (each ran out of memory on its own) is
         a run that trains nothing: an error with the fix, not a run that "finishes" with ``loss: null`` rows."""
         if trained:
-            self.idle_steps, self._idle_since_epoch, self._fit_trained = 0, None, True
+            self.idle_steps, self._idle_since_epoch = 0, None
+            self.trained_steps += 1
             return
         epoch = self.train_loader.epoch if self.train_loader is not None else self.last_epoch
         if self._idle_since_epoch is None:
@@ -374,6 +375,7 @@ class Trainer:
             "step": self.step,
             "samples_seen": self.samples_seen,
             "audio_seconds_seen": self.audio_seconds_seen,
+            "trained_steps": self.trained_steps,
             "last_epoch": self.last_epoch,
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "scalers": {k: s.state_dict() for k, s in self.scalers.items()},
@@ -436,6 +438,7 @@ class Trainer:
                 scaler.load_state_dict(state["scalers"][k])
         self.step, self.last_epoch = int(state["step"]), int(state["last_epoch"])
         self.samples_seen, self.audio_seconds_seen = int(state["samples_seen"]), float(state["audio_seconds_seen"])
+        self.trained_steps = int(state.get("trained_steps", self.step))  # (older checkpoints: every step)
         oom_ranks = state.get("oom_ranks")  # each rank's caps and counters, when as many ranks saved them
         if oom_ranks and len(oom_ranks) == self.world_size:
             self.oom.load_state_dict(oom_ranks[self.rank])
@@ -534,8 +537,7 @@ class Trainer:
             # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = ckpt.cpu_copy(self.state_dict())
         it = TimedIterator(self.train_loader)  # seconds blocked waiting for data
-        t_start, reason, steps_before = time.perf_counter(), "max_steps", self.step
-        self._fit_trained = False
+        t_start, reason = time.perf_counter(), "max_steps"
         bar = progress_bar(t.max_steps, self.step, t.progress and self.rank == 0)
         with StopSignals() as signals:
             try:
@@ -576,7 +578,7 @@ class Trainer:
                 raise
             finally:
                 bar.close()
-        if self.step > steps_before and not self._fit_trained:
+        if self.step > 0 and self.trained_steps == 0:  # the whole run (shorter than an epoch) trained nothing
             raise self._nothing_trained()
         self.metrics.close()
         oom = self._rank_oom(take_events=False)
