@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import json
 import os
 import signal
@@ -511,3 +510,24 @@ def test_export_consolidates_a_sharded_run_into_one_file(tmp_path: Path) -> None
     fresh.train_step([make_batch(9, [7, 5])])  # other weights than the run's
     assert import_for_init([str(out / "model.pt")]).load_into(fresh.task, strict=True) == ["model"]  # init_from
     assert all(torch.equal(params(fresh)[k], want[k]) for k in want)
+
+
+def test_a_full_disk_while_computing_features_stops_prepare_instead_of_skipping_every_item(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.data import prepare
+
+    _, over = _corpus(tmp_path, n=4)
+    real = prepare._save_npy
+    calls = []
+
+    def full_after_one(path: Path, array) -> None:  # noqa: ANN001
+        calls.append(path)
+        if len(calls) > 2:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        real(path, array)
+
+    monkeypatch.setattr(prepare, "_save_npy", full_after_one)
+    with pytest.raises(DataError, match=r"the disk is full .* GiB free.*1 item\(s\) were stored") as info:
+        prepare.prepare_dataset(cfg_for(*over).data, workers=1, progress=False)
+    assert "\n" not in str(info.value)

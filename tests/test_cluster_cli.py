@@ -290,7 +290,35 @@ def test_oom_counters_of_rank_1_reach_the_metrics_and_the_checkpoint(tmp_path: P
     assert r0["resumed_caps"] == {} and r1["resumed_caps"] == {0: 2}
     assert not torch.equal(r0["default"]["rand"], r1["default"]["rand"])  # each rank its own stream
     assert r0["default"]["ddp_find_unused"] is False and r0["find_unused"]["ddp_find_unused"] is True
-    assert r0["default"]["ddp"] == {"find_unused_parameters": False, "static_graph": False, "gradient_as_bucket_view": True}
-    losses = {name: [r["loss"] for r in read_metrics(tmp_path / name)] for name in ("default", "static", "find_unused", "no_bucket_view")}
+    assert r0["default"]["ddp"] == {
+        "find_unused_parameters": False,
+        "static_graph": False,
+        "gradient_as_bucket_view": True,
+    }
+    losses = {
+        name: [r["loss"] for r in read_metrics(tmp_path / name)]
+        for name in ("default", "static", "find_unused", "no_bucket_view")
+    }
     for name, got in losses.items():  # the same training whatever DDP's options, OOM redo on rank 1 included
         assert got == pytest.approx(losses["find_unused"], abs=1e-6), name
+
+
+def test_the_uis_stop_ends_a_run_with_loader_workers_cleanly(demo_data: list[str], tmp_path: Path) -> None:
+    """The UI's Stop (SIGTERM to the job's process group) on a run with loader workers: a traceback and exit 1, the
+    run listed as failed, before."""
+    from speechtrain.ui import jobs, runs
+
+    run = tmp_path / "run"
+    args = ["train", "model.name=speechtrain.testing.toy.task:build_toy", *TOY[1:], *demo_data]
+    args += ["data.num_workers=2", "train.max_steps=100000", "train.save_every=100000", f"train.output_dir={run}"]
+    folder = runs.job_folder(run)
+    jobs.start(folder, args)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and not ((run / "metrics.jsonl").is_file() and len(read_metrics(run)) >= 3):
+        assert jobs.status(folder).status == "running", jobs.log_tail(folder)
+        time.sleep(0.1)
+    assert jobs.stop(folder).status == "running"
+    state = jobs.wait(folder, 240)
+    assert (state.status, state.exit_code) == ("done", 0), jobs.log_tail(folder)
+    assert "Traceback" not in jobs.log_tail(folder, 200)
+    assert runs.run_info(run).status == "stopped" and ckpt.list_checkpoints(run / "checkpoints")

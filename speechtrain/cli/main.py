@@ -90,7 +90,6 @@ def _honour_stop_signals() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``speechtrain`` console script."""
     from speechtrain.errors import UserError
-
     from speechtrain.logs import logging_for_command
 
     parser = build_parser()

@@ -358,10 +358,10 @@ def prepare_dataset(
                     todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel, fkey, f0)
         report.reused = len(kept_keys - set(todo))
         computed, report.workers = _compute_all(todo, workers, progress)
-        full = next((r for r in computed.values() if r.problem is not None and r.problem[0] == DISK_FULL), None)
+        full = next((r.problem[1] for r in computed.values() if r.problem is not None and r.problem[0] == DISK_FULL), None)
         if full is not None:
             stored = sum(1 for r in computed.values() if r.problem is None)
-            raise DataError(f"{full.problem[1]} ({stored} item(s) were stored now and are reused next time)")
+            raise DataError(f"{full} ({stored} item(s) were stored now and are reused next time)")
         report.computed = sum(1 for r in computed.values() if r.problem is None)
         for plan in plans:
             for c in plan.kept:

@@ -84,7 +84,9 @@ def check_target(out: Path, run_dir: Path, cfg: Config, force: bool) -> None:
     target = out.resolve()
     for folder in protected_folders(run_dir, cfg):
         if target == folder:
-            what = "the run directory itself" if folder == run_dir.resolve() else "a folder this run's config reads from"
+            what = (
+                "the run directory itself" if folder == run_dir.resolve() else "a folder this run's config reads from"
+            )
             raise UserError(
                 f"{out} is {what} (the base weights it was fine-tuned from, say): exporting there would replace "
                 "them; choose a new folder"
@@ -141,7 +143,8 @@ def _fsync(path: Path) -> None:
 
 def _not_exported(out: Path, exc: BaseException) -> UserError:
     return UserError(
-        f"could not write the export to {out}: {ckpt.failure_reason(exc)}; {ckpt.free_space(out.parent)} free there. Nothing in {out} "
+        f"could not write the export to {out}: {ckpt.failure_reason(exc)}; {ckpt.free_space(out.parent)} free "
+        f"there. Nothing in {out} "
         "was changed: free some space (or choose another disk) and export again"
     )
 

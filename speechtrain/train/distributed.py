@@ -290,7 +290,9 @@ def unused_parameters_error(exc: BaseException) -> UserError | None:
     text = str(exc)
     if "Expected to have finished reduction in the prior iteration" not in text and "did not receive grad" not in text:
         return None
-    names = [line.strip() for line in text.splitlines() if "did not receive grad" in line or "Parameter indices" in line]
+    names = [
+        line.strip() for line in text.splitlines() if "did not receive grad" in line or "Parameter indices" in line
+    ]
     return UserError(
         "a stage of this task leaves some of its parameters without a gradient, which DDP (train.strategy=ddp) "
         "then waits for: set train.ddp_find_unused_parameters=true (or give the task the class attribute "

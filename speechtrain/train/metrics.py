@@ -180,7 +180,9 @@ class Interval:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.sums.clear()
         self.sums.update({str(k): v.clone() for k, v in state["sums"].items()})
-        self.steps, self.padded, self.real, self.samples = (int(state[k]) for k in ("steps", "padded", "real", "samples"))
+        self.steps, self.padded, self.real, self.samples = (
+            int(state[k]) for k in ("steps", "padded", "real", "samples")
+        )
         self.seconds, self.wait, self.audio_seconds = (float(state[k]) for k in ("seconds", "wait", "audio_seconds"))
 
     def means(self) -> dict[str, Any]:

@@ -206,7 +206,9 @@ def merge_rank_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for bucket, cap in state["bucket_caps"].items():
             caps[str(bucket)] = min(int(cap), caps.get(str(bucket), int(cap)))
         skipped.update({str(k): int(v) for k, v in (state.get("oom_skipped") or {}).items()})
-        events += [{**e, "rank": e.get("rank", rank)} if len(states) > 1 else dict(e) for e in state.get("oom_events") or []]
+        events += [
+            {**e, "rank": e.get("rank", rank)} if len(states) > 1 else dict(e) for e in state.get("oom_events") or []
+        ]
     return {
         "bucket_caps": caps,
         "oom_recoveries": sum(int(s["oom_recoveries"]) for s in states),

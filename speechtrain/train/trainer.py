@@ -568,7 +568,10 @@ class Trainer:
                     path = self.save_checkpoint()
                     log.info(f"stopped ({reason}) at step {self.step}; checkpoint {path}")
                     if signals.count > 1:
-                        log.info(f"({signals.count - 1} more signal(s) came during the stop checkpoint: held until it was written)")
+                        log.info(
+                            f"({signals.count - 1} more signal(s) came during the stop checkpoint: held until it "
+                            "was written)"
+                        )
             except RuntimeError as exc:
                 if self.world_size > 1 and is_peer_failure(exc):
                     raise peer_failure_error(exc, self.rank, self.step + 1, self.run_dir) from None

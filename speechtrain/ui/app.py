@@ -445,7 +445,9 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
             info = runs.run_info(path)
             holder = lock_holder(path)
             if holder is not None and info.status != "starting":
-                who = f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
+                who = (
+                    f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
+                )
                 raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
             if info.status in ("running", "starting"):
                 raise UserError(f"{path.name} is already running")

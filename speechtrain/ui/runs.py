@@ -2,9 +2,10 @@
 
 Status comes from the files alone, so a reloaded page or a restarted UI sees the same thing:
 ``running`` (its UI process is alive, another process holds the run's lock (a ``speechtrain train``
-started elsewhere), or metrics.jsonl was written in the last minute by a run started elsewhere), ``finished`` (reached train.max_steps), ``stopped`` (a checkpoint short of
-max_steps: resumable), ``failed`` (the command ended with an error; the message is kept) or
-``starting`` (no config.yaml yet: the data is being prepared).
+started elsewhere), or metrics.jsonl was written in the last minute by a run started elsewhere),
+``finished`` (reached train.max_steps), ``stopped`` (a checkpoint short of max_steps: resumable),
+``failed`` (the command ended with an error; the message is kept) or ``starting`` (no config.yaml yet: the
+data is being prepared).
 """
 
 from __future__ import annotations
