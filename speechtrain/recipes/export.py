@@ -143,7 +143,7 @@ def _fsync(path: Path) -> None:
 
 def _not_exported(out: Path, exc: BaseException) -> UserError:
     return UserError(
-        f"could not write the export to {out}: {ckpt.failure_reason(exc)}; {ckpt.free_space(out.parent)} free "
+        f"could not write the export to {out}: {ckpt.failure_reason(exc, out.parent)}; {ckpt.free_space(out.parent)} free "
         f"there. Nothing in {out} "
         "was changed: free some space (or choose another disk) and export again"
     )
@@ -175,7 +175,8 @@ def consolidated(run_dir: Path, cfg: Config, which: str, folder: Path) -> Path:
         "step": int(state.get("step", 0)),
         "consolidated_from": path.name,
     }
-    torch.save(ckpt.with_checksum(single), out)  # in the temporary folder: moved into place once whole
+    with open(out, "wb") as fh:  # a Python file: a full disk is an OSError (ENOSPC), not torch's "unexpected pos"
+        torch.save(ckpt.with_checksum(single), fh)  # in the temporary folder: moved into place once whole
     save_config(cfg, folder / "config.yaml")
     n = sum(len(sd) for sd in modules.values())
     log.info(f"consolidated {path.name} (step {single['step']}): {len(modules)} module(s), {n} tensors -> {out.name}")

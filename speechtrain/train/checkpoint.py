@@ -97,12 +97,27 @@ def _os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
-def failure_reason(exc: BaseException) -> str:
+#: less free space than this where a write failed without saying why (torch's own file writer: "unexpected pos
+#: ...") counts as a full disk
+_NEARLY_FULL = 64 * 2**20
+
+
+def failure_reason(exc: BaseException, where: str | os.PathLike[str] | None = None) -> str:
     """Why a write failed, in a few words: "the disk is full (...)" for a full disk or quota, else the first
-    line of the OSError behind it (torch wraps one in a RuntimeError) or of the error itself."""
+    line of the OSError behind it (torch wraps one in a RuntimeError) or of the error itself. ``where``: the
+    folder written to, whose free space tells a full disk when torch's writer gives no OSError."""
     os_error = _os_error_in(exc)
     if os_error is not None and os_error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return f"the disk is full ({os.strerror(os_error.errno)})"
+    if os_error is None and where is not None:
+        p = Path(where).absolute()
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        try:
+            if shutil.disk_usage(p).free < _NEARLY_FULL:
+                return f"the disk is full ({first_line(exc)[:120]})"
+        except OSError:
+            pass
     return first_line(os_error if os_error is not None else exc)
 
 
