@@ -389,9 +389,9 @@ def test_ddp_options_are_in_the_config() -> None:
 
 # ---------------------------------------------------------------- the CLI configures logging
 def test_every_command_logs_and_quiet_or_verbose_set_the_level(tmp_path: Path, capsys) -> None:
-    from speechtrain.cli.main import main
-
     import logging
+
+    from speechtrain.cli.main import main
 
     corpus, over = _corpus(tmp_path, n=4)
     level = logging.getLogger("speechtrain").level

@@ -242,6 +242,7 @@ def _rank_worker(rank: int, init_file: str, out_dir: str) -> None:
     os.environ[INJECT_ENV] = "100000,40"  # rank 1 alone runs out of memory on its 4 x 16-frame micro-batches
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
+        from speechtrain.errors import UserError
         from speechtrain.recipes import build_task
         from tests.test_train_engine import ListLoader, cfg_for, make_batch, make_trainer
 
@@ -264,6 +265,15 @@ def _rank_worker(rank: int, init_file: str, out_dir: str) -> None:
                 "caps": dict(tr.oom.caps),
                 "ddp_find_unused": tr.sync["main"].ddp.find_unused_parameters,
             }
+        # a task with a parameter no loss reaches, under find_unused_parameters=false: one line naming the key
+        cfg = cfg_for("optim.name=sgd", "train.max_steps=3")
+        task = build_task(cfg)
+        task.model.unused = torch.nn.Linear(3, 3)
+        tr = make_trainer(cfg, task, ListLoader([make_batch(rank, [9, 8])]), None, None)
+        try:
+            tr.fit()
+        except UserError as exc:
+            results["unused"] = str(exc)
         # a fresh pair resumes the default run: each rank its own caps back
         cfg = cfg_for("train.max_steps=4", "optim.name=sgd")
         again = make_trainer(cfg, build_task(cfg), None, None, Path(out_dir) / "default")
@@ -295,6 +305,8 @@ def test_oom_counters_of_rank_1_reach_the_metrics_and_the_checkpoint(tmp_path: P
         "static_graph": False,
         "gradient_as_bucket_view": True,
     }
+    for r in (r0, r1):
+        assert "train.ddp_find_unused_parameters=true" in r["unused"] and "\n" not in r["unused"]
     losses = {
         name: [r["loss"] for r in read_metrics(tmp_path / name)]
         for name in ("default", "static", "find_unused", "no_bucket_view")

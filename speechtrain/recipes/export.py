@@ -143,9 +143,9 @@ def _fsync(path: Path) -> None:
 
 def _not_exported(out: Path, exc: BaseException) -> UserError:
     return UserError(
-        f"could not write the export to {out}: {ckpt.failure_reason(exc, out.parent)}; {ckpt.free_space(out.parent)} free "
-        f"there. Nothing in {out} "
-        "was changed: free some space (or choose another disk) and export again"
+        f"could not write the export to {out}: {ckpt.failure_reason(exc, out.parent)}; "
+        f"{ckpt.free_space(out.parent)} free there. Nothing in {out} was changed: free some space (or choose "
+        "another disk) and export again"
     )
 
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -290,13 +291,11 @@ def unused_parameters_error(exc: BaseException) -> UserError | None:
     text = str(exc)
     if "Expected to have finished reduction in the prior iteration" not in text and "did not receive grad" not in text:
         return None
-    names = [
-        line.strip() for line in text.splitlines() if "did not receive grad" in line or "Parameter indices" in line
-    ]
+    found = re.search(r"Parameter indices which did not receive grad for rank \d+: [\d ]+", text)
     return UserError(
         "a stage of this task leaves some of its parameters without a gradient, which DDP (train.strategy=ddp) "
         "then waits for: set train.ddp_find_unused_parameters=true (or give the task the class attribute "
-        f"ddp_find_unused_parameters = True). {' '.join(names)[:300]}".rstrip()
+        f"ddp_find_unused_parameters = True).{' (' + found.group(0).strip() + ')' if found else ''}"
     )
 
 

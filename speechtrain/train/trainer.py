@@ -581,9 +581,9 @@ class Trainer:
                 raise
             finally:
                 bar.close()
+        self.metrics.close()
         if self.step > 0 and self.trained_steps == 0:  # the whole run (shorter than an epoch) trained nothing
             raise self._nothing_trained()
-        self.metrics.close()
         oom = self._rank_oom(take_events=False)
         return {
             "steps": self.step,
