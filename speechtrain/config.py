@@ -616,6 +616,12 @@ class TrainConfig(Section):
         return [value] if isinstance(value, str | os.PathLike) else value
 
     output_dir: str = Field("runs/run", description="Run directory.")
+    auto_resume: bool = Field(
+        False,
+        description="Continue output_dir from its newest loadable checkpoint when it has one, else start (the rows "
+        "a killed run wrote past its last checkpoint are dropped): the same command each time, what torchrun "
+        "--max-restarts and a scheduler's requeue run (CLI: --auto-resume).",
+    )
     device: str = Field("auto", description="auto, cpu, cuda, cuda:N.")
     strategy: Literal["auto", "ddp", "fsdp"] = Field(
         "auto",
@@ -627,6 +633,20 @@ class TrainConfig(Section):
         "them) exceed half a rank's device memory and the task qualifies, else ddp (logged with the reason).",
     )
     ddp_bucket_mb: float = Field(25.0, gt=0, description="DDP gradient bucket size, MiB (several processes only).")
+    ddp_find_unused_parameters: Switch = Field(
+        "auto",
+        description="DDP looks for parameters a stage left without a gradient after every synced forward (a walk "
+        "of the autograd graph, and torch's warning when there are none); auto: only for a task that declares "
+        "ddp_find_unused_parameters = True (none of the built-in families needs it).",
+    )
+    ddp_static_graph: bool = Field(
+        False,
+        description="DDP's static_graph: the same parameters are used in the same order every step (lets DDP "
+        "skip work; wrong for a task whose graph changes from step to step).",
+    )
+    ddp_gradient_as_bucket_view: bool = Field(
+        True, description="DDP's gradient_as_bucket_view: gradients live in the all-reduce buckets (one copy less)."
+    )
     dist_timeout_minutes: float = Field(
         10.0, gt=0, description="Several processes: a rank waiting longer than this for the others gives up."
     )

@@ -1,9 +1,11 @@
 """Logging for the library: ``get_logger(__name__)`` everywhere, a rank-zero filter, one set-up call.
 
-The library never prints: it logs to the ``speechtrain`` logger tree. ``setup_logging()`` (called
-by the command line and the UI) sends INFO and above to standard output as plain messages. Under a
-process group only rank 0 speaks, unless a record is marked ``extra={"all_ranks": True}`` (an error
-one rank alone sees, say); those carry their rank as a prefix.
+The library never prints: it logs to the ``speechtrain`` logger tree. ``setup_logging()`` (the UI's job
+runner) and :func:`logging_for_command` (every ``speechtrain`` command, for as long as it runs: ``--quiet``
+WARNING, ``--verbose`` DEBUG, else INFO) send its records to standard error as plain messages, where
+diagnostics belong (standard output keeps a command's results: JSON, YAML, tables). Under a process group only
+rank 0 speaks, unless a record is marked ``extra={"all_ranks": True}`` (an OOM recovery on rank 1, an error
+one rank alone sees); those carry their rank as a prefix.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 ROOT = "speechtrain"
 
@@ -45,25 +49,52 @@ class RankZeroFilter(logging.Filter):
         return False
 
 
-class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
-    """Writes to the *current* ``sys.stdout`` (so that redirections and test captures see it)."""
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ignore]
+    """Writes to the *current* ``sys.stderr`` (so that redirections and test captures see it)."""
 
     def __init__(self) -> None:
-        super().__init__(sys.stdout)
+        super().__init__(sys.stderr)
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.setStream(sys.stdout)
+        self.setStream(sys.stderr)
         super().emit(record)
 
 
+def _handler() -> logging.Handler:
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(RankZeroFilter())
+    return handler
+
+
 def setup_logging(level: int = logging.INFO) -> logging.Logger:
-    """Plain messages of ``level`` and above to standard output, rank 0 only. Idempotent."""
+    """Plain messages of ``level`` and above to standard error, rank 0 only (for the life of the process).
+    Idempotent."""
     logger = logging.getLogger(ROOT)
     logger.setLevel(level)
-    if not any(isinstance(h, _StdoutHandler) for h in logger.handlers):
-        handler = _StdoutHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        handler.addFilter(RankZeroFilter())
-        logger.addHandler(handler)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_handler())
     logger.propagate = False
     return logger
+
+
+@contextmanager
+def logging_for_command(level: int = logging.INFO) -> Iterator[logging.Logger]:
+    """:func:`setup_logging` for the duration of one command, then the ``speechtrain`` logger as it was (a
+    command run inside another program, a notebook or a test, leaves that program's logging alone). Inside a
+    process already set up (the UI's job runner) only the level changes."""
+    logger = logging.getLogger(ROOT)
+    before = (logger.level, logger.propagate)
+    added = None
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        added = _handler()
+        logger.addHandler(added)
+    logger.setLevel(level)
+    logger.propagate = False
+    try:
+        yield logger
+    finally:
+        if added is not None:
+            logger.removeHandler(added)
+        logger.setLevel(before[0])
+        logger.propagate = before[1]

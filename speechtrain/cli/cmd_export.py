@@ -1,4 +1,5 @@
-"""speechtrain export RUN_DIR OUT_DIR [--format F] [--which best|last] [--text S ...] [--name N] [--no-check]"""
+"""speechtrain export RUN_DIR OUT_DIR [--format F] [--which best|last] [--text S ...] [--name N] [--no-check]
+[--consolidate] [--force]"""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description="Write the run's model for a runtime and check it there: the exported model runs in its runtime "
         "(onnxruntime, piper-tts) on fixed inputs of two lengths beside the PyTorch model; the largest difference is "
         "printed and the export fails when it is above the stated tolerance. onnx/piper formats need "
-        "pip install 'speechtrain[export]'.",
+        "pip install 'speechtrain[export]'. --consolidate: the full weights of any run (an FSDP run's shards "
+        "assembled) as OUT_DIR/model.pt with its config.yaml. Written to a temporary folder and moved into place "
+        "once whole and checked; OUT_DIR must be new or empty (--force replaces the files an export writes), and "
+        "never the run directory or the folder the run was fine-tuned from.",
     )
     p.add_argument("run_dir", help="run directory (holds config.yaml and checkpoints)")
     p.add_argument("out_dir", help="output folder")
@@ -33,6 +37,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("--name", default=None, help="base name of the model file (piper: NAME.onnx; default: the run's)")
     p.add_argument("--no-check", action="store_true", help="write the files without running them in the runtime")
+    p.add_argument(
+        "--consolidate",
+        action="store_true",
+        help="one file of the run's full weights (OUT_DIR/model.pt): for sharded (FSDP2) runs, or any run",
+    )
+    p.add_argument("--force", action="store_true", help="OUT_DIR may hold files: the exported ones replace theirs")
     return p
 
 
@@ -40,7 +50,15 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.recipes.export import export_run
 
     result = export_run(
-        args.run_dir, args.out_dir, args.fmt, which=args.which, texts=args.text, name=args.name, check=not args.no_check
+        args.run_dir,
+        args.out_dir,
+        args.fmt,
+        which=args.which,
+        texts=args.text,
+        name=args.name,
+        check=not args.no_check,
+        force=args.force,
+        consolidate=args.consolidate,
     )
     for line in result.lines():
         print(line)

@@ -25,6 +25,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--json", metavar="REPORT", help="also write the report as JSON")
     p.add_argument("--require-text", action="store_true", help="skip items with empty text (TTS data)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="check every cached feature file against the index (size, shape) and compute the damaged ones again",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. data.n_mels=64")
     _allow_overrides_anywhere(p, takes_value=("--config", "-c", "--workers", "-j", "--json"))
     return p
@@ -66,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         strict=args.strict,
         progress=not args.no_progress,
         require_text=True if args.require_text else None,
+        repair=args.repair,
     )
     print(report.summary())
     write_json(args.json, report.to_dict())

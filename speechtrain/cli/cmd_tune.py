@@ -20,8 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     add_config_args(p, required=True)
     p.add_argument("--out", required=True, metavar="TUNED.yaml", help="where to write the tuned config")
     p.add_argument("--json", default=None, metavar="REPORT", help="also write the per-bucket report as JSON")
-    p.add_argument("--quiet", action="store_true", help="do not print every trial")
-    return p
+    return p  # --quiet (every command's): no line per trial either
 
 
 def run(args: argparse.Namespace) -> int:

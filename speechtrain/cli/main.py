@@ -1,14 +1,24 @@
 """The ``speechtrain`` command. Each subcommand lives in ``speechtrain/cli/cmd_<name>.py`` with
 ``add_parser(subparsers)`` (light: no torch import) and ``run(args) -> int`` (imports what it needs).
 What ``speechtrain --help`` shows is :data:`DESCRIPTION` and :data:`FIRST_STEPS`, written for users.
+
+Every command runs with logging configured (:func:`speechtrain.logs.logging_for_command`: rank 0, standard
+error; ``--quiet`` warnings and errors only, ``--verbose`` debug messages too; either before or after the
+command's name) and with Ctrl-C honoured even when the command was started with SIGINT ignored (a background
+job of a script); SIGTERM stops it the same way. Exit codes: 0 done (a training stopped by SIGTERM/SIGINT after
+saving its checkpoint counts as done: its summary says ``"stopped": "signal SIGTERM"``), 2 an error with its
+one-line message, 130 interrupted (Ctrl-C or SIGTERM outside training).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
+import signal
 import sys
 import textwrap
+from types import FrameType
 
 from speechtrain import __version__
 
@@ -59,6 +69,12 @@ def _load(name: str):  # noqa: ANN202 - a module
         raise
 
 
+def _add_verbosity(p: argparse.ArgumentParser, default: object) -> None:
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("--quiet", action="store_true", default=default, help="warnings and errors only")
+    group.add_argument("--verbose", action="store_true", default=default, help="debug messages too")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every available subcommand."""
     parser = argparse.ArgumentParser(
@@ -68,29 +84,58 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"speechtrain {__version__}")
+    _add_verbosity(parser, False)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = _load(name)
         if module is not None:
             p = module.add_parser(sub)
+            _add_verbosity(p, argparse.SUPPRESS)  # after the command's name too, without resetting the global one
             p.set_defaults(_module=module)
     return parser
+
+
+def _interrupted(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _honour_stop_signals() -> None:
+    """Ctrl-C and SIGTERM end a command cleanly (KeyboardInterrupt: workers stopped, "interrupted", exit 130),
+    also when it was started with SIGINT ignored, as a script's background jobs are; training installs its own
+    handlers (stop at the next step, save, exit 0). Only from the main thread (a command run inside a thread
+    keeps its program's handlers)."""
+    try:
+        signal.signal(signal.SIGINT, _interrupted)
+        signal.signal(signal.SIGTERM, _interrupted)
+    except ValueError:  # not the main thread
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``speechtrain`` console script."""
     from speechtrain.errors import UserError
+    from speechtrain.logs import logging_for_command
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2
+    level = logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    _honour_stop_signals()
     try:
-        return int(args._module.run(args) or 0)
+        with logging_for_command(level):
+            return int(args._module.run(args) or 0)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in before.items():
+            try:
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+            except ValueError:
+                pass

@@ -33,10 +33,11 @@ from speechtrain.data.store import (
     CachedItem,
     FeatureStore,
     ReaderLease,
+    audio_path,
     derived_path,
     f0_path,
+    load_feature,
     mel_path,
-    read_audio,
 )
 from speechtrain.data.text import Tokenizer
 from speechtrain.errors import DataError
@@ -164,18 +165,23 @@ class SpeechDataset:
             "speaker": int(self.speaker_ids[i]),
             "label": int(self.label_ids[i]),
         }
+        # every file checked against the index (readable to its end, its shape): a damaged one is a DataError
         if "mel" in self.fields:
-            mel = np.load(mel_path(self.root, it.key), mmap_mode="r")  # (n_mels, T_frames)
+            mel = load_feature(mel_path(self.root, it.key), (self.n_mels, it.frames), it.id)  # (n_mels, T_frames)
             out["mel"] = np.array(mel, dtype=np.float32)
         if "audio" in self.fields:
-            out["audio"] = read_audio(self.root, it.audio_key)  # float32 (T_frames * hop,)
+            pcm = load_feature(audio_path(self.root, it.audio_key), (it.samples,), it.id)  # int16 (T_frames * hop,)
+            out["audio"] = pcm.astype(np.float32) / np.float32(32767.0)  # as read_audio: float32 (T_frames * hop,)
         if "tokens" in self.fields:
             out["tokens"] = np.asarray(self.tokenizer.encode_symbols(it.symbols), dtype=np.int64)  # (L,)
         if "f0" in self.fields:
             assert it.f0_key is not None  # checked in __init__
-            out["f0"] = np.array(np.load(f0_path(self.root, it.f0_key), mmap_mode="r"), dtype=np.float32)  # (T_frames,)
+            f0 = load_feature(f0_path(self.root, it.f0_key), (it.frames,), it.id)  # (T_frames,)
+            out["f0"] = np.array(f0, dtype=np.float32)
         for name in self.derived:
-            out[name] = np.array(np.load(derived_path(self.root, it.derived[name], name), mmap_mode="r"))  # (..., T)
+            shape = it.shapes.get(name)  # recorded by prepare (None in an index written before it did)
+            path = derived_path(self.root, it.derived[name], name)
+            out[name] = np.array(load_feature(path, tuple(shape) if shape is not None else None, it.id))  # (..., T)
         return out
 
     def _like(self, items: Sequence[CachedItem], fields: Sequence[str]) -> SpeechDataset:

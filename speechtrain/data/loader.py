@@ -17,6 +17,10 @@ only; :class:`TrainLoader` is the implementation built here.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import multiprocessing.context
+import os
+import signal
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -32,7 +36,7 @@ from speechtrain.data.batch import Batch
 from speechtrain.data.collate import MEL_PAD, collate, crop_item
 from speechtrain.data.features import LogMel
 from speechtrain.data.sampler import BatchKey, BucketBatchSampler
-from speechtrain.errors import DataError
+from speechtrain.errors import DataError, UserError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
@@ -233,11 +237,70 @@ def _identity(x: Any) -> Any:
     return x
 
 
+def _worker_ignores_stop_signals(worker_id: int) -> None:  # noqa: ARG001 - DataLoader's worker_init_fn
+    """A loader worker leaves SIGINT and SIGTERM to the main process. Ctrl-C, Slurm, systemd and the UI's Stop
+    signal the whole process group (or cgroup): a worker that died of it (torch's own worker handler dies of a
+    SIGTERM from anyone but its parent) ended the run in "DataLoader worker ... killed by signal: Terminated"
+    before the trainer could save. The main process stops at the next step and ends its workers itself (with
+    SIGKILL: :class:`_StopProofContext`); a worker whose main process is gone exits by torch's own watchdog."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _kill(process: Any) -> None:
+    process.kill()  # the worker ignores SIGTERM (see _worker_ignores_stop_signals)
+
+
+# the default start method's worker process, ended by SIGKILL where torch (and multiprocessing at exit) would send
+# SIGTERM; module-level classes, so that a spawned worker can unpickle its process object
+_WORKERS: dict[str, type] = {}
+if os.name == "posix":
+
+    class _ForkWorker(multiprocessing.context.ForkProcess):
+        terminate = _kill
+
+    class _SpawnWorker(multiprocessing.context.SpawnProcess):
+        terminate = _kill
+
+    class _ForkServerWorker(multiprocessing.context.ForkServerProcess):
+        terminate = _kill
+
+    _WORKERS.update(fork=_ForkWorker, spawn=_SpawnWorker, forkserver=_ForkServerWorker)
+
+
+def _stop_proof_context() -> Any:
+    """The default multiprocessing context, whose processes are ended with SIGKILL (None off POSIX, where the
+    workers keep the default signal handling)."""
+    base = multiprocessing.get_context()
+    worker = _WORKERS.get(base.get_start_method())
+    if worker is None:
+        return None
+    context = type(f"StopProof{type(base).__name__}", (type(base),), {"Process": worker})
+    return context()
+
+
+def worker_error(exc: BaseException) -> BaseException:
+    """A :class:`~speechtrain.errors.UserError` raised inside a DataLoader worker comes back as the same type
+    whose message is torch's "Caught DataError in DataLoader worker process 0. Original Traceback ...": the
+    original one-line message again (any other error as it is)."""
+    if not isinstance(exc, UserError):
+        return exc
+    text = str(exc)
+    if "Original Traceback" not in text:
+        return exc
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}: "
+    last = text.rsplit(name, 1)[-1] if name in text else text.strip().splitlines()[-1]
+    return type(exc)(last.strip())
+
+
 def _dataloader(
     reader: BatchReader, source: _KeySource, options: LoaderOptions, notes: list[str]
 ) -> torch.utils.data.DataLoader[Batch]:
     kwargs: dict[str, Any] = {}
     if options.num_workers > 0:
+        context = _stop_proof_context()
+        if context is not None:  # Ctrl-C / SIGTERM to the process group: the trainer stops, its workers go on
+            kwargs.update(worker_init_fn=_worker_ignores_stop_signals, multiprocessing_context=context)
         if options.prefetch_factor is not None:
             kwargs["prefetch_factor"] = options.prefetch_factor
         kwargs["persistent_workers"] = options.persistent_workers
@@ -357,7 +420,13 @@ class TrainLoader:
             self._source.keys = self.sampler.epoch_keys()
             it = iter(self._loader)
             try:
-                for batch in it:
+                while True:
+                    try:
+                        batch = next(it)
+                    except StopIteration:
+                        break
+                    except UserError as exc:  # a damaged cache file, read in a worker: its message, one line
+                        raise worker_error(exc) from None
                     if generation != self._generation:
                         return  # load_state_dict/set_epoch happened: this iterator is stale
                     self.sampler.position += 1  # counted when handed to the trainer
@@ -465,7 +534,10 @@ class EvalLoader:
         return len(self.keys)
 
     def __iter__(self) -> Iterator[Batch]:
-        return iter(self._loader)
+        try:
+            yield from self._loader
+        except UserError as exc:
+            raise worker_error(exc) from None
 
 
 def build_eval_loader(data: DataConfig, dataset: UtteranceSource, needs: FieldNeeds) -> EvalLoader:

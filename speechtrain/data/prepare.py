@@ -23,13 +23,22 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
 7. Write one index per manifest, delete feature files nothing refers to, return a
    :class:`PrepareReport` with the text report (inventory, unknown characters and their share:
    above 1% a warning, and with ``strict`` a DataError).
+
+``repair``: before step 3, every feature file of a kept item is checked against the index (readable to its
+end, its shape: :func:`speechtrain.data.store.damaged_files`) and the damaged ones are deleted, so that steps
+3 and 4 compute them again. A full disk stops prepare with a one-line error (not one skipped item per file).
+The worker processes leave Ctrl-C and SIGTERM to this process, which stops them at once; they die with it
+(``PR_SET_PDEATHSIG`` on Linux, a watchdog elsewhere) and never hold the cache lock.
 """
 
 from __future__ import annotations
 
+import errno
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -45,7 +54,17 @@ from speechtrain.data.limits import REASON as LIMIT_REASON
 from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
 from speechtrain.data.pitch import F0Settings
-from speechtrain.data.store import CachedItem, CacheIndex, FeatureStore, ManifestRef, Role, read_audio
+from speechtrain.data.store import (
+    HELD_LOCK_FDS,
+    CachedItem,
+    CacheIndex,
+    FeatureStore,
+    ManifestRef,
+    Role,
+    damaged_files,
+    not_written,
+    read_audio,
+)
 from speechtrain.data.text.frontend import Processed, TextFrontEnd
 from speechtrain.data.text.inventory import TextItem, TextReport, learn_symbols, text_report
 from speechtrain.data.validate import Checked, Probe, totals, validate_entries
@@ -104,6 +123,7 @@ class PrepareReport:
     seconds: float = 0.0
     up_to_date: bool = False
     clipped: dict[str, int] = field(default_factory=dict)  # id -> samples beyond [-1, 1] clipped (float files)
+    repaired: int = 0  # damaged feature files deleted and computed again (``repair``)
     text: TextReport | None = None
     derived: list[DerivedReport] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # the model family's lines (XTTS: its text rules)
@@ -143,6 +163,7 @@ class PrepareReport:
                 "derived": {d.name: d.to_dict() for d in self.derived},
             },
             "workers": self.workers,
+            "repaired": self.repaired,
             "seconds": self.seconds,
             "clipped": self.clipped,
             "text": self.text.to_dict() if self.text is not None else None,
@@ -178,6 +199,8 @@ class PrepareReport:
             + (f", removed {self.removed_stale} stale files" if self.removed_stale else "")
             + f" ({self.workers} worker{'s' if self.workers != 1 else ''}, {self.seconds:.1f} s)"
         )
+        if self.repaired:
+            lines.append(f"repaired  {self.repaired} damaged feature file(s), computed again")
         for feature in self.derived:
             lines.append(
                 f"{feature.name:<9} {feature.description or 'derived feature'}: reused {feature.reused}, "
@@ -291,6 +314,7 @@ def prepare_dataset(
     require_text: bool | None = None,
     derived: Sequence[DerivedFeature] = (),
     limits: Sequence[ItemLimits] = (),
+    repair: bool = False,
 ) -> PrepareReport:
     """Validation pass + feature cache for a data section; see the module doc.
 
@@ -299,6 +323,7 @@ def prepare_dataset(
     ``require_text``: True skips empty-text items; None: ``data.require_text``.
     ``derived``: the model family's derived features (XTTS's DVAE codes), computed for every kept item.
     ``limits``: the model family's item limits (XTTS: BPE tokens, audio codes); items beyond them are skipped.
+    ``repair``: delete the feature files that do not read as their index says, and compute them again.
     """
     if getattr(mp.current_process(), "_inheriting", False):
         raise DataError(
@@ -346,6 +371,8 @@ def prepare_dataset(
         notes=[note for x in store.limits for note in x.notes],
     )
     with store.lock():
+        if repair:
+            report.repaired = _repair(plans, store)
         todo: dict[str, FeatureTask] = {}
         kept_keys = set()
         for plan in plans:
@@ -358,6 +385,12 @@ def prepare_dataset(
                     todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel, fkey, f0)
         report.reused = len(kept_keys - set(todo))
         computed, report.workers = _compute_all(todo, workers, progress)
+        full = next(
+            (r.problem[1] for r in computed.values() if r.problem is not None and r.problem[0] == DISK_FULL), None
+        )
+        if full is not None:
+            stored = sum(1 for r in computed.values() if r.problem is None)
+            raise DataError(f"{full} ({stored} item(s) were stored now and are reused next time)")
         report.computed = sum(1 for r in computed.values() if r.problem is None)
         for plan in plans:
             for c in plan.kept:
@@ -372,11 +405,11 @@ def prepare_dataset(
                 f"and prepare again to keep their waveform"
             )
         lengths = _Lengths(computed, [p.previous for p in plans if p.previous is not None], store)
-        report.derived = _derived_pass(plans, store, lengths, progress)
+        report.derived, shapes = _derived_pass(plans, store, lengths, progress)
 
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
-            index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN), checks)
+            index = _index_of(plan, store, lengths, processed, indexes.get(Role.TRAIN), checks, shapes)
             indexes[plan.ref.role] = index
             report.listed += plan.listed
             report.problems.extend(index.problems)
@@ -513,6 +546,7 @@ def _index_of(
     processed: dict[str, Processed],
     train: CacheIndex | None,
     checks: _LimitChecks | None = None,
+    shapes: dict[str, list[int]] | None = None,
 ) -> CacheIndex:
     """The index of one manifest; an eval manifest's items are mapped to the training data's names, and
     the items that break a model limit are left out (``model_limit`` problems)."""
@@ -546,7 +580,8 @@ def _index_of(
                 orig_sr=c.info.sample_rate,
                 channels=c.info.channels,
                 f0_key=store.f0_key(c.entry.audio_path, c.sig),
-                derived=store.derived_keys(akey),
+                derived=(dkeys := store.derived_keys(akey)),
+                shapes={name: shapes[k] for name, k in dkeys.items() if shapes and k in shapes},
             )
         )
     if checks is not None:
@@ -618,15 +653,60 @@ def _map_to_train(items: list[CachedItem], problems: list[Problem], train: Cache
     return out
 
 
+def _repair(plans: list[_ManifestPlan], store: FeatureStore) -> int:
+    """Delete the feature files of kept items that do not read as the index says (truncated, another shape);
+    the passes after it compute them again. The shapes come from the last index of each manifest (an item it
+    does not know yet is checked for readability and the mel/audio/f0 lengths against each other)."""
+    known = {it.key: it for plan in plans if plan.previous is not None for it in plan.previous.items}
+    n_mels = store.mel.n_mels
+    removed = 0
+    for plan in plans:
+        for c in plan.kept:
+            key, akey = store.feature_keys(c.entry.audio_path, c.sig)
+            item = known.get(key)
+            if item is None:
+                item = _probe_item(store, c.entry.id, key, akey, store.f0_key(c.entry.audio_path, c.sig))
+            for path in damaged_files(store.root, item, n_mels):
+                log.warning(f"repair: {path} ('{item.id}') is damaged: computing it again")
+                path.unlink(missing_ok=True)
+                removed += 1
+    return removed
+
+
+def _probe_item(store: FeatureStore, item_id: str, key: str, akey: str, fkey: str | None) -> CachedItem:
+    """A stand-in index entry for an item no index knows: its lengths from its own audio file when that reads
+    (else from its mel), so that the three files are checked against each other."""
+    frames = samples = -1
+    try:
+        samples = int(np.load(store.audio_path(akey), mmap_mode="r").shape[0])
+        frames = samples // store.mel.hop_length
+    except (ValueError, OSError, EOFError, IndexError):
+        try:
+            frames = int(np.load(store.mel_path(key), mmap_mode="r").shape[1])
+            samples = frames * store.mel.hop_length
+        except (ValueError, OSError, EOFError, IndexError):
+            pass
+    return CachedItem(item_id, "", key, akey, frames, samples, "", "", "", None, None, 0, 1, fkey)
+
+
 # ---------------------------------------------------------------- derived features
 
 
 def _derived_pass(
     plans: list[_ManifestPlan], store: FeatureStore, lengths: _Lengths, progress: bool
-) -> list[DerivedReport]:
+) -> tuple[list[DerivedReport], dict[str, list[int]]]:
     """Compute the derived features missing from the cache for every kept item whose features are there;
-    one report per feature."""
+    one report per feature, and the shape of every derived file (derived key -> shape, for the index: what a
+    reader checks the file against). Shapes an earlier index recorded are reused, others read from the header."""
     reports = []
+    shapes = {
+        key: shape
+        for plan in plans
+        if plan.previous is not None
+        for it in plan.previous.items
+        for name, key in it.derived.items()
+        if (shape := it.shapes.get(name)) is not None
+    }
     for feature in store.derived:
         report = DerivedReport(feature.name, feature.description)
         todo: dict[str, tuple[str, str, str]] = {}  # derived key -> (item id, audio file, audio key)
@@ -642,25 +722,32 @@ def _derived_pass(
                 else:
                     todo[dkey] = (c.entry.id, c.entry.audio_path, akey)
         report.reused = len(have)
+        for dkey in have - set(shapes):
+            try:
+                shapes[dkey] = list(np.load(store.derived_path(dkey, feature.name), mmap_mode="r").shape)
+            except (ValueError, OSError, EOFError):
+                pass  # damaged: the reader says so (and prepare --repair mends it)
         if todo:
             start = time.perf_counter()
-            _compute_derived(feature, todo, store, progress)
+            shapes.update(_compute_derived(feature, todo, store, progress))
             report.computed, report.seconds = len(todo), time.perf_counter() - start
         reports.append(report)
-    return reports
+    return reports, shapes
 
 
 def _compute_derived(
     feature: DerivedFeature, todo: dict[str, tuple[str, str, str]], store: FeatureStore, progress: bool
-) -> None:
+) -> dict[str, list[int]]:
     """Load the feature's model once, then compute and store each item from its stored audio (a failure
-    names the item: a model that cannot read this audio is not a property of one file to skip)."""
+    names the item: a model that cannot read this audio is not a property of one file to skip); the shape of
+    each (derived key -> shape)."""
     from tqdm import tqdm
 
     what = feature.description or feature.name
     log.info("computing %s of %d utterance(s)", what, len(todo))
     compute = feature.load()
     bar = tqdm(total=len(todo), desc=feature.name, unit="utt", disable=not progress, dynamic_ncols=True)
+    shapes: dict[str, list[int]] = {}
     try:
         for dkey, (item_id, audio_file, akey) in todo.items():
             try:
@@ -669,19 +756,62 @@ def _compute_derived(
                 raise DataError(
                     f"{what} of '{item_id}' ({audio_file}) failed: {type(exc).__name__}: {exc}"[:500]
                 ) from None
-            _save_npy(store.derived_path(dkey, feature.name), value)
+            path = store.derived_path(dkey, feature.name)
+            try:
+                _save_npy(path, value)
+            except OSError as exc:
+                raise not_written(path, exc) from None
+            shapes[dkey] = list(value.shape)
             bar.update()
     finally:
         bar.close()
+    return shapes
 
 
 # ---------------------------------------------------------------- feature workers
 
 
-def _init_worker() -> None:
+#: a worker's result when the disk is full: prepare stops (a full disk is no property of one file to skip)
+DISK_FULL = "disk_full"
+
+
+def _init_worker(parent: int) -> None:
+    """A feature worker: one torch thread; no hold on the cache lock (its forked copy of the descriptor is
+    closed); Ctrl-C and SIGTERM left to the parent, which stops the workers itself; dies with its parent."""
     import torch
 
     torch.set_num_threads(1)  # one process per core; torch threads would oversubscribe
+    for fd in list(HELD_LOCK_FDS):
+        try:
+            os.close(fd)  # the parent's lock must end with the parent, not outlive it in an orphaned worker
+        except OSError:
+            pass
+    HELD_LOCK_FDS.clear()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _die_with(parent)
+
+
+def _die_with(parent: int) -> None:
+    """End this process when ``parent`` ends (kill -9 included): the kernel's parent-death signal on Linux,
+    and a watchdog thread everywhere (the parent may be gone before the signal was armed)."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="speechtrain-parent-watchdog", daemon=True).start()
 
 
 def compute_features(audio_file: str, mel: MelSettings) -> tuple[np.ndarray, np.ndarray, int]:
@@ -721,8 +851,12 @@ def f0_of_pcm(pcm: np.ndarray, mel: MelSettings, f0: F0Settings) -> np.ndarray:
 def _save_npy(path: Path, array: np.ndarray) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
-    np.save(tmp, array)
-    os.replace(tmp, path)
+    try:
+        np.save(tmp, array)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()  # a write cut short (a full disk) leaves nothing behind
 
 
 def _compute_one(task: FeatureTask) -> tuple[str, FeatureResult]:
@@ -749,6 +883,11 @@ def _compute_one(task: FeatureTask) -> tuple[str, FeatureResult]:
         return task.mel_key, FeatureResult(int(mel.shape[1]), int(pcm.shape[0]), clipped=clipped)
     except AudioProblem as exc:
         return task.mel_key, FeatureResult(0, 0, (exc.reason, exc.detail))
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            where = Path(exc.filename) if exc.filename else mel_path(root, task.mel_key)
+            return task.mel_key, FeatureResult(0, 0, (DISK_FULL, str(not_written(where, exc))))
+        return task.mel_key, FeatureResult(0, 0, ("feature_error", f"{type(exc).__name__}: {exc}"[:300]))
     except Exception as exc:
         return task.mel_key, FeatureResult(0, 0, ("feature_error", f"{type(exc).__name__}: {exc}"[:300]))
 
@@ -778,7 +917,7 @@ def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, Feature
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    pool = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker)
+    pool = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=_init_worker, initargs=(os.getpid(),))
     try:
         futures: dict[Future[tuple[str, FeatureResult]], str] = {
             pool.submit(_compute_one, task): task.mel_key for task in tasks
@@ -792,9 +931,25 @@ def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, Feature
             results[key] = result
             bar.update()
     except BaseException:  # Ctrl-C: stop now; finished items are on disk and reused next time
-        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_workers(pool)
         raise
     pool.shutdown()
+
+
+def _stop_workers(pool: Any) -> None:
+    """Cancel what is queued and kill the workers now (they ignore Ctrl-C; a half-written file of theirs is a
+    temporary one, never a cache file)."""
+    kill = getattr(pool, "kill_workers", None)  # Python 3.14 (it shuts the executor down too)
+    if callable(kill):
+        kill()
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # before: the executor's own table
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        try:
+            process.kill()
+        except (OSError, AttributeError, ValueError):
+            pass
 
 
 def _compute_all(

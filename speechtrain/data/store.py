@@ -11,7 +11,7 @@ Layout under the cache root (``data.cache_dir``, default ``<data folder>/.speech
     <root>/features/<kk>/<f0_key>.f0.npy         float32 (T_frames,) Hz, 0 = unvoiced (with data.f0_method)
     <root>/features/<kk>/<key>.<name>.npy        a model family's derived feature (XTTS: int16 DVAE codes
                                                  (T_codes,) as ``codes``): :mod:`speechtrain.data.derived`
-    <root>/.lock                                 held while preparing
+    <root>/.lock                                 held while preparing (names its holder: pid, host, command)
     <root>/leases/<pid>-<n>.keys                 the feature keys an open dataset reads (a reader lease)
 
 A mel key hashes the audio file's absolute path, size, mtime and the feature settings (sample_rate,
@@ -29,15 +29,25 @@ The store owns the two rules that prepare and the dataset share: :meth:`FeatureS
 (whether an index can be used as is) and :meth:`FeatureStore.split_items` (which items are held out
 for evaluation). An index that cannot be read as a :class:`CacheIndex` (another cache version, a
 damaged file, a layout from elsewhere) counts as missing: ``prepare`` rebuilds it.
+
+Every feature file is read through :func:`load_feature`, which checks it against the index (readable to its
+end, the shape the index gives: ``(n_mels, frames)``, ``(samples,)``, ``(frames,)``, a derived feature's
+recorded shape): a damaged file is a :class:`DataError` naming it and ``speechtrain prepare --repair``, which
+recomputes the damaged files (:func:`damaged_files`). :meth:`FeatureStore.lock` waits for another ``prepare``
+at most :data:`LOCK_WAIT_SECONDS`, saying who holds the lock, then gives up with the holder's name.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
+import socket
+import sys
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
@@ -63,6 +73,7 @@ from speechtrain.data.text.frontend import TextSettings
 from speechtrain.data.text.inventory import TextItem
 from speechtrain.data.validate import Probe
 from speechtrain.errors import DataError
+from speechtrain.logs import get_logger
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
@@ -70,7 +81,10 @@ if TYPE_CHECKING:
 CACHE_VERSION = 3  # bump when the index layout changes (3: symbols from the front end, text settings)
 FEATURE_VERSION = 2  # bump when the feature files change (their keys hash it; an index bump keeps them)
 KEEP_VARIANTS = 4  # settings variants kept per manifest (e.g. 80-mel for a vocoder, 64-mel for a classifier)
+LOCK_WAIT_SECONDS = 600.0  # how long a prepare waits for another one's cache lock before giving up
 AUDIO_KEYS = ("sample_rate", "hop_length")  # the stored audio depends only on these
+
+log = get_logger(__name__)
 
 
 class Role(StrEnum):
@@ -195,6 +209,7 @@ class CachedItem:
     channels: int  # the file's channels (downmixed to mono)
     f0_key: str | None = None  # cached f0 (T_frames,), with data.f0_method
     derived: dict[str, str] = field(default_factory=dict)  # derived feature name -> its key
+    shapes: dict[str, list[int]] = field(default_factory=dict)  # derived feature name -> its array's shape
 
     def feature_keys(self) -> list[str]:
         """Every feature file key of this item (mel, audio, f0, derived)."""
@@ -224,7 +239,18 @@ class CachedItem:
             channels=int(raw["channels"]),
             f0_key=None if raw.get("f0_key") is None else str(raw["f0_key"]),
             derived={str(k): str(v) for k, v in (raw.get("derived") or {}).items()},
+            shapes={str(k): [int(n) for n in v] for k, v in (raw.get("shapes") or {}).items()},
         )
+
+    def expected_shapes(self, n_mels: int) -> dict[str, tuple[int, ...] | None]:
+        """Field -> the shape its cache file must have (None: not recorded, any shape)."""
+        out: dict[str, tuple[int, ...] | None] = {"mel": (n_mels, self.frames), "audio": (self.samples,)}
+        if self.f0_key is not None:
+            out["f0"] = (self.frames,)
+        for name in self.derived:
+            shape = self.shapes.get(name)
+            out[name] = tuple(shape) if shape is not None else None
+        return out
 
 
 @dataclass
@@ -291,11 +317,20 @@ class CacheIndex:
             return None
 
     def write(self, path: Path) -> None:
-        """Write atomically (a reader never sees half a file)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        """Write atomically (a reader never sees half a file); a failed write (a full disk) is a one-line
+        :class:`DataError` and leaves the previous index as it was."""
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_json(), separators=(",", ":")))
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as fh:
+                fh.write(json.dumps(self.to_json(), separators=(",", ":")).encode())
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise not_written(path, exc) from None
 
     def feature_keys(self) -> set[str]:
         """Every mel, audio, f0 and derived key the index refers to."""
@@ -310,6 +345,67 @@ class SplitItems:
     speakers: list[str]
     labels: list[str]
     symbols: list[str] = field(default_factory=list)  # learned from the training transcripts
+
+
+def not_written(path: Path, exc: OSError) -> DataError:
+    """The one-line error for a cache file that could not be written (a full disk, a read-only folder)."""
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    why = f"the disk is full ({os.strerror(exc.errno or 0)})" if full else (exc.strerror or str(exc))
+    return DataError(
+        f"could not write {path}: {why}; {_free_gib(path)} free there. Free some space, or point data.cache_dir at "
+        "a larger disk, and run prepare again (what was computed so far is reused)"
+    )
+
+
+def _free_gib(path: Path) -> str:
+    import shutil
+
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return f"{shutil.disk_usage(p).free / 2**30:.2f} GiB"
+    except OSError:
+        return "unknown"
+
+
+def load_feature(path: Path, shape: tuple[int, ...] | None, item_id: str) -> np.ndarray:
+    """A cache file, memory-mapped and checked: readable to its end and of ``shape`` (None: any). A damaged
+    file (truncated, rewritten with another shape) is a one-line :class:`DataError` with the fix."""
+    fix = "run `speechtrain prepare --repair` with the same config and data.* overrides (it recomputes damaged files)"
+    try:
+        array = np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise DataError(f"feature cache file {path} of '{item_id}' is missing (deleted after prepare): {fix}") from None
+    except (ValueError, OSError, EOFError) as exc:
+        first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise DataError(
+            f"feature cache file {path} of '{item_id}' is damaged (truncated or corrupt: {first.strip()}): {fix}"
+        ) from None
+    if shape is not None and tuple(array.shape) != tuple(shape):
+        raise DataError(
+            f"feature cache file {path} of '{item_id}' is damaged: shape {tuple(array.shape)} where the index says "
+            f"{tuple(shape)}: {fix}"
+        )
+    return array
+
+
+def damaged_files(root: Path, item: CachedItem, n_mels: int) -> list[Path]:
+    """The feature files of ``item`` that are there but do not read as the index says (see
+    :func:`load_feature`); what ``prepare --repair`` deletes so that they are computed again."""
+    paths = {"mel": mel_path(root, item.key), "audio": audio_path(root, item.audio_key)}
+    if item.f0_key is not None:
+        paths["f0"] = f0_path(root, item.f0_key)
+    for name, key in item.derived.items():
+        paths[name] = derived_path(root, key, name)
+    bad = []
+    for name, shape in item.expected_shapes(n_mels).items():
+        if name in paths and paths[name].is_file():
+            try:
+                load_feature(paths[name], shape, item.id)
+            except DataError:
+                bad.append(paths[name])
+    return bad
 
 
 def _digest(obj: Any) -> str:
@@ -520,19 +616,64 @@ class FeatureStore:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Exclusive lock on the cache root while preparing (no-op where fcntl is missing)."""
-        self.root.mkdir(parents=True, exist_ok=True)
+        """Exclusive lock on the cache root while preparing (no-op where fcntl is missing). The holder writes
+        its pid, host and command into the lock file; a second ``prepare`` says who holds it, waits at most
+        :data:`LOCK_WAIT_SECONDS` and then gives up with a DataError naming the holder.
+
+        The descriptor is not inherited by processes started meanwhile (``O_CLOEXEC``), and
+        :func:`speechtrain.data.prepare` workers close their forked copy, so only this process holds it: it
+        is released when this process ends, however it ends."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as exc:
+            raise not_written(self.root / ".lock", exc) from None
         try:
             import fcntl
         except ImportError:  # Windows
+            os.close(fd)
             yield
             return
-        with open(self.root / ".lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        HELD_LOCK_FDS.add(fd)
+        try:
+            self._wait_for(fd, fcntl)
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+            info["command"] = " ".join(["speechtrain", *sys.argv[1:]])[:300]
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(info).encode(), 0)
+            except OSError:
+                pass  # the lock holds without its note (a full disk)
             try:
                 yield
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            HELD_LOCK_FDS.discard(fd)
+            os.close(fd)
+
+    def _wait_for(self, fd: int, fcntl: Any) -> None:
+        """Take the lock on ``fd``: at once, else after saying who holds it, else a DataError after the wait."""
+        start = time.monotonic()
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+            holder = _lock_note(self.root / ".lock")
+            waited = time.monotonic() - start
+            if waited >= LOCK_WAIT_SECONDS:
+                raise DataError(
+                    f"the feature cache {self.root} is locked by {holder}, which is preparing it; gave up after "
+                    f"{waited:.0f} s. Wait for it to finish, or stop it (if that process is gone, its lock went "
+                    "with it: run again)"
+                )
+            if not said:
+                log.warning(f"waiting for the feature cache {self.root}: locked by {holder}")
+                said = True
+            time.sleep(min(1.0, max(0.05, LOCK_WAIT_SECONDS / 20)))
 
     def collect_garbage(self) -> int:
         """Delete feature files that no readable index under the root and no live reader lease refers to;
@@ -623,6 +764,23 @@ class FeatureStore:
         if role == Role.EVAL and Role.EVAL in refs:
             eval_index = self.open_index(refs[Role.EVAL], require_text)
         return self.split_items(role, train, eval_index)
+
+
+#: descriptors of cache locks this process holds (a forked prepare worker closes its copies: it must not keep the
+#: lock alive once its parent is gone)
+HELD_LOCK_FDS: set[int] = set()
+
+
+def _lock_note(path: Path) -> str:
+    """Who holds a cache lock, from the note in its file."""
+    try:
+        info = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or "pid" not in info:
+        return "another process"
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(info.get("started", 0))))
+    return f"pid {info['pid']} on host {info.get('host', '?')} (`{info.get('command', '?')}`, since {since})"
 
 
 class ReaderLease:

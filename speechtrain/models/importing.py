@@ -173,7 +173,7 @@ def read_checkpoint(source: str | os.PathLike[str] | Mapping[str, Any], trust_pi
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(
             f"{path}: holds pickled Python objects besides tensors ({first}); loading it could run code. If you "
-            f"trust the file, import it with trust_pickle=True (CLI: --trust-pickle)"
+            f"trust the file, allow it with train.init_trust_pickle=true (Python: trust_pickle=True)"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
         raise CheckpointError(f"{path}: not a readable PyTorch checkpoint ({type(exc).__name__}: {exc})") from None

@@ -21,6 +21,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def rank_seed(seed: int, rank: int) -> int:
+    """The seed of rank ``rank``'s random streams (dropout, noise, augmentation) in a run seeded ``seed``: the
+    run's seed itself on rank 0 (a one-process run draws what it always drew), a different, reproducible one on
+    every other rank (the same ranks of a resumed run draw the same streams)."""
+    if rank == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed) % 2**63, int(rank)]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
 def build_task(cfg: Config) -> Any:
     """The Task of ``cfg``'s model family, built from its model and data sections."""
     search = [cfg.source_dir, cfg.source_dir.parent] if cfg.source_dir else []  # examples/x.yaml -> examples.x

@@ -55,9 +55,15 @@ class DataRecipe:
 
     # ------------------------------------------------------------------ the feature cache
     def prepare(
-        self, workers: int | None = None, strict: bool = False, progress: bool = True, require_text: bool | None = None
+        self,
+        workers: int | None = None,
+        strict: bool = False,
+        progress: bool = True,
+        require_text: bool | None = None,
+        repair: bool = False,
     ) -> Any:
-        """Validate and build the feature cache (``speechtrain prepare``); the PrepareReport."""
+        """Validate and build the feature cache (``speechtrain prepare``; ``repair``: damaged feature files are
+        computed again); the PrepareReport."""
         from speechtrain.data.prepare import prepare_dataset
 
         return prepare_dataset(
@@ -68,6 +74,7 @@ class DataRecipe:
             require_text=require_text,
             derived=self.derived(),
             limits=self.limits(),
+            repair=repair,
         )
 
     def ensure_prepared(self, require_text: bool | None = None) -> Any:

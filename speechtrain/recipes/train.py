@@ -22,7 +22,7 @@ from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.stats import set_memory_fraction
 from speechtrain.models.importing import ImportReport, import_for_init
-from speechtrain.recipes.common import build_task, load_run_config, place, seed_everything
+from speechtrain.recipes.common import build_task, load_run_config, place, rank_seed, seed_everything
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import any_rank, barrier, init_from_env, shutdown, world
@@ -45,7 +45,9 @@ class TrainData:
 
 class TrainRecipe:
     """Train ``cfg``'s model on its data; ``resume``: continue the run in that directory (an error when no
-    checkpoint there loads, unless ``start_over``)."""
+    checkpoint there loads, unless ``start_over``). With ``train.auto_resume`` a run whose ``output_dir`` holds a
+    loadable checkpoint continues from it, and one without starts (what a restarted job runs: the same command).
+    """
 
     def __init__(self, cfg: Config, resume: str | Path | None = None, start_over: bool = False) -> None:
         self.cfg = cfg
@@ -58,6 +60,7 @@ class TrainRecipe:
         self.data_recipe = DataRecipe(cfg)
         self.memory_record: AccelRecord | None = None
         self.lr_note = ""
+        self.start_note = "a fresh run from step 0"
 
     @classmethod
     def from_run(cls, run_dir: str | Path, overrides: list[str] | None = None, start_over: bool = False) -> TrainRecipe:
@@ -91,7 +94,7 @@ class TrainRecipe:
         """Apply the process-wide settings (seed, accelerations, memory fraction) and build the Trainer
         (``alone``: this rank by itself under a process group, see :class:`Trainer`)."""
         t, d = self.train, self.data
-        seed_everything(t.seed)
+        seed_everything(rank_seed(t.seed, world()[0]))  # each rank its own streams (dropout, noise, augmentation)
         device = resolve_device(t.device)
         place(task, device)
         accel = apply_accelerations(self.accel, task.modules(), device, self.cfg.model.avoid_bf16)
@@ -151,10 +154,21 @@ class TrainRecipe:
     def _run(self) -> dict[str, Any]:
         run_dir = self.run_dir
         rank = world()[0]
-        if not self.resuming and ckpt.list_checkpoints(run_dir / "checkpoints"):
+        auto = self.train.auto_resume and not self.resuming
+        saved = ckpt.list_checkpoints(run_dir / "checkpoints")
+        if not self.resuming and not auto and saved:
             raise UserError(
-                f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}`, "
-                f"or choose another train.output_dir"
+                f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}` (or "
+                f"run the same command with --auto-resume, train.auto_resume=true), or choose another "
+                f"train.output_dir"
+            )
+        # the checkpoint to continue from, read before anything is built or written
+        found = ckpt.latest(run_dir, quarantine=rank == 0) if self.resuming or (auto and saved) else None
+        if found is None and self.resuming and not self.start_over:
+            raise CheckpointError(
+                f"--resume {run_dir}: no loadable checkpoint in {run_dir / 'checkpoints'} (none was saved, or "
+                f"every one is damaged: see the warnings above). Nothing was changed. To train this run again "
+                f"from step 0 in the same directory: `speechtrain train --resume {run_dir} --start-over`"
             )
         task = self.build_task()
         if rank != 0:
@@ -164,21 +178,20 @@ class TrainRecipe:
             barrier()
         run_dir.mkdir(parents=True, exist_ok=True)
         place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
-        if not self.resuming:
+        if found is None:
+            if saved:
+                why = "--start-over" if self.resuming else "train.auto_resume"
+                log.warning(f"warning: no loadable checkpoint in {run_dir}/checkpoints: starting from step 0 ({why})")
             task.setup(data.train_set)
             if self.train.init_from:
                 init_weights(task, self.train.init_from, self.train.init_trust_pickle, run_dir)
         trainer = self.build_trainer(task, data.train_loader, data.eval_loader, run_dir)
-        if self.resuming and not trainer.resume():
-            if not self.start_over:
-                raise CheckpointError(
-                    f"--resume {run_dir}: no loadable checkpoint in {run_dir / 'checkpoints'} (none was saved, or "
-                    f"every one is damaged: see the warnings above). Nothing was changed. To train this run again "
-                    f"from step 0 in the same directory: `speechtrain train --resume {run_dir} --start-over`"
-                )
-            log.info(f"no loadable checkpoint in {run_dir}/checkpoints: starting over from step 0 (--start-over)")
-            trainer.metrics.rewind(0)
-            task.setup(data.train_set)
+        if found is not None:
+            trainer.resume(found)  # a config that does not load (another model, another optimizer) stops here
+            how = "auto-resume" if auto else "--resume"
+            self.start_note = f"resumed from step {trainer.step} ({found[0]}, {how})"
+        else:
+            trainer.metrics.rewind(0)  # rows an earlier start wrote before its first checkpoint: not appended to
         if rank == 0:
             _run_file(run_dir / "config.yaml", lambda path: save_config(self.cfg, path))
             self.report_start(trainer, data.train_loader, run_dir)
@@ -186,12 +199,23 @@ class TrainRecipe:
 
     def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: Path) -> None:
         """What runs where: logged, and saved as ``accel.json``."""
+        log.info(f"run: {run_dir} ({self.start_note})")
         log.info(startup_summary(trainer, trainer.accel, self.memory_record, self.lr_note, loader.notes))
+        dropped = loader.sampler.report if isinstance(loader, TrainLoader) else None
+        if dropped is not None and dropped.skipped:  # data.oversize=skip, data.crop_short=skip: said, not silent
+            log.warning(
+                "warning: the batch planner left out "
+                + ", ".join(f"{n} utterance(s) ({why})" for why, n in dropped.skipped.items())
+                + ": "
+                + "; ".join(line for line in dropped.lines() if "skipped" in line)
+            )
         records = {
             "accelerations": trainer.accel.records_dict(),
             "optimizers": {k: r.to_dict() for k, r in trainer.optimizer_records.items()},
             "memory_fraction": self.memory_record.to_dict() if self.memory_record else None,
             "lr_scaling": self.lr_note,
+            "start": self.start_note,
+            "data_planner": dropped.to_dict() if dropped is not None else None,
             "precision": trainer.precision.name,
             "world_size": trainer.world_size,
             "strategy": trainer.strategy.strategy,
@@ -200,6 +224,7 @@ class TrainRecipe:
                 "sharded_units": trainer.sharded_units,
                 "fsdp_mixed_precision": trainer.fsdp_mixed_precision if trainer.sharded else None,
                 "checkpoints": "sharded (step_N.dcp + step_N.pt)" if trainer.sharded else "full (step_N.pt)",
+                "ddp": trainer.ddp_options or None,
             },
         }
         if world()[0] == 0:
@@ -212,8 +237,10 @@ def startup_summary(
 ) -> str:
     """The lines printed when a run starts."""
     lines = [f"device: {trainer.device}  precision: {trainer.precision.name}  world size: {trainer.world_size}"]
+    lines.append(f"strategy: {trainer.strategy.strategy} ({trainer.strategy.reason})")
     if trainer.world_size > 1:
-        lines.append(f"strategy: {trainer.strategy.strategy} ({trainer.strategy.reason})")
+        if trainer.ddp_options:
+            lines.append("ddp: " + ", ".join(f"{k}={v}" for k, v in trainer.ddp_options.items()))
         if trainer.sharded:
             lines.append(
                 f"fsdp: {len(trainer.sharded_units)} sharded unit(s), mixed precision "

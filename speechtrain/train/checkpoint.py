@@ -97,13 +97,33 @@ def _os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
-def write_failed(path: Path, exc: BaseException) -> CheckpointError:
-    """The clear error for a checkpoint (or run file) that could not be written."""
+#: less free space than this where a write failed without saying why (torch's own file writer: "unexpected pos
+#: ...") counts as a full disk
+_NEARLY_FULL = 64 * 2**20
+
+
+def failure_reason(exc: BaseException, where: str | os.PathLike[str] | None = None) -> str:
+    """Why a write failed, in a few words: "the disk is full (...)" for a full disk or quota, else the first
+    line of the OSError behind it (torch wraps one in a RuntimeError) or of the error itself. ``where``: the
+    folder written to, whose free space tells a full disk when torch's writer gives no OSError."""
     os_error = _os_error_in(exc)
     if os_error is not None and os_error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-        why = f"the disk is full ({os.strerror(os_error.errno)})"
-    else:
-        why = first_line(os_error if os_error is not None else exc)
+        return f"the disk is full ({os.strerror(os_error.errno)})"
+    if os_error is None and where is not None:
+        p = Path(where).absolute()
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        try:
+            if shutil.disk_usage(p).free < _NEARLY_FULL:
+                return f"the disk is full ({first_line(exc)[:120]})"
+        except OSError:
+            pass
+    return first_line(os_error if os_error is not None else exc)
+
+
+def write_failed(path: Path, exc: BaseException) -> CheckpointError:
+    """The clear error for a checkpoint (or run file) that could not be written."""
+    why = failure_reason(exc)
     return CheckpointError(
         f"could not write {path}: {why}; {free_space(path.parent)} free there. The previous checkpoint is "
         f"intact: free some space (or point train.output_dir at a larger disk) and continue with "
@@ -455,7 +475,7 @@ def prune(folder: str | os.PathLike[str], keep: int, protect: Path | None = None
     by_age = [p for _, p in sorted(list_checkpoints(folder), key=lambda sp: (_age(sp[1]), sp[0]))]
     others = [p for p in by_age if protect is None or p.resolve() != protect.resolve()]
     room = max(0, keep - (len(by_age) - len(others)))  # the protected one counts among the kept
-    doomed = others[: len(others) - room]
+    doomed = others[: max(0, len(others) - room)]  # (a negative end would delete all but the newest few)
     for p in doomed:
         p.unlink(missing_ok=True)
         shutil.rmtree(shard_folder(p), ignore_errors=True)

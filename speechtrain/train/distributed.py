@@ -38,6 +38,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,13 +218,30 @@ class StageSync:
     with ``sync`` the backward that follows all-reduces the accumulated gradients bucket by bucket,
     overlapped with the backward, and averages them; without it (``no_sync``) gradients accumulate locally.
 
-    ``find_unused_parameters`` is on: a stage may leave parameters without a gradient (a GAN generator
-    whose speaker table is unused, a task that skips a branch), and it keeps DDP's forward free of
-    collectives, so that the OOM guard can agree inside ``fn`` (see :class:`~speechtrain.train.oom_guard.OOMGuard`).
-    Its cost is one walk of the autograd graph per synced step.
+    ``find_unused_parameters`` (``train.ddp_find_unused_parameters``; auto: on only for a task that declares
+    ``ddp_find_unused_parameters = True``, none of the built-in families does) makes DDP walk the autograd graph
+    after every synced forward to find parameters without a gradient (a branch a stage skips): needed then,
+    a cost and a warning from torch otherwise. ``static_graph`` and ``gradient_as_bucket_view`` are DDP's own
+    options (``train.ddp_static_graph``, ``train.ddp_gradient_as_bucket_view``: the gradients are views into
+    the all-reduce buckets, one copy of the gradients less).
+
+    Without ``find_unused_parameters`` DDP rebuilds its buckets once, in the forward after the first synced
+    backward, with a broadcast. The OOM guard agrees between ranks *inside* the forward (see
+    :class:`~speechtrain.train.oom_guard.OOMGuard`): a rank redoing a piece must not meet a broadcast on the
+    other; :meth:`settle` therefore makes that rebuild happen at a point every rank reaches together (the end
+    of the stage's first step), and DDP's forward holds no collective after it.
     """
 
-    def __init__(self, params: list[nn.Parameter], device: torch.device, bucket_mb: float = 25.0) -> None:
+    def __init__(
+        self,
+        params: list[nn.Parameter],
+        device: torch.device,
+        bucket_mb: float = 25.0,
+        *,
+        find_unused_parameters: bool = False,
+        static_graph: bool = False,
+        gradient_as_bucket_view: bool = True,
+    ) -> None:
         from torch.nn.parallel import DistributedDataParallel
 
         self.module = _StageForward(params)
@@ -231,14 +249,54 @@ class StageSync:
             self.module,
             device_ids=[device] if device.type == "cuda" else None,
             bucket_cap_mb=bucket_mb,
-            find_unused_parameters=True,
+            find_unused_parameters=find_unused_parameters,
+            static_graph=static_graph,
+            gradient_as_bucket_view=gradient_as_bucket_view,
         )
+        self._settled = False
+        if static_graph:
+            self._record_graph(params)
+
+    def _record_graph(self, params: list[nn.Parameter]) -> None:
+        """DDP's static graph records the graph in its first iteration, which must be a synced one (a first
+        backward under ``no_sync``, a step's first micro-batch, or a piece of an OOM-split step, fails its
+        reducer's assertion): one synced forward/backward using every parameter (zero gradients, zero update),
+        here, where every rank is."""
+        out = self.ddp(lambda: sum((p.reshape(-1)[:1] * 0).sum() for p in params))
+        out.backward()
+        for p in params:
+            p.grad = None
 
     def run(self, fn: Callable[[], T], sync: bool) -> T:
         if sync:
             return self.ddp(fn)
         with self.ddp.no_sync():
             return self.ddp(fn)
+
+    def settle(self) -> None:
+        """After the stage's first synced backward (every rank calls it at the same point): DDP's one bucket
+        rebuild, which it would otherwise do with a broadcast inside the next forward."""
+        if self._settled:
+            return
+        self._settled = True
+        with torch.enable_grad():
+            # torch's own call from DistributedDataParallel._pre_forward, made here (a no-op, without any
+            # collective, when DDP needs no rebuild: find_unused_parameters, or already rebuilt)
+            if self.ddp.reducer._rebuild_buckets():
+                self.ddp._has_rebuilt_buckets = True
+
+
+def unused_parameters_error(exc: BaseException) -> UserError | None:
+    """The fix for DDP's error about parameters that received no gradient (None for any other error)."""
+    text = str(exc)
+    if "Expected to have finished reduction in the prior iteration" not in text and "did not receive grad" not in text:
+        return None
+    found = re.search(r"Parameter indices which did not receive grad for rank \d+: [\d ]+", text)
+    return UserError(
+        "a stage of this task leaves some of its parameters without a gradient, which DDP (train.strategy=ddp) "
+        "then waits for: set train.ddp_find_unused_parameters=true (or give the task the class attribute "
+        f"ddp_find_unused_parameters = True).{' (' + found.group(0).strip() + ')' if found else ''}"
+    )
 
 
 class ShardedStage:
@@ -377,6 +435,14 @@ def save_sharded(
         with dcp_without_group_quietly():
             dcp.save(tensors, storage_writer=dcp.FileSystemWriter(str(folder)), no_dist=not initialized())
     except (Exception, dcp.CheckpointException) as exc:  # noqa: BLE001 - DCP gathers every rank's failure
+        if is_peer_failure(exc) or any(k in str(exc) for k in ("Connection reset", "Connection closed", "Broken pipe")):
+            rank = world()[0]
+            raise UserError(
+                f"rank {rank}: another rank stopped answering while the ranks wrote the shards of a checkpoint to "
+                f"{folder.parent} (killed, out of host memory, or a network failure); the previous checkpoint is "
+                f"intact: continue with `speechtrain train --resume {folder.parent.parent}`. "
+                f"({first_line(exc)[:200]})"
+            ) from None
         raise write_failed(folder, RuntimeError(first_line(exc)[:300])) from None
     return rest
 

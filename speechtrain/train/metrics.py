@@ -88,7 +88,10 @@ class MetricsWriter:
             except OSError as exc:
                 tmp.unlink(missing_ok=True)
                 raise write_failed(self.path, exc) from None
-            log.info(f"metrics.jsonl: dropped {dropped} rows written after step {step} (resuming from step {step})")
+            if step:
+                log.info(f"metrics.jsonl: dropped {dropped} rows written after step {step} (resuming from step {step})")
+            else:
+                log.info(f"metrics.jsonl: dropped {dropped} rows of an earlier start that saved no checkpoint")
         self._line_open = False
         return dropped
 
@@ -159,6 +162,28 @@ class Interval:
             self.padded += mb.padded_frames
             self.real += mb.real_frames
             self.samples += mb.size
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the interval holds so far (saved in checkpoints: a resumed run's next row averages the same
+        steps as the run that was never interrupted)."""
+        return {
+            "sums": {k: v.detach().to("cpu", copy=True) for k, v in self.sums.items()},
+            "steps": self.steps,
+            "seconds": self.seconds,
+            "wait": self.wait,
+            "audio_seconds": self.audio_seconds,
+            "padded": self.padded,
+            "real": self.real,
+            "samples": self.samples,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.sums.clear()
+        self.sums.update({str(k): v.clone() for k, v in state["sums"].items()})
+        self.steps, self.padded, self.real, self.samples = (
+            int(state[k]) for k in ("steps", "padded", "real", "samples")
+        )
+        self.seconds, self.wait, self.audio_seconds = (float(state[k]) for k in ("seconds", "wait", "audio_seconds"))
 
     def means(self) -> dict[str, Any]:
         """Mean outputs per step and the interval's rates (host sync: ``.item()`` of the sums)."""

@@ -75,8 +75,13 @@ class NumericsGuard:
         return events
 
     def state_dict(self) -> dict[str, Any]:
-        return {"nonfinite_steps": self.nonfinite_steps, "precision_fallbacks": list(self.fallbacks)}
+        return {
+            "nonfinite_steps": self.nonfinite_steps,
+            "precision_fallbacks": list(self.fallbacks),
+            "numerics_events": [dict(e) for e in self.events],  # not yet in a metrics row
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.nonfinite_steps = int(state["nonfinite_steps"])
         self.fallbacks = list(state["precision_fallbacks"])
+        self.events = [dict(e) for e in state.get("numerics_events") or []]

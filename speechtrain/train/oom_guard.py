@@ -147,7 +147,8 @@ class OOMGuard:
         log.info(
             f"[oom] step {step} stage {stage}: {failed.size} items x {failed.padded_frames // failed.size} frames "
             f"did not fit; bucket {bucket} now at most {self.caps[bucket]} items per micro-batch, redoing the "
-            "step in pieces"
+            "step in pieces",
+            extra={"all_ranks": True},  # every rank's recoveries are heard (marked with the rank)
         )
 
     def _skip(self, failed: Batch, stage: str, step: int, message: str, caps_before: dict[int, int]) -> None:
@@ -167,7 +168,8 @@ class OOMGuard:
         self.events.append({"event": "oom_skipped", "step": step, "stage": stage, "id": uid, "frames": frames})
         log.warning(
             f"warning: [oom] step {step} stage {stage}: utterance {uid} ({frames} frames) runs out of memory on "
-            f"its own; it is left out for the rest of the run ({len(self.skipped)} so far). To keep it: {fix}"
+            f"its own; it is left out for the rest of the run ({len(self.skipped)} so far). To keep it: {fix}",
+            extra={"all_ranks": True},
         )
 
     def take_events(self) -> list[dict[str, Any]]:
@@ -176,16 +178,43 @@ class OOMGuard:
         return events
 
     def state_dict(self) -> dict[str, Any]:
+        """The caps, counters, skipped utterances and the events not yet in a metrics row (a resume writes
+        them in its first row)."""
         return {
             "bucket_caps": {str(k): v for k, v in self.caps.items()},
             "oom_recoveries": self.recoveries,
             "oom_skipped": dict(self.skipped),
+            "oom_events": [dict(e) for e in self.events],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.caps = {int(k): int(v) for k, v in state["bucket_caps"].items()}
         self.recoveries = int(state["oom_recoveries"])
         self.skipped = {str(k): int(v) for k, v in (state.get("oom_skipped") or {}).items()}
+        self.events = [dict(e) for e in state.get("oom_events") or []]
+
+
+def merge_rank_states(states: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The OOM state of several ranks (their :meth:`OOMGuard.state_dict`) as one: per bucket the smallest cap
+    any rank learned, the recoveries summed, the skipped utterances of every rank, every rank's pending events
+    (marked with their rank). What a resume on another number of ranks starts from, and what a metrics row
+    reports."""
+    caps: dict[str, int] = {}
+    skipped: dict[str, int] = {}
+    events: list[dict[str, Any]] = []
+    for rank, state in enumerate(states):
+        for bucket, cap in state["bucket_caps"].items():
+            caps[str(bucket)] = min(int(cap), caps.get(str(bucket), int(cap)))
+        skipped.update({str(k): int(v) for k, v in (state.get("oom_skipped") or {}).items()})
+        events += [
+            {**e, "rank": e.get("rank", rank)} if len(states) > 1 else dict(e) for e in state.get("oom_events") or []
+        ]
+    return {
+        "bucket_caps": caps,
+        "oom_recoveries": sum(int(s["oom_recoveries"]) for s in states),
+        "oom_skipped": skipped,
+        "oom_events": events,
+    }
 
 
 def _bucket(mb: Batch) -> int:

@@ -4,6 +4,7 @@ The lock is an exclusive ``flock`` on ``RUN_DIR/.lock``, which also names the ho
 time) for the error a second writer gets. The kernel drops the lock when the holder exits, however it
 exits (kill -9 included), so a lock file left behind is stale by construction and is simply taken
 over. Where the file system has no ``flock``, the holder's pid is checked instead (on the same host).
+:func:`lock_holder` tells others (the UI) whether a live process trains into a run directory.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import socket
 import time
+from contextlib import suppress
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -28,6 +30,8 @@ except ImportError:  # pragma: no cover - not POSIX
 log = get_logger(__name__)
 
 LOCK_NAME = ".lock"
+#: how long a writer retries a lock held at that instant (the brief probe of :func:`lock_holder`, say)
+_RETRY_SECONDS = 0.5
 
 
 class RunDirInUse(UserError):
@@ -47,6 +51,49 @@ def _describe(info: dict[str, Any]) -> str:
         return "another process"
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("started", 0)))
     return f"pid {info.get('pid', '?')} on host {info.get('host', '?')} (since {since})"
+
+
+def _write_fd(fd: int, data: bytes) -> int:
+    return os.write(fd, data)
+
+
+def _not_written(path: Path, exc: OSError) -> UserError:
+    """The one-line error for a lock file that could not be written (a full disk, a read-only folder)."""
+    from speechtrain.train.checkpoint import free_space
+
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    why = f"the disk is full ({os.strerror(exc.errno or 0)})" if full else (exc.strerror or str(exc))
+    return UserError(
+        f"could not write {path}: {why}; {free_space(path.parent)} free there. Free some space (or point "
+        f"train.output_dir at another disk) and run the same command again"
+    )
+
+
+def lock_holder(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """Who holds ``run_dir``'s lock (pid, host, started), or None when no live process does. A lock taken by
+    another process on a file system without ``flock`` counts while its pid is alive (same host)."""
+    path = Path(run_dir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never in a writer's way for long
+            except BlockingIOError:
+                return _holder(path) or {"pid": None}
+            except OSError as exc:
+                if exc.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    raise
+            else:
+                return None
+        info = _holder(path)
+        pid = info.get("pid")
+        alive = isinstance(pid, int) and info.get("host") == socket.gethostname() and _pid_alive(pid)
+        return info if alive else None
+    finally:
+        os.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -76,12 +123,39 @@ class RunLock:
         )
 
     def acquire(self) -> RunLock:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise UserError(
+                f"train.output_dir {self.run_dir} is a file, not a folder: choose another train.output_dir (or move "
+                "the file away)"
+            )
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            fd = self._take()
+        except OSError as exc:
+            raise _not_written(self.path, exc) from None
         me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+        try:
+            os.ftruncate(fd, 0)
+            _write_fd(fd, (json.dumps(me) + "\n").encode())
+        except OSError as exc:
+            with suppress(OSError):
+                self.path.unlink()  # while still locked: nobody else holds this inode
+            os.close(fd)
+            raise _not_written(self.path, exc) from None
+        self._fd = fd
+        return self
+
+    def _take(self) -> int:
+        """An open, locked file descriptor of the lock file (RunDirInUse when a live process holds it)."""
+        deadline = time.monotonic() + _RETRY_SECONDS
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
                 if not self._flock(fd):
+                    if time.monotonic() < deadline:  # held this instant (a probe): try again shortly
+                        os.close(fd)
+                        time.sleep(0.05)
+                        continue
                     raise self._in_use(_holder(self.path))
                 if os.fstat(fd).st_ino != os.stat(self.path).st_ino:
                     os.close(fd)  # the holder removed the file between our open and our lock: try again
@@ -92,11 +166,7 @@ class RunLock:
             except BaseException:
                 os.close(fd)
                 raise
-            break
-        os.ftruncate(fd, 0)
-        os.write(fd, (json.dumps(me) + "\n").encode())
-        self._fd = fd
-        return self
+            return fd
 
     def _flock(self, fd: int) -> bool:
         """True if this process now holds the lock."""

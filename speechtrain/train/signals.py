@@ -1,4 +1,8 @@
-"""SIGTERM and SIGINT stop training at the next step boundary (after a checkpoint) instead of killing it."""
+"""SIGTERM and SIGINT stop training at the next step boundary (after a checkpoint) instead of killing it.
+
+The Trainer writes the stop checkpoint while the handlers are still installed: a second signal (an impatient
+Ctrl-C, a scheduler's repeated SIGTERM) is counted and waits for the save to finish instead of cutting it short.
+"""
 
 from __future__ import annotations
 
@@ -17,10 +21,13 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.received: int | None = None
+        self.count = 0  # signals received (the first decides; later ones only wait)
         self._old: dict[int, Any] = {}
 
     def _handler(self, signum: int, frame: FrameType | None) -> None:  # noqa: ARG002
-        self.received = signum
+        self.count += 1
+        if self.received is None:
+            self.received = signum
 
     @property
     def reason(self) -> str | None:

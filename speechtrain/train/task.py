@@ -58,6 +58,9 @@ class Task:
     headline_mode: str = "min"
     #: the task writes audio at evaluation (``eval_audio``)
     produces_audio: bool = False
+    #: some parameters of a stage get no gradient in some steps (a branch skipped): under DDP they must be looked
+    #: for after every forward (``train.ddp_find_unused_parameters=auto`` asks this)
+    ddp_find_unused_parameters: bool = False
 
     def needs(self) -> Needs:
         """What the data pipeline must provide."""

@@ -53,12 +53,13 @@ from speechtrain.train.distributed import (
     peer_failure_error,
     save_sharded,
     shard_modules,
+    unused_parameters_error,
     world,
 )
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard
-from speechtrain.train.oom_guard import OOMGuard
+from speechtrain.train.oom_guard import OOMGuard, merge_rank_states
 from speechtrain.train.schedule import build_stage_optimizers
 from speechtrain.train.signals import StopSignals
 from speechtrain.train.task import Task
@@ -111,6 +112,7 @@ class Trainer:
         self.sharded = self.strategy.strategy == "fsdp"
         self.sharded_units: list[str] = []
         self.fsdp_mixed_precision = "none (not sharded)"
+        self.ddp_options: dict[str, bool] = {}
         self.sync = self._build_sync()  # one DDP (or FSDP2) per stage under a process group, else none
         self.optimizers, self.optimizer_records, self.schedulers = build_stage_optimizers(
             self.specs, self.modules, optim, device, lr_multiplier, train.max_steps
@@ -133,6 +135,10 @@ class Trainer:
         self.audio_seconds_seen = 0.0
         self.last_epoch = train_loader.epoch if train_loader is not None else 0
         self.best_eval: float | None = None
+        self.interval = Interval()  # the steps since the last metrics row (saved in checkpoints)
+        self.idle_steps = 0  # steps in a row in which every utterance was left out (nothing trained)
+        self.trained_steps = 0  # steps of the run with an update of some stage (saved in checkpoints)
+        self._idle_since_epoch: int | None = None
         self._initial_state: dict[str, Any] | None = None
 
     def _fsdp_problems(self) -> list[str]:
@@ -171,8 +177,17 @@ class Trainer:
             policy, self.fsdp_mixed_precision = fsdp_mixed_precision(self.precision.name)
             self.sharded_units = shard_modules(self.modules, policy)
             return {s.name: ShardedStage([self.modules[n] for n in s.modules]) for s in self.specs}
+        t = self.train
+        find_unused = t.ddp_find_unused_parameters
+        if find_unused == "auto":  # only where the task says a stage may leave parameters without a gradient
+            find_unused = bool(getattr(self.task, "ddp_find_unused_parameters", False))
+        self.ddp_options = {
+            "find_unused_parameters": bool(find_unused),
+            "static_graph": t.ddp_static_graph,
+            "gradient_as_bucket_view": t.ddp_gradient_as_bucket_view,
+        }
         return {
-            spec.name: StageSync(params, self.device, self.train.ddp_bucket_mb)
+            spec.name: StageSync(params, self.device, t.ddp_bucket_mb, **self.ddp_options)
             for spec in self.specs
             if (params := self.params_of(spec.name))
         }
@@ -265,6 +280,7 @@ class Trainer:
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
         all_finite = True
+        trained = False
         for spec in self.specs:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
@@ -273,6 +289,7 @@ class Trainer:
                 self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
                 out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
                 continue
+            trained = True
             loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard (same on every rank)
             if loss_finite:
                 grad_norm, grad_finite = self._optimizer_step(spec.name)
@@ -285,6 +302,9 @@ class Trainer:
             out[f"grad_norm_{spec.name}"] = grad_norm
             if last:
                 out["grad_norm"] = grad_norm
+            sync = self.sync.get(spec.name)
+            if isinstance(sync, StageSync):
+                sync.settle()  # every rank is here: DDP's one bucket rebuild happens now, not inside a forward
         del caches
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)  # free stray gradients between steps
@@ -299,8 +319,33 @@ class Trainer:
             for s in self.schedulers.values():
                 s.step()
         self._check_numerics(all_finite)
+        self._check_trained(trained)
         out["finite"] = all_finite
         return out
+
+    def _check_trained(self, trained: bool) -> None:
+        """A whole epoch of steps in which every utterance was left out (each ran out of memory on its own) is
+        a run that trains nothing: an error with the fix, not a run that "finishes" with ``loss: null`` rows."""
+        if trained:
+            self.idle_steps, self._idle_since_epoch = 0, None
+            self.trained_steps += 1
+            return
+        epoch = self.train_loader.epoch if self.train_loader is not None else self.last_epoch
+        if self._idle_since_epoch is None:
+            self._idle_since_epoch = epoch
+        self.idle_steps += 1
+        if epoch >= self._idle_since_epoch + 2:  # a full epoch went by without an update
+            raise self._nothing_trained()
+
+    def _nothing_trained(self) -> UserError:
+        skipped = self.oom.skipped
+        some = ", ".join(f"{uid} ({frames} frames)" for uid, frames in list(skipped.items())[:5])
+        return UserError(
+            f"nothing trained: in {self.idle_steps} step(s) in a row every utterance ran out of "
+            f"memory on its own and was left out ({len(skipped)} utterance(s) so far, e.g. {some or 'none'}); set "
+            "data.max_frames / data.max_duration below their lengths (data.oversize=skip), data.crop_frames, "
+            "accel.activation_checkpointing or bf16, or use a larger GPU"
+        )
 
     def _check_numerics(self, finite: bool) -> None:
         fallback = self.numerics.update(finite, self.step, self.precision)
@@ -330,6 +375,7 @@ class Trainer:
             "step": self.step,
             "samples_seen": self.samples_seen,
             "audio_seconds_seen": self.audio_seconds_seen,
+            "trained_steps": self.trained_steps,
             "last_epoch": self.last_epoch,
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "scalers": {k: s.state_dict() for k, s in self.scalers.items()},
@@ -337,6 +383,7 @@ class Trainer:
             "rng": ckpt.rng_state(),
             **self.oom.state_dict(),
             **self.numerics.state_dict(),
+            "interval": self.interval.state_dict(),
             "precision": self.precision.name,
             "best_eval": self.best_eval,
             "config": self.run_config,
@@ -357,6 +404,7 @@ class Trainer:
 
     def load_state_dict(self, state: dict[str, Any], restore_loader: bool = True) -> None:
         """Restore a :meth:`state_dict` (checkpoint)."""
+        group_keys = {k: {key for g in o.param_groups for key in g} for k, o in self.optimizers.items()}
         try:
             if ckpt.SHARDS_KEY in state:  # a sharded checkpoint (saved by any number of ranks)
                 load_sharded(
@@ -382,6 +430,7 @@ class Trainer:
                 f"checkpoint does not match this model/optimizer config ({str(exc).splitlines()[0]}); "
                 f"resume with the run's own config (speechtrain train --resume RUN_DIR)"
             ) from None
+        self._check_optimizer_state(state, group_keys)
         if state["precision"] != self.precision.name:
             self._set_precision(resolve_precision(state["precision"], self.device, self.precision.avoid_bf16))
         for k, scaler in self.scalers.items():
@@ -389,13 +438,42 @@ class Trainer:
                 scaler.load_state_dict(state["scalers"][k])
         self.step, self.last_epoch = int(state["step"]), int(state["last_epoch"])
         self.samples_seen, self.audio_seconds_seen = int(state["samples_seen"]), float(state["audio_seconds_seen"])
-        self.oom.load_state_dict(state)
+        self.trained_steps = int(state.get("trained_steps", self.step))  # (older checkpoints: every step)
+        oom_ranks = state.get("oom_ranks")  # each rank's caps and counters, when as many ranks saved them
+        if oom_ranks and len(oom_ranks) == self.world_size:
+            self.oom.load_state_dict(oom_ranks[self.rank])
+        else:  # one process's state, or the ranks' merged: the smallest caps, every skip, the counters on rank 0
+            self.oom.load_state_dict(state if self.rank == 0 else {**state, "oom_recoveries": 0, "oom_events": []})
         self.numerics.load_state_dict(state)
+        self.interval = Interval()
+        if state.get("interval") is not None:
+            self.interval.load_state_dict(state["interval"])
         self.best_eval = state["best_eval"]
         if restore_loader and state.get("loader") is not None and self.train_loader is not None:
             self.train_loader.load_state_dict(state["loader"])
         ranks = state.get("rng_ranks")  # every rank's streams, when saved by as many ranks as there are now
         ckpt.set_rng_state(ranks[self.rank] if ranks and len(ranks) == self.world_size else state["rng"])
+
+    def _check_optimizer_state(self, state: dict[str, Any], group_keys: dict[str, set[str]]) -> None:
+        """A checkpoint's optimizer state must be of this run's optimizer: another one's loads "fine" and fails
+        at the first step (SGD on AdamW state: KeyError 'momentum'), or silently keeps the old settings."""
+        saved = state.get("config") if isinstance(state.get("config"), dict) else {}
+        saved_name = (saved.get("optim") or {}).get("name") if isinstance(saved, dict) else None
+        missing = {
+            k: sorted(want - {key for g in self.optimizers[k].param_groups for key in g})
+            for k, want in group_keys.items()
+        }
+        missing = {k: v for k, v in missing.items() if v}
+        if (saved_name is None or saved_name == self.optim.name) and not missing:
+            return
+        lacks = "; ".join(f"{k}: no {', '.join(v)}" for k, v in missing.items())
+        where = self.run_dir or "RUN_DIR"
+        raise UserError(
+            f"the checkpoint's optimizer state is of {saved_name or 'another optimizer'}"
+            f"{f' ({lacks})' if lacks else ''}, not of optim.name={self.optim.name}: resume with the run's own "
+            f"optim settings (leave out the optim.* overrides), or start a new run from its weights with "
+            f"train.init_from={where}"
+        )
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
         """Atomically write ``checkpoints/step_N.pt`` (and ``best.pt``), keep the last K.
@@ -407,7 +485,11 @@ class Trainer:
         """
         if self.run_dir is None:
             return None
-        ranks = gather((ckpt.rng_state(), os.getpid()), self.world_size) if self.world_size > 1 else None
+        ranks = (
+            gather((ckpt.rng_state(), os.getpid(), self.oom.state_dict()), self.world_size)
+            if self.world_size > 1
+            else None
+        )
         shards, state = None, None
         if self.sharded:
             assert ranks is not None
@@ -418,8 +500,10 @@ class Trainer:
         path = None
         if self.rank == 0:
             state = state if state is not None else self.state_dict()
-            if ranks is not None:
-                state["rng_ranks"] = [rng for rng, _ in ranks]
+            if ranks is not None:  # every rank's random streams and OOM state (caps, counters, skips)
+                state["rng_ranks"] = [rng for rng, _, _ in ranks]
+                state["oom_ranks"] = [oom for _, _, oom in ranks]
+                state.update(merge_rank_states(state["oom_ranks"]))
             try:
                 path = ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best, shards)
             except CheckpointError as exc:
@@ -430,10 +514,10 @@ class Trainer:
             )
         return path
 
-    def resume(self) -> bool:
-        """Load the newest loadable checkpoint of ``run_dir`` and rewind ``metrics.jsonl`` to its step (the
-        rows after it are written again); False if there is none."""
-        found = ckpt.latest(self.run_dir, quarantine=self.rank == 0)
+    def resume(self, found: tuple[Path, dict[str, Any]] | None = None) -> bool:
+        """Load the newest loadable checkpoint of ``run_dir`` (or ``found``, a ``(path, state)`` already read)
+        and rewind ``metrics.jsonl`` to its step (the rows after it are written again); False if there is none."""
+        found = found if found is not None else ckpt.latest(self.run_dir, quarantine=self.rank == 0)
         if found is None:
             return False
         self.load_state_dict(found[1])
@@ -453,7 +537,7 @@ class Trainer:
             # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = ckpt.cpu_copy(self.state_dict())
         it = TimedIterator(self.train_loader)  # seconds blocked waiting for data
-        t_start, interval, reason = time.perf_counter(), Interval(), "max_steps"
+        t_start, reason = time.perf_counter(), "max_steps"
         bar = progress_bar(t.max_steps, self.step, t.progress and self.rank == 0)
         with StopSignals() as signals:
             try:
@@ -466,38 +550,62 @@ class Trainer:
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
                     out = self.train_step(micro)
-                    interval.add(micro, out, it.reset(), time.perf_counter() - t0)
+                    self.interval.add(micro, out, it.reset(), time.perf_counter() - t0)
                     self._epoch_boundary()
                     bar.update(1)
                     if self.step % t.log_every == 0 or self.step == t.max_steps:
-                        row = self._log_row(interval)
+                        row = self._log_row(self.interval)
                         aps = f"{row['audio_seconds_per_second']:.1f}"
                         bar.set_postfix(loss=f"{row.get('loss', math.nan):.3f}", aps=aps, mem=row["mem"])
-                        interval = Interval()
+                        self.interval = Interval()
                     eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps
                     best = self._maybe_eval() if eval_now else False
                     best = any_rank(best, self.device, self.world_size) if eval_now else False  # rank 0 evaluates
                     if self.step % t.save_every == 0 or self.step == t.max_steps or best:
                         self.save_checkpoint(best=best)
+                if reason != "max_steps":  # still under the handlers: a second signal cannot cut this save short
+                    bar.close()
+                    path = self.save_checkpoint()
+                    log.info(f"stopped ({reason}) at step {self.step}; checkpoint {path}")
+                    if signals.count > 1:
+                        log.info(
+                            f"({signals.count - 1} more signal(s) came during the stop checkpoint: held until it "
+                            "was written)"
+                        )
             except RuntimeError as exc:
                 if self.world_size > 1 and is_peer_failure(exc):
                     raise peer_failure_error(exc, self.rank, self.step + 1, self.run_dir) from None
+                unused = unused_parameters_error(exc)
+                if unused is not None:
+                    raise unused from None
                 raise
             finally:
                 bar.close()
-        if reason != "max_steps":
-            path = self.save_checkpoint()
-            log.info(f"stopped ({reason}) at step {self.step}; checkpoint {path}")
         self.metrics.close()
+        if self.step > 0 and self.trained_steps == 0:  # the whole run (shorter than an epoch) trained nothing
+            raise self._nothing_trained()
+        oom = self._rank_oom(take_events=False)
         return {
             "steps": self.step,
             "stopped": reason,
-            "oom_recoveries": self.oom.recoveries,
+            "oom_recoveries": oom["oom_recoveries"],  # every rank's
+            "oom_skipped": len(oom["oom_skipped"]),
             "nonfinite_steps": self.numerics.nonfinite_steps,
             "precision": self.precision.name,
             "precision_fallbacks": self.numerics.fallbacks,
             "best_eval": self.best_eval,
         }
+
+    def _rank_oom(self, take_events: bool) -> dict[str, Any]:
+        """The OOM state of every rank, merged (:func:`~speechtrain.train.oom_guard.merge_rank_states`: the
+        smallest caps, the recoveries summed, every skip and, with ``take_events``, every rank's new events).
+        Every rank calls it at the same point (one gather under a process group)."""
+        mine = self.oom.state_dict()
+        if take_events:
+            self.oom.take_events()
+        else:
+            mine["oom_events"] = []
+        return merge_rank_states(gather(mine, self.world_size) if self.world_size > 1 else [mine])
 
     def _epoch_boundary(self) -> None:
         epoch = self.train_loader.epoch if self.train_loader is not None else self.last_epoch
@@ -531,12 +639,15 @@ class Trainer:
             row[f"lr_{name}"] = opt.param_groups[0]["lr"]
         row["lr"] = self.optimizers[self.specs[-1].name].param_groups[0]["lr"]
         row.update(samples_seen=self.samples_seen, audio_seconds_seen=self.audio_seconds_seen)
-        row.update(oom_recoveries=self.oom.recoveries, nonfinite_steps=self.numerics.nonfinite_steps)
+        oom = self._rank_oom(take_events=True)  # every rank's, not rank 0's alone
+        row.update(oom_recoveries=oom["oom_recoveries"], nonfinite_steps=self.numerics.nonfinite_steps)
+        if oom["oom_skipped"]:
+            row["oom_skipped"] = len(oom["oom_skipped"])
         row["precision"] = self.precision.name
-        if self.oom.caps:
-            row["bucket_max_items"] = {str(k): v for k, v in self.oom.caps.items()}
+        if oom["bucket_caps"]:
+            row["bucket_max_items"] = oom["bucket_caps"]
         self.resources.add_to(row, self.accel.compile_stats())
-        events = self.oom.take_events() + self.numerics.take_events()
+        events = sorted(oom["oom_events"], key=lambda e: e.get("step", 0)) + self.numerics.take_events()
         if events:
             row["events"] = events
         self.metrics.write(row)

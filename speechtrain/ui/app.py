@@ -20,6 +20,7 @@ import pandas as pd
 
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
+from speechtrain.train.rundir import lock_holder
 from speechtrain.ui import backend, jobs, runs
 
 log = get_logger(__name__)
@@ -442,6 +443,12 @@ def build_app(ws: Workspace) -> gr.Blocks:  # noqa: PLR0915 - one page, built to
         def do_resume(run: str, more: str) -> str:
             path = ws.resolve_run(run)
             info = runs.run_info(path)
+            holder = lock_holder(path)
+            if holder is not None and info.status != "starting":
+                who = (
+                    f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
+                )
+                raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
             if info.status in ("running", "starting"):
                 raise UserError(f"{path.name} is already running")
             jobs.start(runs.job_folder(path), backend.resume_argv(path, backend.parse_overrides(more)))

@@ -1,10 +1,11 @@
 """Run directories as the UI lists them: found by scanning, whoever started them (UI or CLI).
 
 Status comes from the files alone, so a reloaded page or a restarted UI sees the same thing:
-``running`` (its UI process is alive, or metrics.jsonl was written in the last minute by a run
-started elsewhere), ``finished`` (reached train.max_steps), ``stopped`` (a checkpoint short of
-max_steps: resumable), ``failed`` (the command ended with an error; the message is kept) or
-``starting`` (no config.yaml yet: the data is being prepared).
+``running`` (its UI process is alive, another process holds the run's lock (a ``speechtrain train``
+started elsewhere), or metrics.jsonl was written in the last minute by a run started elsewhere),
+``finished`` (reached train.max_steps), ``stopped`` (a checkpoint short of max_steps: resumable),
+``failed`` (the command ended with an error; the message is kept) or ``starting`` (no config.yaml yet: the
+data is being prepared).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speechtrain.train.rundir import lock_holder
 from speechtrain.ui import backend, jobs
 
 ACTIVE_SECONDS = 60.0  # metrics.jsonl younger than this: a run started outside the UI is taken as running
@@ -84,6 +86,8 @@ def run_info(run_dir: str | Path) -> RunInfo:
     error = ""
     if job.status == "running":
         status = "running" if cfg else "starting"
+    elif lock_holder(run_dir) is not None:  # a `speechtrain train` of the command line trains it now
+        status = "running"
     elif max_steps and step >= max_steps and ckpts:
         status = "finished"
     elif job.status in ("failed", "gone"):
