@@ -299,10 +299,9 @@ def minor_faults() -> int | None:
 
 
 def _load_average() -> float | None:
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):  # not on every platform
-        return None
+    from speechtrain.device import load_average
+
+    return load_average()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -24,6 +23,7 @@ import torch
 from speechtrain.bench.measure import NOT_APPLICABLE_EXIT, RowNotApplicable, RunResult, RunSpec, timed_loop
 from speechtrain.config import Config, build_config
 from speechtrain.data.loader import TrainLoader
+from speechtrain.device import usable_cores
 from speechtrain.errors import UserError
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
@@ -231,14 +231,6 @@ def run_scaling(
     info["torch_threads_per_process"] = per_process
     info["usable_cores"] = cores
     return build_scaling_report(rows, info, command, notes)
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
 
 
 def row_threads(threads: int | str, raw: dict[str, Any], cores: int) -> int:
