@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from speechtrain.bench.measure import NOT_APPLICABLE_EXIT, RowNotApplicable, RunResult, RunSpec, timed_loop
+from speechtrain.bench.measure import (
+    NOT_APPLICABLE_EXIT,
+    RowNotApplicable,
+    RunResult,
+    RunSpec,
+    mean_losses,
+    timed_loop,
+)
 from speechtrain.config import Config, build_config
 from speechtrain.data.loader import TrainLoader
 from speechtrain.device import usable_cores
@@ -298,6 +305,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     applied: dict[str, Any] = {}
     precision = "fp32"
     loader: Any = None
+    trained: int | None = None
     if spec.kind == "baseline":
         device = resolve_device(cfg.train.device)
         reset_peak(device)
@@ -350,6 +358,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         device = trainer.device
         reset_peak(device)
         applied = _records(trainer)
+        trained = trained_parameters(trainer)
         if trainer.world_size > 1:
             applied["strategy"] = {
                 "applied": True,
@@ -361,15 +370,21 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         precision = trainer.precision.name
         batches = iter(loader)
 
-        def step(batch: Any) -> None:
-            trainer.train_step([batch])
+        def step(batch: Any) -> dict[str, Any]:
+            return trainer.train_step([batch])
 
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
-    counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds)
+    outputs: list[Any] | None = [] if spec.record_losses else None
+    counts = timed_loop(
+        step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds, outputs
+    )
     if loader is not None:
         applied.update(_data_record(cfg, loader))
-    return _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
+    result = _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
+    result.losses = mean_losses(outputs or [], spec.record_losses)
+    result.trained_parameters = trained
+    return result
 
 
 def _result(
@@ -409,6 +424,16 @@ class WithoutGradientSync:
 
     def run(self, fn: Callable[[], Any], sync: bool) -> Any:
         return self.stage.run(fn, False)
+
+
+def trained_parameters(trainer: Any) -> int:
+    """Parameters the trainer's optimizers update (each counted once)."""
+    seen: dict[int, int] = {}
+    for opt in trainer.optimizers.values():
+        for group in opt.param_groups:
+            for p in group["params"]:
+                seen[id(p)] = p.numel()
+    return sum(seen.values())
 
 
 def _records(trainer: Any) -> dict[str, Any]:
