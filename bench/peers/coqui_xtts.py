@@ -124,9 +124,7 @@ def main(spec_path: str, out_path: str) -> int:
     model = GPTTrainer.init_from_config(config)
     trained = sum(p.numel() for p in model.xtts.gpt.parameters())
     samples = samples_of(Path(s["corpus"]), s["language"])
-    trainer = Trainer(
-        TrainerArgs(), config, str(out_dir), model=model, train_samples=samples, eval_samples=samples[:1]
-    )
+    trainer = Trainer(TrainerArgs(), config, str(out_dir), model=model, train_samples=samples, eval_samples=samples[:1])
     meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], spec.get("record_losses") or 10, 256)
     original = trainer.train_step
 

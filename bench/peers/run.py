@@ -40,7 +40,13 @@ from common import REPO, PeerDefinition  # noqa: E402
 
 DEFAULT_HOME = Path(os.environ.get("SPEECHTRAIN_PEERS_HOME", Path.home() / ".cache" / "speechtrain-peers"))
 #: what --install puts into the peers' venv (pinned: the versions these runners were written against)
-PEER_PACKAGES = ["coqui-tts==0.28.0", "coqui-tts-trainer==0.4.0", "piper-tts[train]==1.8.0"]
+PEER_PACKAGES = [
+    "coqui-tts==0.28.0",
+    "coqui-tts-trainer==0.4.0",
+    "piper-tts[train]==1.8.0",
+    "pyworld==0.3.5",  # SingingVocoders imports it (its harvest f0); built from source
+    "setuptools<81",  # pyworld 0.3.5 imports pkg_resources
+]
 
 
 PEERS = ("xtts", "vits", "nsf")
@@ -65,6 +71,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--home", type=Path, default=DEFAULT_HOME, help="venv and work files (default %(default)s)")
     p.add_argument("--install", action="store_true", help="install the peers' packages into HOME/venv first")
     p.add_argument("--singingvocoders", type=Path, default=None, help="git dir or clone of openvpi/SingingVocoders")
+    p.add_argument(
+        "--piper-source", type=Path, default=None, help="git dir or clone of OHF-Voice/piper1-gpl (its core.pyx)"
+    )
     p.add_argument("--json", default=None, metavar="OUT")
     p.add_argument("--markdown", default=None, metavar="OUT")
     p.add_argument("--plot", default=None, metavar="OUT.png")
@@ -126,23 +135,30 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
         Variant(AUTO, "speechtrain, the recipe's settings (autopilot)"),
     ]
     why_not = defn.needs()
-    if why_not:
-        variants[0].skip_reason = why_not
-    ctx = defn.prepare(work)
-    specs = [
-        RunSpec(name=variants[0].label, raw=defn.peer_raw(ctx), kind="peer", **common),
-        RunSpec(name=variants[1].label, raw=defn.ours_raw(ctx, False, recommendation), **common),
-        RunSpec(name=variants[2].label, raw=defn.ours_raw(ctx, True, recommendation), **common),
-    ]
+    if why_not:  # without the peer there is nothing to compare with: no row runs
+        for v in variants:
+            v.skip_reason = why_not
+        specs: list[Any] = [None, None, None]
+    else:
+        ctx = defn.prepare(work)
+        specs = [
+            RunSpec(name=variants[0].label, raw=defn.peer_raw(ctx), kind="peer", **common),
+            RunSpec(name=variants[1].label, raw=defn.ours_raw(ctx, False, recommendation), **common),
+            RunSpec(name=variants[2].label, raw=defn.ours_raw(ctx, True, recommendation), **common),
+        ]
     commands = {}
     for v, spec in zip(variants, specs):
+        if spec is None:
+            continue
         path = work / f"spec_{v.key}.json"
         path.write_text(json.dumps(asdict(spec), indent=1, default=str))
         if v.key == PEER:
             env = f"PYTHONPATH={HERE / 'shims'}:{REPO}"
             commands[v.key] = f"{env} " + shlex.join(peer_command(args.home, defn.runner, path))
         else:
-            commands[v.key] = f"PYTHONPATH={REPO} {shlex.quote(sys.executable)} -m speechtrain.recipes.bench {path} OUT.json"
+            commands[v.key] = (
+                f"PYTHONPATH={REPO} {shlex.quote(sys.executable)} -m speechtrain.recipes.bench {path} OUT.json"
+            )
 
     def execute(spec: RunSpec) -> Any:
         if spec.kind == "peer":
@@ -179,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.singingvocoders is not None:
         os.environ["SPEECHTRAIN_SINGINGVOCODERS"] = str(args.singingvocoders)
+    if args.piper_source is not None:
+        os.environ["SPEECHTRAIN_PIPER_SOURCE"] = str(args.piper_source)
     chosen = args.peer or list(PEERS)
     probe_result = probe(measure=False)
     rec = recommendation(probe_result)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from speechtrain.bench.ablate import LadderRow, Spread, Verdict, paired_ratios, verdict
+from speechtrain.device import foreign_load
 
 #: the three rows of a peer, in table order
 PEER, SAME, AUTO = "peer", "same", "autopilot"
@@ -148,7 +149,10 @@ def _parameters_equal(rows: list[dict[str, Any]]) -> bool | None:
 
 
 def build_peer_report(
-    peers: list[PeerRun], device: dict[str, Any], command: str = "", notes: list[str] | None = None,
+    peers: list[PeerRun],
+    device: dict[str, Any],
+    command: str = "",
+    notes: list[str] | None = None,
     max_spread: float = 0.2,
 ) -> dict[str, Any]:
     """The report of ``bench/peers/run.py``: one summary per peer, and ``runs`` in the ladder report's shape
@@ -160,12 +164,23 @@ def build_peer_report(
             row = by.get(key)
             if row is not None and row.result is not None:
                 runs.append(_run_record(peer, row, by.get(PEER), max_spread))
+    notes = list(notes or [])
+    cores = device.get("usable_cores") or device.get("cpu_count") or 1
+    loads = [(foreign_load(r.get("host_load"), r.get("threads") or 0, cores), r.get("host_load")) for r in runs]
+    loaded = [(extra, load) for extra, load in loads if extra is not None]
+    if loaded:
+        extra, load = max(loaded)
+        notes.append(
+            f"other processes loaded the machine (1-minute load average up to {load:.1f} on {cores} cores, "
+            f"{extra:.1f} beyond the row's own threads): the rates and ratios are noise, not results; re-run on a "
+            "quiet machine"
+        )
     return {
         "device": device,
         "peers": [peer_summary(p, max_spread) for p in peers],
         "runs": runs,
         "command": command,
-        "notes": list(notes or []),
+        "notes": notes,
     }
 
 
@@ -210,7 +225,12 @@ def peers_markdown(report: dict[str, Any]) -> str:
         out.append(f"- autopilot (the recipe's settings / speechtrain at the peer's): {ratio_text(p['autopilot'])}")
         out.append(f"- total (the recipe's settings / the peer): {ratio_text(p['total'])}")
         if p.get("parameters_equal") is False:
-            out.append("- **the rows train different parameter counts**: the comparison is not like for like")
+            counts = [r["trained_parameters"] for r in p["rows"] if r.get("trained_parameters") is not None]
+            gap = max(counts) - min(counts)
+            out.append(
+                f"- **the rows train different parameter counts** ({min(counts):,} to {max(counts):,}, a difference "
+                f"of {gap:,} or {gap / max(counts):.4%}): the models are not the same to the parameter"
+            )
         for s in p.get("shims", []):
             out.append(f"- supplied by the bench: {s}")
         for n in p.get("notes", []):

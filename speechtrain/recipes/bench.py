@@ -326,7 +326,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
             flops = count_flops(lambda: loop.losses(first))
             loop.zero_grad()
             flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
-        step = loop.step
+        step: Callable[[Any], Any] = loop.step
     elif spec.kind == "lightning":
         from speechtrain.bench.lightning_row import run_lightning
         from speechtrain.data.loader import DeviceFeatures
@@ -370,8 +370,10 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         precision = trainer.precision.name
         batches = iter(loader)
 
-        def step(batch: Any) -> dict[str, Any]:
+        def engine_step(batch: Any) -> dict[str, Any]:
             return trainer.train_step([batch])
+
+        step = engine_step
 
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
