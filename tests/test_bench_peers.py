@@ -260,3 +260,19 @@ def test_bench_peers_runs_the_checkouts_script_with_its_arguments(monkeypatch: p
     assert calls[0][1:] == [str(PEERS_DIR / "run.py"), "--peer", "xtts", "--repeat", "3"]
     monkeypatch.setattr(cmd_bench, "peers_script", lambda: Path("/nonexistent/bench/peers/run.py"))
     assert main(["bench", "--peers"]) == 2  # a UserError: one line, exit 2
+
+
+def test_profile_summary_ranks_operators_by_self_time_and_the_table_lists_them() -> None:
+    from speechtrain.bench.measure import profile_summary, profiler
+
+    a = torch.randn(64, 64)
+    with profiler(3) as prof:
+        for _ in range(3):
+            (a @ a).relu().sum()
+    ops = profile_summary(prof, 3)
+    assert 1 <= len(ops) <= 3 and all(0.0 <= o["share"] <= 1.0 and o["calls"] >= 1 for o in ops)
+    assert [o["self_seconds"] for o in ops] == sorted((o["self_seconds"] for o in ops), reverse=True)
+    peer = _peer({PEER: [1.0], SAME: [1.2]})
+    peer.profiles = {PEER: [{"op": "aten::conv1d", "self_seconds": 1.0, "share": 0.5, "calls": 3}]}
+    text = peers_markdown(build_peer_report([peer], dict(CPU)))
+    assert "Where the time goes" in text and "their trainer: aten::conv1d 50%" in text

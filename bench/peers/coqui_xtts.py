@@ -125,7 +125,8 @@ def main(spec_path: str, out_path: str) -> int:
     trained = sum(p.numel() for p in model.xtts.gpt.parameters())
     samples = samples_of(Path(s["corpus"]), s["language"])
     trainer = Trainer(TrainerArgs(), config, str(out_dir), model=model, train_samples=samples, eval_samples=samples[:1])
-    meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], spec.get("record_losses") or 10, 256)
+    last = spec.get("record_losses") or 10
+    meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], last, 256, spec.get("profile") or 0)
     original = trainer.train_step
 
     def counted_step(batch: Any, *args: Any, **kwargs: Any) -> Any:

@@ -7,7 +7,9 @@ data wait is the time from one step's end to the next batch's arrival (the peer'
 process's peak resident set (VmHWM), as the bench measures its own rows in fresh processes on the CPU. The
 output is a JSON record that ``speechtrain.bench.measure.RunResult.from_raw`` reads.
 
-No import of speechtrain here: the runner is the peer's process.
+With ``profile`` > 0 the timed steps run under ``torch.profiler`` and the result keeps that many top operators
+(``speechtrain.bench.measure.profile_summary``, imported only then: the orchestrator puts this checkout on the
+peer's PYTHONPATH). Nothing else of speechtrain is used here: the runner is the peer's process.
 """
 
 from __future__ import annotations
@@ -43,8 +45,11 @@ def _load() -> float | None:
 class StepMeter:
     """Counts and times the steps of a peer's loop; ``losses_last`` steps' losses are averaged at the end."""
 
-    def __init__(self, name: str, steps: int, warmup: int, losses_last: int, hop_length: int) -> None:
+    def __init__(self, name: str, steps: int, warmup: int, losses_last: int, hop_length: int, profile: int = 0) -> None:
         self.name, self.steps, self.warmup, self.last, self.hop = name, steps, warmup, losses_last, hop_length
+        self.top = profile
+        self.prof: Any = None
+        self.profile: list[dict[str, Any]] | None = None
         self.done = 0  # optimizer steps finished (warm-up included)
         self.counts = {"samples": 0, "audio_seconds": 0.0, "padded_frames": 0, "real_frames": 0}
         self.wait = 0.0
@@ -67,6 +72,11 @@ class StepMeter:
             return
         if self.start is None:  # the window opens when the first timed batch is asked for
             self.start, self.cpu_start = self.step_end, time.process_time()
+            if self.top > 0:
+                import torch
+
+                self.prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+                self.prof.start()
         self.wait += now - self.step_end
         longest = padded_samples if padded_samples is not None else max(lengths_samples)
         self.counts["samples"] += len(lengths_samples)
@@ -87,6 +97,11 @@ class StepMeter:
             self.seconds = self.step_end - self.start
             self.cpu_seconds = time.process_time() - self.cpu_start
             self.loads.append(_load())
+            if self.prof is not None:
+                from speechtrain.bench.measure import profile_summary
+
+                self.prof.stop()
+                self.profile = profile_summary(self.prof, self.top)
             raise StopPeer
 
     def result(self, **extra: Any) -> dict[str, Any]:
@@ -107,6 +122,7 @@ class StepMeter:
             "host_load": max(loads) if loads else None,
             "threads": torch.get_num_threads(),
             "losses": mean or None,
+            "profile": self.profile,
             **extra,
         }
 

@@ -78,7 +78,8 @@ def main(spec_path: str, out_path: str) -> int:
     )
     model = VitsModel(**s["model"])
     hop = int(s["model"].get("hop_length", 256))
-    meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], spec.get("record_losses") or 10, hop)
+    last = spec.get("record_losses") or 10
+    meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], last, hop, spec.get("profile") or 0)
     counted: dict[str, int] = {}
 
     class Meter(Callback):

@@ -29,7 +29,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=3, help="passes over the rows, interleaved")
     p.add_argument("--losses-last", type=int, default=10, help="the loss shown: mean over this many last steps")
     p.add_argument("--threads", type=int, default=None, help="torch threads per row (default: usable cores)")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the passes, one more profiled run per row (torch.profiler, not ranked): its top N operators",
+    )
     p.add_argument("--max-spread", type=float, default=0.2, help="widest range of a ratio still called a result")
     p.add_argument("--home", type=Path, default=DEFAULT_HOME, help="venv and work files (default %(default)s)")
     p.add_argument("--install", action="store_true", help="install the peers' packages into HOME/venv first")
@@ -121,7 +128,7 @@ def run_peer_row(home: Path, runner: str, spec: Any) -> Any:
 def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation: dict[str, Any]) -> Any:
     """One peer's ladder: its own trainer, ours at its settings, ours with the autopilot."""
     from speechtrain.bench.ablate import Variant, run_ladder
-    from speechtrain.bench.measure import RunSpec, run_spec
+    from speechtrain.bench.measure import RunFailed, RunSpec, run_spec
     from speechtrain.bench.peers import AUTO, PEER, SAME, PeerRun
     from speechtrain.recipes.bench import usable_cores
 
@@ -169,6 +176,16 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
         print(f"[{defn.key}] {v.label} (pass {r + 1}/{args.repeat})", flush=True)
 
     rows = run_ladder(variants, specs, repeat=args.repeat, isolate=False, execute=execute, on_row=on_row)
+    profiles = {}
+    if args.profile > 0:  # where the time goes: one more run per measured row, under the profiler, not ranked
+        for v, spec, row in zip(variants, specs, rows):
+            if spec is None or row.result is None:
+                continue
+            print(f"[{defn.key}] {v.label} (profiled run)", flush=True)
+            try:
+                profiles[v.key] = execute(replace(spec, profile=args.profile)).profile or []
+            except RunFailed as exc:
+                print(f"[{defn.key}] profiling {v.label} failed: {exc}", flush=True)
     return PeerRun(
         key=defn.key,
         title=defn.title,
@@ -178,6 +195,7 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
         commands=commands,
         loss_keys=defn.loss_keys,
         notes=defn.notes,
+        profiles=profiles,
     )
 
 

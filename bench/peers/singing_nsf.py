@@ -72,7 +72,8 @@ def main(spec_path: str, out_path: str) -> int:
     pl.seed_everything(config["seed"], workers=True)
     task = nsf_HiFigan(config=config)
 
-    meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], spec.get("record_losses") or 10, config["hop_size"])
+    last_steps, top = spec.get("record_losses") or 10, spec.get("profile") or 0
+    meter = StepMeter(spec["name"], spec["steps"], spec["warmup"], last_steps, config["hop_size"], top)
     last: dict[str, Any] = {}
     original = task._training_step
 

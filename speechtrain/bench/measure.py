@@ -52,6 +52,7 @@ class RunSpec:
     processes: int = 1  # > 1: measured under torchrun, one process per device (DDP; see speechtrain.bench.scaling)
     gradient_sync: bool = True  # False: the gradient all-reduce is left out (the scaling bench's twin row)
     record_losses: int = 0  # > 0: the mean of each loss over the last this many timed steps goes in the result
+    profile: int = 0  # > 0: torch.profiler over the measurement (warm-up included); keep this many top operators
 
 
 @dataclass
@@ -82,6 +83,7 @@ class RunResult:
     processes: int = 1  # processes the row ran in (several: counts summed over ranks, seconds the slowest rank's)
     losses: dict[str, float] | None = None  # mean of each loss over the last RunSpec.record_losses timed steps
     trained_parameters: int | None = None  # parameters the optimizers update
+    profile: list[dict[str, Any]] | None = None  # top operators by self time (RunSpec.profile), see profile_summary
 
     @property
     def steps_per_second(self) -> float:
@@ -153,6 +155,7 @@ class RunResult:
             "processes": self.processes,
             "losses": self.losses,
             "trained_parameters": self.trained_parameters,
+            "profile": self.profile,
         }
 
     @classmethod
@@ -396,3 +399,37 @@ def mean_losses(outputs: list[Any], last: int) -> dict[str, float] | None:
         if vals:
             out[k] = sum(vals) / len(vals)
     return out or None
+
+
+def profiler(top: int, device_type: str = "cpu") -> Any:
+    """A ``torch.profiler.profile`` context over CPU (and CUDA) activity when ``top`` > 0, else a no-op context.
+    A profiled measurement is slower: its rates are not the row's (``bench/peers/run.py --profile`` runs one
+    extra, unranked pass for it)."""
+    import contextlib
+
+    import torch
+
+    if top <= 0:
+        return contextlib.nullcontext()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device_type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return torch.profiler.profile(activities=activities)
+
+
+def profile_summary(prof: Any, top: int, device_type: str = "cpu") -> list[dict[str, Any]]:
+    """Where the time went: the ``top`` operators by self time (device time on CUDA, else CPU time), each with
+    its seconds, its share of all operators' self time and its call count."""
+    events = list(prof.key_averages())
+
+    def self_us(e: Any) -> float:
+        if device_type == "cuda":
+            return float(getattr(e, "self_device_time_total", 0.0) or 0.0)
+        return float(getattr(e, "self_cpu_time_total", 0.0) or 0.0)
+
+    total = sum(self_us(e) for e in events) or 1.0
+    ranked = sorted(events, key=self_us, reverse=True)[:top]
+    return [
+        {"op": e.key, "self_seconds": self_us(e) / 1e6, "share": self_us(e) / total, "calls": int(e.count)}
+        for e in ranked
+    ]

@@ -39,6 +39,7 @@ class PeerRun:
     commands: dict[str, str] = field(default_factory=dict)  # row key -> the command that trains that row alone
     loss_keys: dict[str, str] = field(default_factory=dict)  # row key -> the loss key compared across rows
     notes: list[str] = field(default_factory=list)
+    profiles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # row key -> top operators
 
 
 def _spread_dict(spread: Spread | None) -> dict[str, Any] | None:
@@ -140,6 +141,7 @@ def peer_summary(peer: PeerRun, max_spread: float) -> dict[str, Any]:
         "autopilot": _ratio(by.get(AUTO), by.get(SAME), max_spread),
         "total": _ratio(by.get(AUTO), ref, max_spread),
         "parameters_equal": _parameters_equal(rows),
+        "profiles": peer.profiles,
     }
 
 
@@ -235,6 +237,7 @@ def peers_markdown(report: dict[str, Any]) -> str:
             out.append(f"- supplied by the bench: {s}")
         for n in p.get("notes", []):
             out.append(f"- {n}")
+        out += _profile_lines(p)
         cmds = [r for r in p["rows"] if r.get("command")]
         if cmds:
             out.append("")
@@ -244,3 +247,22 @@ def peers_markdown(report: dict[str, Any]) -> str:
         out.append("")
     out += [f"- {n}" for n in report.get("notes", [])]
     return "\n".join(out) + "\n"
+
+
+def _profile_lines(p: dict[str, Any]) -> list[str]:
+    """Where each row's time goes: its top operators by self time, from one extra profiled run."""
+    profiles = p.get("profiles") or {}
+    if not profiles:
+        return []
+    labels = {r["key"]: r["label"] for r in p["rows"]}
+    out = [
+        "",
+        "Where the time goes (one more run per row under torch.profiler, not ranked; self time per operator):",
+        "",
+    ]
+    for key in ROW_KEYS:
+        ops = profiles.get(key)
+        if ops:
+            top = ", ".join(f"{o['op']} {o['share']:.0%}" for o in ops)
+            out.append(f"- {labels.get(key, key)}: {top}")
+    return out

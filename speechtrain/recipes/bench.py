@@ -26,6 +26,8 @@ from speechtrain.bench.measure import (
     RunResult,
     RunSpec,
     mean_losses,
+    profile_summary,
+    profiler,
     timed_loop,
 )
 from speechtrain.config import Config, build_config
@@ -378,14 +380,17 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
     outputs: list[Any] | None = [] if spec.record_losses else None
-    counts = timed_loop(
-        step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds, outputs
-    )
+    with profiler(spec.profile, device.type) as prof:
+        counts = timed_loop(
+            step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds, outputs
+        )
     if loader is not None:
         applied.update(_data_record(cfg, loader))
     result = _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
     result.losses = mean_losses(outputs or [], spec.record_losses)
     result.trained_parameters = trained
+    if spec.profile:
+        result.profile = profile_summary(prof, spec.profile, device.type)
     return result
 
 
