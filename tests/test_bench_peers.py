@@ -101,12 +101,15 @@ def test_peer_report_flags_unequal_models_and_a_loaded_host() -> None:
     assert any(n.startswith("other processes loaded the machine") for n in rep["notes"])
 
 
-def test_peer_report_draws_with_the_ladder_chart(tmp_path: Path) -> None:
+def test_peer_report_is_drawn_per_peer_and_with_the_ladder_chart(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
+    from speechtrain.bench.peers import write_peers_plot
     from speechtrain.bench.report import write_plot
 
-    rep = build_peer_report([_peer({PEER: [1.0, 1.1], SAME: [1.2, 1.3], AUTO: [2.0, 2.1]})], dict(CPU))
-    assert write_plot(rep, tmp_path / "peers.png").read_bytes()[:4] == b"\x89PNG"
+    failed = _peer({PEER: [None], SAME: [None]})
+    rep = build_peer_report([_peer({PEER: [1.0, 1.1], SAME: [1.2, 1.3], AUTO: [2.0, 2.1]}), failed], dict(CPU))
+    assert write_peers_plot(rep, tmp_path / "peers.png").read_bytes()[:4] == b"\x89PNG"
+    assert write_plot(rep, tmp_path / "ladder.png").read_bytes()[:4] == b"\x89PNG"
 
 
 # -- the meter inside the peers' loops ------------------------------------------------------------------------

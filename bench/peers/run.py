@@ -203,8 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     from speechtrain.bench.ablate import recommendation
     from speechtrain.bench.measure import device_info, probe
-    from speechtrain.bench.peers import build_peer_report, peers_markdown
-    from speechtrain.bench.report import write_json, write_plot
+    from speechtrain.bench.peers import build_peer_report, peers_markdown, write_peers_plot
+    from speechtrain.bench.report import write_json
 
     if args.install:
         install(args.home)
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(f"# speechtrain vs the peers\n\n- command: `{command}`\n\n" + peers_markdown(report))
         print(f"wrote {path}")
     if args.plot and report["runs"]:
-        print(f"wrote {write_plot(report, args.plot)}")
+        print(f"wrote {write_peers_plot(report, args.plot)}")
     return 0
 
 

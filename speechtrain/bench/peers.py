@@ -17,6 +17,7 @@ peers' packages, installed by the bench into a separate environment, never by sp
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from speechtrain.bench.ablate import LadderRow, Spread, Verdict, paired_ratios, verdict
@@ -190,6 +191,11 @@ def _gib(n: Any) -> str:
     return "-" if n is None else f"{n / 2**30:.2f} GiB"
 
 
+def _rate(x: float) -> str:
+    """Audio-s/s with three significant digits below 100 (a GAN on a CPU trains well under 1 audio-s/s)."""
+    return f"{x:.1f}" if x >= 100 else f"{x:.3g}"
+
+
 def _loss(x: Any) -> str:
     return "-" if x is None else f"{x:.4f}"
 
@@ -211,9 +217,9 @@ def peers_markdown(report: dict[str, Any]) -> str:
                 out.append(f"| {r['label']} | - | - | - | - | - | - | - | - | {r['error']} |")
                 continue
             spread = r.get("rate_spread") or {}
-            rate = f"{r['audio_seconds_per_second']:.1f}"
+            rate = _rate(r["audio_seconds_per_second"])
             if spread.get("passes", 0) >= 2:
-                rate += f" ({spread['low']:.1f}-{spread['high']:.1f})"
+                rate += f" ({_rate(spread['low'])}-{_rate(spread['high'])})"
             params = "-" if r.get("trained_parameters") is None else f"{r['trained_parameters']:,}"
             loss = _loss(r.get("loss")) + (f" ({r['loss_key']})" if r.get("loss_key") else "")
             load = "-" if r.get("host_load") is None else f"{r['host_load']:.1f}"
@@ -265,4 +271,54 @@ def _profile_lines(p: dict[str, Any]) -> list[str]:
         if ops:
             top = ", ".join(f"{o['op']} {o['share']:.0%}" for o in ops)
             out.append(f"- {labels.get(key, key)}: {top}")
+    return out
+
+
+def write_peers_plot(report: dict[str, Any], path: str | Path) -> Path:
+    """A PNG with one row of panels per peer: the speed-up of each row over the peer's own trainer (the bar: the
+    ratio of medians; the line: the range of the per-pass ratios; the label: as the table, with the verdict) and
+    its peak memory. Inconclusive rows are grey. Rates of different models are not drawn on one axis."""
+    from speechtrain.bench.report import chart_label
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from speechtrain.errors import UserError
+
+        raise UserError("--plot needs matplotlib: pip install matplotlib") from None
+    peers = [p for p in report["peers"] if any("error" not in r for r in p["rows"])]
+    if not peers:
+        from speechtrain.errors import UserError
+
+        raise UserError("nothing was measured, so there is nothing to plot")
+    by_key = {r["key"]: r for r in report["runs"]}
+    fig, axes = plt.subplots(len(peers), 2, figsize=(13, 2.2 * len(peers) + 0.8), squeeze=False)
+    for (ax1, ax2), p in zip(axes, peers):
+        runs = [by_key[f"{p['key']}:{r['key']}"] for r in p["rows"] if f"{p['key']}:{r['key']}" in by_key][::-1]
+        labels = [r["name"].split(": ", 1)[-1] for r in runs]
+        ratios = [r.get("speedup_vs_baseline") or 0.0 for r in runs]
+        lows = [max(0.0, x - ((r.get("speedup_spread") or {}).get("low", x))) for x, r in zip(ratios, runs)]
+        highs = [max(0.0, ((r.get("speedup_spread") or {}).get("high", x)) - x) for x, r in zip(ratios, runs)]
+        grey = {Verdict.INCONCLUSIVE.value, Verdict.IMPLAUSIBLE.value}
+        colours = ["#999999" if r.get("verdict") in grey else "#3b7dd8" for r in runs]
+        bars = ax1.barh(labels, ratios, color=colours, xerr=[lows, highs], capsize=3, ecolor="#333333")
+        for bar, r, up in zip(bars, runs, highs):
+            ax1.text(bar.get_width() + up, bar.get_y() + bar.get_height() / 2, chart_label(r), va="center", fontsize=7)
+        ax1.axvline(1.0, color="#333333", linewidth=0.8)
+        ax1.set_xlim(0, max(x + h for x, h in zip(ratios, highs)) * 1.8 or 1.0)
+        ax1.set_title(p["title"], fontsize=9, loc="left")
+        ax1.set_xlabel("audio-s/s over the peer's own trainer (bar: median; line: range of the passes)", fontsize=8)
+        ax2.barh(labels, [(r.get("peak_memory_bytes") or 0) / 2**30 for r in runs], color="#d8833b")
+        ax2.set_yticklabels([])
+        ax2.set_xlabel("peak memory, GiB (" + ("GPU" if report["device"].get("type") == "cuda" else "RSS") + ")")
+    dev = report["device"]
+    fig.suptitle(f"speechtrain vs the peers on {dev.get('name')} ({dev.get('date')})", fontsize=10)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
     return out
