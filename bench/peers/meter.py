@@ -4,7 +4,8 @@ A runner calls :meth:`StepMeter.batch` when the peer's loop takes a batch (audio
 :meth:`StepMeter.step_done` after each optimizer step (the step's losses), and :meth:`StepMeter.write` at the
 end. The timed window is the ``steps`` steps after ``warmup`` untimed ones, as speechtrain's ``timed_loop``;
 data wait is the time from one step's end to the next batch's arrival (the peer's loader). Peak memory is this
-process's peak resident set (VmHWM), as the bench measures its own rows in fresh processes on the CPU. The
+process's peak resident set (VmHWM) on the CPU, the CUDA allocator's peak on a GPU, as the bench measures its own
+rows (in fresh processes). The
 output is a JSON record that ``speechtrain.bench.measure.RunResult.from_raw`` reads.
 
 With ``profile`` > 0 the timed steps run under ``torch.profiler`` and the result keeps that many top operators
@@ -33,6 +34,15 @@ def peak_rss_bytes() -> int | None:
     except OSError:
         return None
     return None
+
+
+def peak_memory_bytes() -> int | None:
+    """On a GPU the CUDA allocator's peak (what speechtrain's rows report there), else the process's peak RSS."""
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.max_memory_allocated() > 0:
+        return int(torch.cuda.max_memory_allocated())
+    return peak_rss_bytes()
 
 
 def _load() -> float | None:
@@ -117,7 +127,7 @@ class StepMeter:
             "seconds": self.seconds,
             **self.counts,
             "data_wait_seconds": self.wait,
-            "peak_memory_bytes": peak_rss_bytes(),
+            "peak_memory_bytes": peak_memory_bytes(),
             "cpu_seconds": self.cpu_seconds,
             "host_load": max(loads) if loads else None,
             "threads": torch.get_num_threads(),

@@ -103,7 +103,7 @@ def peer_raw(ctx: dict[str, Any]) -> dict[str, Any]:
         "clip_grad_norm": None,
         "ds_workers": WORKERS,
         "dataloader_prefetch_factor": 2,
-        "pl_trainer_accelerator": "cpu",
+        "pl_trainer_accelerator": "auto",  # their default: the GPU when there is one
         "pl_trainer_devices": 1,
         "pl_trainer_precision": "32-true",
         "val_check_interval": 10**9,

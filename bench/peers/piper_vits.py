@@ -98,7 +98,7 @@ def main(spec_path: str, out_path: str) -> int:
             meter.step_done(metrics)
 
     trainer = L.Trainer(
-        accelerator="cpu",
+        accelerator="auto",  # the LightningCLI default Piper runs with: the GPU when there is one
         devices=1,
         precision=s.get("precision", "32-true"),
         max_epochs=-1,
