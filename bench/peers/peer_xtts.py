@@ -100,9 +100,9 @@ DEFINITION = PeerDefinition(
     loss_keys={"peer": "loss", "same": "loss", "autopilot": "loss"},
     settings=(
         f"random-weights XTTS-v2 folder, tiny_coqui layout (the same files on both sides); {UTTERANCES} English "
-        f"demo utterances at 22050 Hz; batch {BATCH}; fp32; AdamW lr {LR:g}, betas {BETAS}, eps {EPS:g}, no weight "
-        f"decay, no clipping, constant rate; conditioning clips {COND[0]}-{COND[1]} samples from the utterance; "
-        "loss 0.01 x text CE + audio CE"
+        f"demo utterances at 22050 Hz; batch {BATCH}, random batches, no loader workers; fp32; AdamW lr {LR:g}, "
+        f"betas {BETAS}, eps {EPS:g}, no weight decay, no clipping, constant rate; conditioning clips "
+        f"{COND[0]}-{COND[1]} samples from the utterance; loss 0.01 x text CE + audio CE"
     ),
     shims=[
         "torchaudio (none matches torch 2.13 on this CPU): load via soundfile, MelSpectrogram via speechtrain's "
