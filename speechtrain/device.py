@@ -34,3 +34,29 @@ def resolve_device(name: str) -> torch.device:
             )
         dev = torch.device("cuda", local)
     return dev
+
+
+def load_average() -> float | None:
+    """The host's 1-minute load average (None where the platform has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):  # not on every platform
+        return None
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def foreign_load(load: float | None, own_threads: int, cores: int) -> float | None:
+    """The load other processes add beyond ``own_threads`` (a measurement at N threads loads the host by
+    about N itself) when it reaches half of the ``cores``: then timings taken on the CPU are unreliable.
+    None when the host was quiet enough (or no load average is known). Shared by the bench and the tuner."""
+    if load is None:
+        return None
+    extra = load - own_threads
+    return extra if extra >= 0.5 * max(1, cores) else None

@@ -281,3 +281,84 @@ def test_compute_bound_advice_follows_the_measured_precision_row() -> None:
     assert any(a.startswith("keep accel.precision=fp32") and "0.19x" in a for a in advice)
     assert not any("TF32" in a for a in advice)
     assert any("accel.precision=bf16" in a for a in diagnose([run()], GPU)["advice"])
+
+
+def _guard_ladder(loader_rates: list[float], wait: float = 0.056) -> list[LadderRow]:
+    """baseline, 'all off' and the loader rung over 3 passes; the base rows wait ``wait`` of their time."""
+    from speechtrain.bench.ablate import _median_row
+
+    rows = []
+    for key, rs in (("baseline", [1.0, 1.0, 1.0]), ("engine", [1.0, 1.02, 0.98]), ("loader", loader_rates)):
+        v = Variant(key, key, kind="baseline" if key == "baseline" else "engine", records=("loader",))
+        if key != "loader":
+            v = Variant(key, key, kind="baseline" if key == "baseline" else "engine")
+        runs = [
+            LadderRow(
+                v,
+                result(
+                    key,
+                    10.0 / r,
+                    10.0,
+                    1000,
+                    data_wait_seconds=wait * 10.0 / r,
+                    applied={"loader": {"applied": True, "detail": "num_workers=1"}},
+                ),
+            )
+            for r in rs
+        ]
+        row = _median_row(runs)
+        row.rates = list(rs)
+        rows.append(row)
+    return rows
+
+
+def test_a_loader_gain_beyond_the_data_wait_bound_is_flagged_not_reported() -> None:
+    """Under load the loader rung once read 9.1x while the base's data wait (5.6%) bounds it near 1.06x: the
+    report must call it noise, whatever its spread (here every pass agrees)."""
+    rep = build_report(_guard_ladder([9.0, 9.1, 9.3]), dict(CPU), max_spread=0.2)
+    row = next(r for r in rep["runs"] if r["key"] == "loader")
+    assert row["verdict"] == "exceeds its mechanism"
+    assert row["bound"]["limit"] == pytest.approx(1 / (1 - 0.056))
+    assert "5.6%" in row["verdict_detail"] and "noise" in row["verdict_detail"]
+    assert "exceeds its mechanism (<= 1.06x)" in markdown_table(rep)
+    assert any(n.startswith("'loader' flagged") for n in rep["notes"])
+
+
+def test_a_loader_gain_within_its_bound_keeps_its_verdict() -> None:
+    rep = build_report(_guard_ladder([1.04, 1.05, 1.03]), dict(CPU), max_spread=0.2)
+    row = next(r for r in rep["runs"] if r["key"] == "loader")
+    assert row["verdict"] == "faster" and row["bound"]["limit"] == pytest.approx(1.0593, abs=1e-3)
+
+
+def test_mechanism_bounds_of_bucketing_and_of_a_change_that_did_not_apply() -> None:
+    from speechtrain.bench.ablate import Spread, exceeds_bound, mechanism_bound
+
+    base = result("all off", 1.0, 10.0, 1, padded_frames=1000, real_frames=600)  # 40% padding
+    bucketing = Variant("bucketing", "+ bucketing", records=("bucketing",))
+    on = result("+ bucketing", 1.0, 10.0, 1, applied={"bucketing": {"applied": True}})
+    bound = mechanism_bound(bucketing, on, base)
+    assert bound is not None and bound.limit == pytest.approx((1 / 0.6) ** 2)
+    assert not exceeds_bound(Spread.of([1.6, 1.7]), bound) and exceeds_bound(Spread.of([3.0, 3.1]), bound)
+    channels = Variant("channels_last", "+ channels-last", records=("channels_last",))
+    off = result("+ cl", 1.0, 10.0, 1, applied={"channels_last": {"applied": False, "detail": "no Conv2d"}})
+    bound = mechanism_bound(channels, off, base)
+    assert bound is not None and bound.limit == 1.0
+    assert exceeds_bound(Spread.of([1.2, 1.25, 1.3]), bound)  # a gain where nothing changed: noise
+    assert not exceeds_bound(Spread.of([0.98, 1.02, 1.04]), bound)
+    assert mechanism_bound(Variant("precision", "+ bf16", records=("precision",)), on, base) is None
+
+
+def test_the_chart_shows_spreads_and_verdicts_as_the_table_does(tmp_path) -> None:
+    from speechtrain.bench.report import chart_label, rate_error
+
+    rows = _repeated({"baseline": [1.0, 1.2, 0.8], "engine": [1.3, 0.9, 1.2], "all": [1.5, 1.6, 1.4]})
+    rep = build_report(rows, dict(CPU), max_spread=0.2)
+    by = {r["key"]: r for r in rep["runs"]}
+    assert "inconclusive" in chart_label(by["engine"]) and "(0.75-1.50)" in chart_label(by["engine"])
+    assert chart_label(by["all"]).strip() == "1.50x (1.33-1.75) inconclusive"  # 28% wide
+    below, above = rate_error(by["engine"])
+    assert below == pytest.approx(0.3) and above == pytest.approx(0.1)
+    one = build_report(_repeated({"baseline": [1.0], "all": [1.5]}), dict(CPU))
+    assert chart_label(one["runs"][1]).strip() == "1.50x (one pass)" and rate_error(one["runs"][1]) == (0, 0)
+    pytest.importorskip("matplotlib")
+    assert write_plot(rep, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"

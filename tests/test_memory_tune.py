@@ -313,3 +313,23 @@ def test_tune_under_torchrun_takes_the_smallest_batch_of_any_rank(
     assert any(b["batch_frames"] > 1500 * 0.6 for b in report["buckets"])  # and the search went near it
     tuned = load_config(out)
     assert tuned.data.bucket_batch_sizes == [b["batch_size"] for b in report["buckets"]]
+
+
+@pytest.mark.parametrize("load, warned", [(9.0, True), (0.5, False)])
+def test_tune_warns_when_other_processes_load_the_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, load: float, warned: bool
+) -> None:
+    """The throughput objective times trials: under load (it once wrote batch 1) the report, its table and the
+    tuned YAML's header say the sizes are unreliable; a quiet host gets no such note."""
+    import speechtrain.memory.tune as search
+
+    monkeypatch.setattr(search, "load_average", lambda: load)
+    cfg = _cfg(tmp_path, "tune.objective=throughput", "tune.max_batch_size=4")
+    ds = fake_dataset(8, 10, 30, n_mels=8, fields=("mel",))
+    task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
+    report = TuneRecipe(cfg).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
+    noted = [n for n in report.notes if n.startswith("other processes loaded the machine")]
+    assert bool(noted) is warned
+    header = write_tuned_config(report, tmp_path / "tuned.yaml").read_text().split("data:")[0]
+    assert ("unreliable" in header) is warned and ("unreliable" in report.table()) is warned
+    assert search.load_note([9.0], "memory") is None  # peaks, not times: load does not matter

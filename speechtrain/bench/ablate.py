@@ -372,6 +372,7 @@ class Verdict(str, Enum):
     SLOWER = "slower"
     INCONCLUSIVE = "inconclusive"
     UNREPEATED = "one pass"
+    IMPLAUSIBLE = "exceeds its mechanism"
 
 
 def verdict(ratio: Spread | None, max_spread: float) -> tuple[Verdict, str]:
@@ -385,3 +386,60 @@ def verdict(ratio: Spread | None, max_spread: float) -> tuple[Verdict, str]:
         return Verdict.INCONCLUSIVE, f"passes range {ratio.low:.2f}-{ratio.high:.2f}x, wider than {max_spread:.0%}"
     kind = Verdict.FASTER if ratio.low > 1.0 else Verdict.SLOWER
     return kind, f"passes range {ratio.low:.2f}-{ratio.high:.2f}x"
+
+
+# ---------------------------------------------------------------------------------------------
+# noise guard: what a rung's mechanism can give at most
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The largest speed-up a rung's mechanism can give over the row it sits on (``base``), and why."""
+
+    limit: float
+    base: str
+    reason: str
+
+
+#: a rung's measured gain may pass its bound by this fraction before it is flagged (the bound is itself
+#: read from one measured row)
+BOUND_SLACK = 0.05
+
+
+def mechanism_bound(variant: Variant, result: RunResult | None, base: RunResult | None) -> Bound | None:
+    """What the rung ``variant`` can gain at most over ``base`` (speechtrain all off, or the baseline), from
+    ``base``'s own measurements; None where the mechanism sets no bound the bench can read.
+
+    - loader workers only hide the wait for data: at most ``1 / (1 - data-wait share of base)``;
+    - bucketing only removes padding: at most ``(1 / (1 - padding share of base))**2`` (squared: attention's
+      cost grows with the square of the padded length);
+    - a change whose record says it did not take effect gains nothing: 1.0x.
+    """
+    if base is None or result is None:
+        return None
+    if variant.records and applied_text(result, variant).startswith("no:"):
+        return Bound(1.0, base.name, "the change did not take effect (its record says so), so it cannot gain")
+    if variant.key == "loader":
+        wait = base.data_wait_fraction
+        if wait >= 1.0:
+            return None
+        return Bound(
+            1.0 / (1.0 - wait),
+            base.name,
+            f"loader workers can only hide the data wait, {wait:.1%} of {base.name}'s wall time",
+        )
+    if variant.key == "bucketing":
+        pad = base.padding_fraction
+        if pad >= 1.0:
+            return None
+        return Bound(
+            (1.0 / (1.0 - pad)) ** 2,
+            base.name,
+            f"bucketing can only remove padding, {pad:.1%} of {base.name}'s frames (bound squared for attention)",
+        )
+    return None
+
+
+def exceeds_bound(gain: Spread | None, bound: Bound | None, slack: float = BOUND_SLACK) -> bool:
+    """True when the median of a rung's paired gains over its base is above what its mechanism allows."""
+    return gain is not None and bound is not None and gain.median > bound.limit * (1.0 + slack)

@@ -51,6 +51,8 @@ class RunSpec:
     source_dir: str | None = None  # the config file's folder: a user's 'module:factory' is looked for there too
     processes: int = 1  # > 1: measured under torchrun, one process per device (DDP; see speechtrain.bench.scaling)
     gradient_sync: bool = True  # False: the gradient all-reduce is left out (the scaling bench's twin row)
+    record_losses: int = 0  # > 0: the mean of each loss over the last this many timed steps goes in the result
+    profile: int = 0  # > 0: torch.profiler over the measurement (warm-up included); keep this many top operators
 
 
 @dataclass
@@ -79,6 +81,9 @@ class RunResult:
     threads: int | None = None  # torch intra-op threads the row ran with
     page_faults: int | None = None  # minor page faults of this process over the timed steps (CPU allocator)
     processes: int = 1  # processes the row ran in (several: counts summed over ranks, seconds the slowest rank's)
+    losses: dict[str, float] | None = None  # mean of each loss over the last RunSpec.record_losses timed steps
+    trained_parameters: int | None = None  # parameters the optimizers update
+    profile: list[dict[str, Any]] | None = None  # top operators by self time (RunSpec.profile), see profile_summary
 
     @property
     def steps_per_second(self) -> float:
@@ -148,6 +153,9 @@ class RunResult:
             "speedup_vs_baseline": self.speedup_vs_baseline,
             "applied": self.applied,
             "processes": self.processes,
+            "losses": self.losses,
+            "trained_parameters": self.trained_parameters,
+            "profile": self.profile,
         }
 
     @classmethod
@@ -232,6 +240,7 @@ def timed_loop(
     time_limit: float | None = None,
     progress: Callable[[int], None] | None = None,
     min_seconds: float = 0.0,
+    outputs: list[Any] | None = None,
 ) -> dict[str, Any]:
     """Run ``warmup`` untimed steps, then time a window of at least ``steps`` steps AND at least
     ``min_seconds`` seconds (a fixed step count is too short to be stable for fast rows, a fixed
@@ -239,6 +248,7 @@ def timed_loop(
 
     Host-side counts only (``Batch`` keeps lengths on the host), so the loop adds no device syncs.
     ``time_limit`` stops after that many timed seconds once 2 steps are done (bounded demo runs).
+    ``outputs``: each timed step's return value is appended to it (left as the step gave it: no sync here).
     """
     from speechtrain.bench.nvml import GpuBusySampler
 
@@ -264,7 +274,9 @@ def timed_loop(
             counts["audio_seconds"] += batch.audio_seconds
             counts["padded_frames"] += batch.padded_frames
             counts["real_frames"] += batch.real_frames
-            step(batch)
+            out = step(batch)
+            if outputs is not None:
+                outputs.append(out)
             i += 1
             if progress is not None:
                 progress(i)
@@ -299,10 +311,9 @@ def minor_faults() -> int | None:
 
 
 def _load_average() -> float | None:
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):  # not on every platform
-        return None
+    from speechtrain.device import load_average
+
+    return load_average()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,3 +384,52 @@ class RowNotApplicable(RunFailed):
 
 #: exit status of a measuring process whose configuration does not apply (:class:`RowNotApplicable`)
 NOT_APPLICABLE_EXIT = 3
+
+
+def mean_losses(outputs: list[Any], last: int) -> dict[str, float] | None:
+    """The mean of every scalar loss (keys containing "loss" or ending in "_ce"/"_l1") over the last ``last``
+    step outputs (dicts of tensors or numbers); None when there are none. Converts on the host at the end."""
+    rows = [o for o in outputs[-last:] if isinstance(o, dict)] if last > 0 else []
+    if not rows:
+        return None
+    keys = [k for k in rows[-1] if "loss" in k or k.endswith(("_ce", "_l1"))]
+    out: dict[str, float] = {}
+    for k in keys:
+        vals = [float(r[k]) for r in rows if k in r and getattr(r[k], "numel", lambda: 1)() == 1]
+        if vals:
+            out[k] = sum(vals) / len(vals)
+    return out or None
+
+
+def profiler(top: int, device_type: str = "cpu") -> Any:
+    """A ``torch.profiler.profile`` context over CPU (and CUDA) activity when ``top`` > 0, else a no-op context.
+    A profiled measurement is slower: its rates are not the row's (``bench/peers/run.py --profile`` runs one
+    extra, unranked pass for it)."""
+    import contextlib
+
+    import torch
+
+    if top <= 0:
+        return contextlib.nullcontext()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device_type == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    return torch.profiler.profile(activities=activities)
+
+
+def profile_summary(prof: Any, top: int, device_type: str = "cpu") -> list[dict[str, Any]]:
+    """Where the time went: the ``top`` operators by self time (device time on CUDA, else CPU time), each with
+    its seconds, its share of all operators' self time and its call count."""
+    events = list(prof.key_averages())
+
+    def self_us(e: Any) -> float:
+        if device_type == "cuda":
+            return float(getattr(e, "self_device_time_total", 0.0) or 0.0)
+        return float(getattr(e, "self_cpu_time_total", 0.0) or 0.0)
+
+    total = sum(self_us(e) for e in events) or 1.0
+    ranked = sorted(events, key=self_us, reverse=True)[:top]
+    return [
+        {"op": e.key, "self_seconds": self_us(e) / 1e6, "share": self_us(e) / total, "calls": int(e.count)}
+        for e in ranked
+    ]

@@ -12,9 +12,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from speechtrain.bench.ablate import LadderRow, Spread, Verdict, applied_text, paired_ratios, verdict
+from speechtrain.bench.ablate import (
+    LadderRow,
+    Spread,
+    Verdict,
+    applied_text,
+    exceeds_bound,
+    mechanism_bound,
+    paired_ratios,
+    verdict,
+)
 from speechtrain.bench.diagnose import diagnose
 from speechtrain.bench.flops import mfu, peak_flops_for
+from speechtrain.device import foreign_load
 from speechtrain.errors import UserError
 
 GIB = 1024**3
@@ -46,8 +56,12 @@ def _spread_dict(spread: Spread | None) -> dict[str, Any] | None:
     return {"median": spread.median, "low": spread.low, "high": spread.high, "passes": spread.count}
 
 
-def _row_stats(row: LadderRow, reference: LadderRow | None, max_spread: float) -> dict[str, Any]:
-    """The row's rate range over its passes and its ratio to the reference with a verdict."""
+def _row_stats(
+    row: LadderRow, reference: LadderRow | None, max_spread: float, base: LadderRow | None = None
+) -> dict[str, Any]:
+    """The row's rate range over its passes and its ratio to the reference with a verdict; a rung whose gain
+    over ``base`` (the row it sits on) passes what its mechanism can give is flagged (verdict "exceeds its
+    mechanism"), whatever its spread."""
     rates = Spread.of([r for r in row.rates if r is not None])
     out: dict[str, Any] = {
         "passes": 0 if rates is None else rates.count,
@@ -62,6 +76,18 @@ def _row_stats(row: LadderRow, reference: LadderRow | None, max_spread: float) -
     ratio = Spread.of(paired_ratios(row, reference))
     kind, detail = verdict(ratio, max_spread)
     out["speedup_spread"] = _spread_dict(ratio)
+    if base is not None and base is not row and base.result is not None:
+        bound = mechanism_bound(row.variant, row.result, base.result)
+        if bound is not None:
+            gain = Spread.of(paired_ratios(row, base))
+            out["bound"] = {"limit": bound.limit, "base": bound.base, "reason": bound.reason}
+            if exceeds_bound(gain, bound):
+                assert gain is not None
+                kind = Verdict.IMPLAUSIBLE
+                detail = (
+                    f"{gain.median:.2f}x over '{bound.base}' where its mechanism allows {bound.limit:.2f}x at most "
+                    f"({bound.reason}): noise, not a result; re-run on a quiet machine"
+                )
     out["verdict"], out["verdict_detail"] = kind.value, detail
     return out
 
@@ -107,6 +133,8 @@ def build_report(
         if row.result is not None and tuned_batch_size is not None:
             row.result.tuned_batch_size = tuned_batch_size
     reference = next((r for r in rows if r.variant.key == "baseline" and r.result is not None), None)
+    # the row every rung sits on: speechtrain with everything off, else the baseline
+    base = next((r for r in rows if r.variant.key == "engine" and r.result is not None), reference)
     runs = []
     skipped = []
     for index, row in enumerate(rows):
@@ -115,7 +143,7 @@ def build_report(
             rec["key"] = row.variant.key
             rec["index"] = index
             rec["applied_summary"] = applied_text(row.result, row.variant)
-            rec.update(_row_stats(row, reference, max_spread))
+            rec.update(_row_stats(row, reference, max_spread, base))
             runs.append(rec)
         else:
             reason = row.error or row.variant.skip_reason
@@ -123,16 +151,23 @@ def build_report(
     bottleneck = diagnose(runs, device)
     # the load beyond the row's own torch threads (a row at `threads` threads loads the machine by about that
     # much itself; its loader workers stay below a core on these rows): what other processes added
-    others = [(r["host_load"] - (r.get("threads") or 0), r["host_load"]) for r in runs if r.get("host_load")]
     cores = device.get("usable_cores") or device.get("cpu_count") or 1
-    loaded = bool(others) and max(o for o, _ in others) >= 0.5 * cores
+    others = [(foreign_load(r.get("host_load"), r.get("threads") or 0, cores), r.get("host_load")) for r in runs]
+    flagged_load = [(o, load) for o, load in others if o is not None]
+    loaded = bool(flagged_load)
     if loaded:
-        extra, load = max(others)
+        extra, load = max(flagged_load)
         notes = [
             *notes,
             f"other processes loaded the machine (1-minute load average up to {load:.1f} on {cores} cores, "
             f"{extra:.1f} beyond the row's own threads, while rows were timed): wall-clock rates and their ratios "
             "are unreliable; on a CPU compare audio-s per CPU-s, and re-run on a quiet machine before quoting a figure",
+        ]
+    flagged = [r for r in runs if r.get("verdict") == Verdict.IMPLAUSIBLE.value]
+    if flagged:
+        notes = [
+            *notes,
+            *(f"'{r['name']}' flagged: {r['verdict_detail']}" for r in flagged),
         ]
     headline = _headline(runs)
     if headline is not None and headline["verdict"] == Verdict.INCONCLUSIVE.value:
@@ -227,6 +262,8 @@ def _speedup_cell(r: dict[str, Any]) -> str:
         text += f" ({spread['low']:.2f}-{spread['high']:.2f})"
     if r.get("verdict") == Verdict.INCONCLUSIVE.value:
         text += " inconclusive"
+    elif r.get("verdict") == Verdict.IMPLAUSIBLE.value:
+        text += f" exceeds its mechanism (<= {r['bound']['limit']:.2f}x): noise"
     return text
 
 
@@ -274,8 +311,29 @@ def write_markdown(report: dict[str, Any], path: str | Path, title: str = "speec
     return path
 
 
+def chart_label(r: dict[str, Any]) -> str:
+    """The text beside a row's bar in the PNG: the speed-up with its range over the passes and the verdict
+    where it is not a plain result (inconclusive, exceeds its mechanism, one pass), as in the table."""
+    text = _speedup_cell(r)
+    if text == "-":
+        return ""
+    if r.get("verdict") == Verdict.UNREPEATED.value:
+        text += " (one pass)"
+    return " " + text
+
+
+def rate_error(r: dict[str, Any]) -> tuple[float, float]:
+    """(below, above) the row's audio-s/s: the range of its passes, for the PNG's error bar (0, 0: one pass)."""
+    spread = r.get("rate_spread") or {}
+    if spread.get("passes", 0) < 2:
+        return 0.0, 0.0
+    rate = r["audio_seconds_per_second"]
+    return max(0.0, rate - spread["low"]), max(0.0, spread["high"] - rate)
+
+
 def write_plot(report: dict[str, Any], path: str | Path) -> Path:
-    """A PNG with two bar charts per configuration: audio-seconds/s and peak memory."""
+    """A PNG with two bar charts per configuration: audio-seconds/s (with the range of the passes as an error
+    bar, and the speed-up, its range and the verdict beside the bar, as in the table) and peak memory."""
     try:
         import matplotlib
 
@@ -288,21 +346,33 @@ def write_plot(report: dict[str, Any], path: str | Path) -> Path:
     runs = report["runs"]
     if not runs:
         raise UserError("nothing was measured, so there is nothing to plot")
-    names = [r["name"] for r in runs][::-1]
-    rates = [r["audio_seconds_per_second"] for r in runs][::-1]
-    peaks = [(r.get("peak_memory_bytes") or 0) / GIB for r in runs][::-1]
-    height = max(3.0, 0.4 * len(runs) + 1.2)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, height), sharey=True)
-    bars = ax1.barh(names, rates, color="#3b7dd8")
-    for bar, r in zip(bars, runs[::-1]):
-        s = r.get("speedup_vs_baseline")
-        if s is not None:
-            ax1.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {s:.2f}x", va="center", fontsize=8)
-    ax1.set_xlabel("audio seconds per second (higher is better)")
+    shown = runs[::-1]
+    names = [r["name"] for r in shown]
+    rates = [r["audio_seconds_per_second"] for r in shown]
+    errors = [rate_error(r) for r in shown]
+    peaks = [(r.get("peak_memory_bytes") or 0) / GIB for r in shown]
+    colours = [
+        "#999999" if r.get("verdict") in (Verdict.INCONCLUSIVE.value, Verdict.IMPLAUSIBLE.value) else "#3b7dd8"
+        for r in shown
+    ]
+    height = max(3.0, 0.4 * len(runs) + 1.6)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, height), sharey=True)
+    xerr = [[e[0] for e in errors], [e[1] for e in errors]]
+    bars = ax1.barh(names, rates, color=colours, xerr=xerr, capsize=3, ecolor="#333333")
+    for bar, r, err in zip(bars, shown, errors):
+        label = chart_label(r)
+        if label:
+            x = bar.get_width() + err[1]
+            ax1.text(x, bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=7)
+    ax1.set_xlim(0, max(rate + e[1] for rate, e in zip(rates, errors)) * 1.9 or 1.0)
+    ax1.set_xlabel("audio seconds per second (higher is better); bar: median pass, line: range of the passes")
     ax2.barh(names, peaks, color="#d8833b")
     ax2.set_xlabel("peak memory, GiB (" + ("GPU allocated" if report["device"].get("type") == "cuda" else "RSS") + ")")
     dev = report["device"]
-    fig.suptitle(f"speechtrain bench on {dev.get('name')} ({dev.get('date')})", fontsize=10)
+    title = f"speechtrain bench on {dev.get('name')} ({dev.get('date')})"
+    if any(r.get("verdict") in (Verdict.INCONCLUSIVE.value, Verdict.IMPLAUSIBLE.value) for r in runs):
+        title += "; grey: inconclusive or beyond what the change can give (noise, not a result)"
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

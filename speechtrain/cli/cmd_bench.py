@@ -1,4 +1,5 @@
-"""speechtrain bench --config CFG [--steps N] [--warmup N] [--ablate] [--json OUT] [--markdown OUT] [--plot PNG]"""
+"""speechtrain bench --config CFG [--steps N] [--warmup N] [--ablate] [--json OUT] [--markdown OUT] [--plot PNG]
+speechtrain bench --peers [ARGS of bench/peers/run.py]"""
 
 from __future__ import annotations
 
@@ -47,6 +48,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="N",
         help="measure scaling instead: training in 1..N processes (torchrun, DDP; one GPU each), "
         "audio-s/s, scaling efficiency and the gradient sync share of the step",
+    )
+    p.add_argument(
+        "--peers",
+        nargs=argparse.REMAINDER,
+        default=None,
+        metavar="ARGS",
+        help="compare with the trainers users would pick instead (Coqui's XTTS trainer, Piper's VITS trainer, "
+        "SingingVocoders' NSF task) on the same corpus and model: runs bench/peers/run.py of this checkout with ARGS "
+        "(--install, --peer xtts|vits|nsf, --repeat, --steps, --json, --markdown, --plot, ...; see its --help)",
     )
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
@@ -118,11 +128,34 @@ def tune_overrides(cfg: Any) -> dict[str, Any]:
     return tuned_overrides(report.config.data, cfg.data)
 
 
+def peers_script() -> Path:
+    """``bench/peers/run.py`` of the checkout this package runs from (the peers' runners are no part of the
+    installed package: they train other projects' code in an environment of their own)."""
+    return Path(__file__).resolve().parents[2] / "bench" / "peers" / "run.py"
+
+
+def run_peers(argv: list[str]) -> int:
+    """``speechtrain bench --peers ARGS``: ``python bench/peers/run.py ARGS`` of this checkout."""
+    import subprocess
+
+    from speechtrain.errors import UserError
+
+    script = peers_script()
+    if not script.is_file():
+        raise UserError(
+            f"--peers runs bench/peers/run.py of a source checkout, and there is none beside this package "
+            f"({script.parent.parent.parent}): run it from a clone of the repository"
+        )
+    return subprocess.run([sys.executable, str(script), *argv]).returncode
+
+
 def run(args: argparse.Namespace) -> int:
     from speechtrain.bench.report import diagnosis_text, markdown_table, write_json, write_markdown, write_plot
     from speechtrain.cli.common import config_from_args
     from speechtrain.recipes.bench import run_bench
 
+    if args.peers is not None:
+        return run_peers(list(args.peers))
     _validate(args)
     cfg = config_from_args(args, needs_model=True)
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])

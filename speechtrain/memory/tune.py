@@ -41,6 +41,7 @@ import torch
 from speechtrain.config import ConfigError, DataConfig, TuneConfig
 from speechtrain.data.batch import Batch, round_up
 from speechtrain.data.sampler import item_cost
+from speechtrain.device import foreign_load, load_average, usable_cores
 from speechtrain.errors import DataError
 from speechtrain.logs import get_logger
 from speechtrain.memory.estimate import device_memory, predict_bytes
@@ -420,6 +421,7 @@ def tune(
         for p in params or []:
             p.grad = None
 
+    loads = [load_average()]
     lower = -1
     members_of = []
     for ub in bounds:
@@ -496,11 +498,16 @@ def tune(
                 )
             )
             prev = (best.batch_size, padded)
+            loads.append(load_average())
     finally:
         if cap_record is not None and cap_record.applied:
             set_memory_fraction(memory_fraction or 1.0, device)
     results.sort(key=lambda r: r.bucket)
     _fill_empty(results)
+    warning = load_note(loads, t.objective)
+    if warning:
+        log.warning(warning)
+        notes.append(warning)
 
     accum, mean_s, eff_s = choose_grad_accum(results, t.target_batch_seconds, grad_accum)
     return TuneReport(
@@ -524,6 +531,26 @@ def tune(
             else "process peak RSS (includes Python and torch themselves)"
         ),
         notes=notes,
+    )
+
+
+def load_note(loads: list[float | None], objective: str) -> str | None:
+    """A warning when other processes loaded the host while throughput trials were timed (the bench's rule,
+    :func:`speechtrain.device.foreign_load`): a loaded host makes larger batches look no faster, so the
+    throughput objective stops early (it once wrote batch 1 under load). None when quiet, or for the memory
+    objective (it reads peaks, not times)."""
+    if objective != "throughput":
+        return None
+    threads, cores = torch.get_num_threads(), usable_cores()
+    extra = [(e, load) for load in loads if (e := foreign_load(load, threads, cores)) is not None]
+    if not extra:
+        return None
+    most, load = max(extra)
+    return (
+        f"other processes loaded the machine while the throughput trials were timed (1-minute load average up to "
+        f"{load:.1f} on {cores} cores, {most:.1f} beyond the tuner's {threads} threads): the batch sizes chosen for "
+        "speed are unreliable (a loaded host makes larger batches look no faster); re-run `speechtrain tune` on a "
+        "quiet machine, or use tune.objective=memory"
     )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -21,9 +20,19 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from speechtrain.bench.measure import NOT_APPLICABLE_EXIT, RowNotApplicable, RunResult, RunSpec, timed_loop
+from speechtrain.bench.measure import (
+    NOT_APPLICABLE_EXIT,
+    RowNotApplicable,
+    RunResult,
+    RunSpec,
+    mean_losses,
+    profile_summary,
+    profiler,
+    timed_loop,
+)
 from speechtrain.config import Config, build_config
 from speechtrain.data.loader import TrainLoader
+from speechtrain.device import usable_cores
 from speechtrain.errors import UserError
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
@@ -233,14 +242,6 @@ def run_scaling(
     return build_scaling_report(rows, info, command, notes)
 
 
-def usable_cores() -> int:
-    """CPU cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
 def row_threads(threads: int | str, raw: dict[str, Any], cores: int) -> int:
     """Torch threads for a row: ``threads``, or with ``"auto"`` the cores its loader workers leave
     (each worker process takes a core; torch runs its workers single-threaded), at least 1."""
@@ -306,6 +307,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     applied: dict[str, Any] = {}
     precision = "fp32"
     loader: Any = None
+    trained: int | None = None
     if spec.kind == "baseline":
         device = resolve_device(cfg.train.device)
         reset_peak(device)
@@ -326,7 +328,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
             flops = count_flops(lambda: loop.losses(first))
             loop.zero_grad()
             flops_per_frame = flops / first.padded_frames if flops and first.padded_frames else None
-        step = loop.step
+        step: Callable[[Any], Any] = loop.step
     elif spec.kind == "lightning":
         from speechtrain.bench.lightning_row import run_lightning
         from speechtrain.data.loader import DeviceFeatures
@@ -358,6 +360,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         device = trainer.device
         reset_peak(device)
         applied = _records(trainer)
+        trained = trained_parameters(trainer)
         if trainer.world_size > 1:
             applied["strategy"] = {
                 "applied": True,
@@ -369,15 +372,26 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
         precision = trainer.precision.name
         batches = iter(loader)
 
-        def step(batch: Any) -> None:
-            trainer.train_step([batch])
+        def engine_step(batch: Any) -> dict[str, Any]:
+            return trainer.train_step([batch])
+
+        step = engine_step
 
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
-    counts = timed_loop(step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds)
+    outputs: list[Any] | None = [] if spec.record_losses else None
+    with profiler(spec.profile, device.type) as prof:
+        counts = timed_loop(
+            step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds, outputs
+        )
     if loader is not None:
         applied.update(_data_record(cfg, loader))
-    return _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
+    result = _result(spec, cfg, dataset, loader, device, flops_per_frame, precision, applied, counts)
+    result.losses = mean_losses(outputs or [], spec.record_losses)
+    result.trained_parameters = trained
+    if spec.profile:
+        result.profile = profile_summary(prof, spec.profile, device.type)
+    return result
 
 
 def _result(
@@ -417,6 +431,16 @@ class WithoutGradientSync:
 
     def run(self, fn: Callable[[], Any], sync: bool) -> Any:
         return self.stage.run(fn, False)
+
+
+def trained_parameters(trainer: Any) -> int:
+    """Parameters the trainer's optimizers update (each counted once)."""
+    seen: dict[int, int] = {}
+    for opt in trainer.optimizers.values():
+        for group in opt.param_groups:
+            for p in group["params"]:
+                seen[id(p)] = p.numel()
+    return sum(seen.values())
 
 
 def _records(trainer: Any) -> dict[str, Any]:

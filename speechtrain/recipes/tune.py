@@ -160,6 +160,7 @@ def write_tuned_config(report: TunedConfig, path: str | Path) -> Path:
         f"# first) and train.grad_accum, measured on {report.device} in {report.seconds:.1f} s, objective "
         f"{report.objective},",
         f"# budget {format_bytes(report.budget_bytes)}: {report.budget_source}",
+        *(f"# note: {n}" for n in report.notes),
     ]
     path.write_text("\n".join(header) + "\n" + report.config.to_yaml())
     return path

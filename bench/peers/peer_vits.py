@@ -1,0 +1,198 @@
+"""The VITS peer: Piper's trainer (``piper.train.vits``, Lightning) against speechtrain's VITS task on the same
+corpus at the same size.
+
+Model: Piper's own architecture at its defaults where it hard-codes them (posterior encoder 16 WaveNet layers, flow
+4 couplings x 4 layers, stochastic duration predictor 4 flows of width 192, multi-period discriminator with periods
+2, 3, 5, 7, 11 plus one scale discriminator at full width) and its "medium"-style decoder (resblock 2, kernels
+3/5/7, upsampling 8x8x4 from 256 channels); hidden 192, 6 encoder layers; 256 phoneme ids. Corpus: speechtrain's
+English demo corpus (64 utterances, 22050 Hz), espeak-ng phonemes on both sides (Piper's bridge; speechtrain's
+``data.phonemizer: espeak``). Silence trimming (Piper's Silero VAD) is off so both sides train on the same audio.
+Optimizer: AdamW lr 2e-4, betas (0.8, 0.99), eps 1e-9, torch's weight decay 0.01, for both networks (Piper's
+discriminator defaults differ, lr 1e-4 and betas (0.5, 0.9); speechtrain has one optimizer section for both), the
+per-epoch exponential decay 0.999875.
+
+Piper's wheel ships neither the source nor a build of its monotonic alignment search; ``--piper-source DIR`` (a
+clone or a git dir of OHF-Voice/piper1-gpl) gives ``core.pyx``, which the runner compiles with Cython as Piper's
+``build_monotonic_align.sh`` does, into the bench's work folder.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from common import PeerDefinition, recipe_raw
+
+KEY = "vits"
+RECIPE = "recipes/vits.yaml"
+UTTERANCES = 64
+BATCH, SEGMENT = 4, 8192
+LR, BETAS, EPS, WD, GAMMA = 2.0e-4, (0.8, 0.99), 1.0e-9, 0.01, 0.999875
+SIZES = {
+    "hidden_channels": 192,
+    "inter_channels": 192,
+    "filter_channels": 768,
+    "n_heads": 2,
+    "n_layers": 6,
+    "kernel_size": 3,
+    "p_dropout": 0.1,
+    "resblock": "2",
+    "resblock_kernel_sizes": [3, 5, 7],
+    "resblock_dilation_sizes": [[1, 2], [2, 6], [3, 12]],
+    "upsample_rates": [8, 8, 4],
+    "upsample_initial_channel": 256,
+    "upsample_kernel_sizes": [16, 16, 8],
+}
+SYMBOLS = 256
+ENV = "SPEECHTRAIN_PIPER_SOURCE"
+PYX = "src/piper/train/vits/monotonic_align/core.pyx"
+
+
+def source() -> Path | None:
+    value = os.environ.get(ENV)
+    return Path(value) if value else None
+
+
+def needs() -> str | None:
+    src = source()
+    if src is None:
+        return (
+            "needs Piper's monotonic_align/core.pyx (the wheel ships no source or build of it): --piper-source DIR "
+            "(a clone or a git dir of OHF-Voice/piper1-gpl)"
+        )
+    if not src.exists():
+        return f"--piper-source {src}: no such folder"
+    return None
+
+
+def extract_pyx(src: Path, work: Path) -> Path:
+    """``core.pyx`` at Piper's installed version's tag when the repository has it, else at HEAD."""
+    from importlib.metadata import version
+
+    git = ["git", "-C", str(src)] if (src / ".git").exists() else ["git", f"--git-dir={src}"]
+    tag = f"v{version('piper-tts')}"
+    has_tag = subprocess.run([*git, "rev-parse", "--verify", "-q", tag], capture_output=True).returncode == 0
+    ref = tag if has_tag else "HEAD"
+    text = subprocess.run([*git, "show", f"{ref}:{PYX}"], capture_output=True, text=True, check=True).stdout
+    out = work / "core.pyx"
+    out.write_text(text)
+    return out
+
+
+def prepare(work: Path) -> dict[str, Any]:
+    from speechtrain.data.demo import make_demo_corpus
+
+    corpus = work / "corpus_en"
+    if not (corpus / "metadata.csv").is_file():
+        make_demo_corpus(corpus, utterances=UTTERANCES, seed=0)
+    src = source()
+    assert src is not None
+    return {"corpus": str(corpus), "work": str(work), "mas_source": str(extract_pyx(src, work))}
+
+
+def peer_raw(ctx: dict[str, Any]) -> dict[str, Any]:
+    model = {
+        **SIZES,
+        "batch_size": BATCH,
+        "sample_rate": 22050,
+        "num_symbols": SYMBOLS,
+        "num_speakers": 1,
+        "filter_length": 1024,
+        "hop_length": 256,
+        "win_length": 1024,
+        "mel_channels": 80,
+        "segment_size": SEGMENT,
+        "use_sdp": True,
+        "learning_rate": LR,
+        "learning_rate_d": LR,
+        "betas": BETAS,
+        "betas_d": BETAS,
+        "eps": EPS,
+        "lr_decay": GAMMA,
+        "lr_decay_d": GAMMA,
+        "c_mel": 45,
+        "c_kl": 1.0,
+        "mos_metric": None,
+    }
+    data = {
+        "espeak_voice": "en-us",
+        "voice_name": "bench",
+        "sample_rate": 22050,
+        "batch_size": BATCH,
+        "validation_split": 0.0,
+        "num_test_examples": 0,
+        "num_workers": 0,
+        "trim_silence": False,
+        "segment_size": SEGMENT,
+    }
+    return {**ctx, "model": model, "data": data, "precision": "32-true", "seed": 1234}
+
+
+def ours_raw(ctx: dict[str, Any], autopilot: bool, recommendation: dict[str, Any]) -> dict[str, Any]:
+    over: dict[str, Any] = {
+        "data.manifest": ctx["corpus"],
+        "data.eval_utterances": 0,
+        "data.language": "en",
+        "data.phonemizer": "espeak",
+        "data.batch_size": BATCH,
+        "data.max_batch_size": BATCH,
+        **{f"model.{k}": v for k, v in SIZES.items()},
+        "model.n_vocab": SYMBOLS,
+        "model.posterior_layers": 16,
+        "model.flow_couplings": 4,
+        "model.flow_wn_layers": 4,
+        "model.use_sdp": True,
+        "model.sdp_flows": 4,
+        "model.mpd_periods": [2, 3, 5, 7, 11],
+        "model.disc_width": 1.0,
+        "model.segment_size": SEGMENT,
+        "model.c_mel": 45.0,
+        "model.c_kl": 1.0,
+        "optim.name": "adamw",
+        "optim.lr": LR,
+        "optim.betas": list(BETAS),
+        "optim.eps": EPS,
+        "optim.weight_decay": WD,
+        "optim.grad_clip": None,
+        "optim.scheduler": "exponential",
+        "optim.gamma": GAMMA,
+        "optim.scheduler_interval": "epoch",
+    }
+    if autopilot:  # duration buckets in the peer's batch budget (4 x the longest utterance), as the ladder's rung
+        over.update({"data.max_frames": None, "data.bucket_batch_sizes": None, "data.bucket_boundaries": None})
+    return recipe_raw(RECIPE, over, autopilot, recommendation)
+
+
+DEFINITION = PeerDefinition(
+    key=KEY,
+    title="VITS (Piper's architecture, medium-style decoder)",
+    peer_label="Piper piper.train.vits (piper-tts 1.8, Lightning)",
+    runner="piper_vits.py",
+    recipe=RECIPE,
+    prepare=prepare,
+    peer_raw=peer_raw,
+    ours_raw=ours_raw,
+    loss_keys={"peer": "mel_l1", "same": "mel_l1", "autopilot": "mel_l1"},
+    needs=needs,
+    settings=(
+        f"Piper's VITS: hidden 192, 6 encoder layers, posterior 16 layers, flow 4x4, SDP 4 flows, decoder resblock 2 "
+        f"(3/5/7) upsampling 8x8x4 from 256, MPD 2/3/5/7/11 + one scale discriminator at full width, {SYMBOLS} "
+        f"phoneme ids; {UTTERANCES} English demo utterances at 22050 Hz, espeak-ng phonemes, no silence trimming; "
+        f"batch {BATCH}, {SEGMENT}-sample slices; fp32; AdamW lr {LR:g} betas {BETAS} eps {EPS:g} weight decay "
+        f"{WD:g} for both networks, exponential decay {GAMMA} per epoch; losses 45 x mel L1 + KL + duration + "
+        "adversarial + feature matching"
+    ),
+    shims=[
+        "monotonic_align: Piper's core.pyx (from its repository at the installed version's tag) compiled with "
+        "Cython into the bench's work folder, as Piper's build_monotonic_align.sh does (the wheel ships no build)",
+    ],
+    notes=[
+        "Piper's discriminator optimizer defaults (lr 1e-4, betas (0.5, 0.9)) are set to the generator's on the "
+        "peer row: speechtrain has one optimizer section for both networks",
+        "phoneme ids differ (Piper's espeak id map vs speechtrain's learned phoneme symbols); the text embedding "
+        f"has {SYMBOLS} rows on both sides",
+        "the loss compared is the raw mel L1 (Piper's train_mel, speechtrain's mel_l1; both VITS's log-mel)",
+    ],
+)

@@ -1,0 +1,247 @@
+"""speechtrain side by side with the trainers its users would pick instead, on the same corpus and model.
+
+    python bench/peers/run.py --install                       # once: the peers' packages, in their own venv
+    python bench/peers/run.py --repeat 3 --steps 30 --warmup 5 --json peers.json --markdown peers.md --plot peers.png
+    speechtrain bench --peers --repeat 3 ...                   # the same, from the command line
+
+Per peer (``--peer xtts|vits|nsf``, default: all), three rows in one ladder of interleaved passes
+(``speechtrain.bench.ablate.run_ladder``): the peer's own trainer, speechtrain at the peer's exact settings
+(model size, batch, precision, optimizer, steps) and speechtrain with the recipe's recommended settings; each
+row times ``--steps`` optimizer steps after ``--warmup`` untimed ones, in a fresh process, and reports
+audio-seconds per second, peak memory (RSS of the row's process on the CPU) and the mean loss of its last
+``--losses-last`` steps. The table (``speechtrain.bench.peers``) gives the ratios "same settings" and
+"autopilot" with the range of their per-pass ratios and a verdict ("inconclusive" where the passes allow no
+conclusion).
+
+The peers' packages (coqui-tts with its trainer, piper-tts[train]) are installed by ``--install`` into a venv of
+their own (``--env``, default ~/.cache/speechtrain-peers/venv, with this Python's site-packages visible, so the
+same torch); speechtrain's own install never pulls them. What a peer needs that this machine lacks (a torchaudio
+build) is supplied by ``bench/peers/shims`` and named in the table. SingingVocoders is no package: its code is read
+from a git checkout (``--singingvocoders DIR``, a clone or a bare git dir) into a temporary folder at bench time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from common import REPO, PeerDefinition  # noqa: E402
+
+DEFAULT_HOME = Path(os.environ.get("SPEECHTRAIN_PEERS_HOME", Path.home() / ".cache" / "speechtrain-peers"))
+#: what --install puts into the peers' venv (pinned: the versions these runners were written against)
+PEER_PACKAGES = [
+    "coqui-tts==0.28.0",
+    "coqui-tts-trainer==0.4.0",
+    "piper-tts[train]==1.8.0",
+    "pyworld==0.3.5",  # SingingVocoders imports it (its harvest f0); built from source
+    "setuptools<81",  # pyworld 0.3.5 imports pkg_resources
+]
+
+
+PEERS = ("xtts", "vits", "nsf")
+
+
+def definition(key: str) -> PeerDefinition:
+    """The peer's definition (``bench/peers/peer_<key>.py``)."""
+    import importlib
+
+    return importlib.import_module(f"peer_{key}").DEFINITION
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--peer", action="append", choices=list(PEERS), help="which peers (default: all)")
+    p.add_argument("--steps", type=int, default=30, help="timed optimizer steps per row (equal on every row)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
+    p.add_argument("--repeat", type=int, default=3, help="passes over the rows, interleaved")
+    p.add_argument("--losses-last", type=int, default=10, help="the loss shown: mean over this many last steps")
+    p.add_argument("--threads", type=int, default=None, help="torch threads per row (default: usable cores)")
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the passes, one more profiled run per row (torch.profiler, not ranked): its top N operators",
+    )
+    p.add_argument("--max-spread", type=float, default=0.2, help="widest range of a ratio still called a result")
+    p.add_argument("--home", type=Path, default=DEFAULT_HOME, help="venv and work files (default %(default)s)")
+    p.add_argument("--install", action="store_true", help="install the peers' packages into HOME/venv first")
+    p.add_argument("--singingvocoders", type=Path, default=None, help="git dir or clone of openvpi/SingingVocoders")
+    p.add_argument(
+        "--piper-source", type=Path, default=None, help="git dir or clone of OHF-Voice/piper1-gpl (its core.pyx)"
+    )
+    p.add_argument("--json", default=None, metavar="OUT")
+    p.add_argument("--markdown", default=None, metavar="OUT")
+    p.add_argument("--plot", default=None, metavar="OUT.png")
+    return p.parse_args(argv)
+
+
+def venv_python(home: Path) -> Path:
+    return home / "venv" / "bin" / "python"
+
+
+def install(home: Path) -> None:
+    """The peers' packages into ``home/venv`` (system site-packages visible: the same torch, no second copy)."""
+    py = venv_python(home)
+    if not py.is_file():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(home / "venv")], check=True)
+    print(f"installing {' '.join(PEER_PACKAGES)} into {home / 'venv'}", flush=True)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+
+
+def peer_env() -> dict[str, str]:
+    """The peer rows' environment: the shims and this checkout (the torchaudio shim uses speechtrain's mel)."""
+    paths = [str(HERE / "shims"), str(REPO), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def peer_command(home: Path, runner: str, spec_path: Path, out: str = "OUT.json") -> list[str]:
+    return [str(venv_python(home)), str(HERE / runner), str(spec_path), out]
+
+
+def run_peer_row(home: Path, runner: str, spec: Any) -> Any:
+    """Measure a peer row: its runner in the peers' venv, in a fresh process, as ``run_spec`` does ours."""
+    from speechtrain.bench.measure import RunFailed, RunResult, last_error_line
+
+    with tempfile.TemporaryDirectory(prefix="speechtrain-peer-") as tmp:
+        spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
+        spec_path.write_text(json.dumps(asdict(spec), default=str))
+        proc = subprocess.run(
+            peer_command(home, runner, spec_path, str(out_path)), capture_output=True, text=True, env=peer_env()
+        )
+        if proc.returncode != 0 or not out_path.is_file():
+            raise RunFailed(last_error_line(proc.stderr or proc.stdout or "") or f"exit status {proc.returncode}")
+        return RunResult.from_raw(json.loads(out_path.read_text()))
+
+
+def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation: dict[str, Any]) -> Any:
+    """One peer's ladder: its own trainer, ours at its settings, ours with the autopilot."""
+    from speechtrain.bench.ablate import Variant, run_ladder
+    from speechtrain.bench.measure import RunFailed, RunSpec, run_spec
+    from speechtrain.bench.peers import AUTO, PEER, SAME, PeerRun
+    from speechtrain.recipes.bench import usable_cores
+
+    work = args.home / "work" / defn.key
+    work.mkdir(parents=True, exist_ok=True)
+    threads = args.threads or usable_cores()
+    common = {"steps": args.steps, "warmup": args.warmup, "threads": threads, "record_losses": args.losses_last}
+    variants = [
+        Variant(PEER, defn.peer_label, kind="peer"),
+        Variant(SAME, "speechtrain, the peer's settings"),
+        Variant(AUTO, "speechtrain, the recipe's settings (autopilot)"),
+    ]
+    why_not = defn.needs()
+    if why_not:  # without the peer there is nothing to compare with: no row runs
+        for v in variants:
+            v.skip_reason = why_not
+        specs: list[Any] = [None, None, None]
+    else:
+        ctx = defn.prepare(work)
+        specs = [
+            RunSpec(name=variants[0].label, raw=defn.peer_raw(ctx), kind="peer", **common),
+            RunSpec(name=variants[1].label, raw=defn.ours_raw(ctx, False, recommendation), **common),
+            RunSpec(name=variants[2].label, raw=defn.ours_raw(ctx, True, recommendation), **common),
+        ]
+    commands = {}
+    for v, spec in zip(variants, specs):
+        if spec is None:
+            continue
+        path = work / f"spec_{v.key}.json"
+        path.write_text(json.dumps(asdict(spec), indent=1, default=str))
+        if v.key == PEER:
+            env = f"PYTHONPATH={HERE / 'shims'}:{REPO}"
+            commands[v.key] = f"{env} " + shlex.join(peer_command(args.home, defn.runner, path))
+        else:
+            commands[v.key] = (
+                f"PYTHONPATH={REPO} {shlex.quote(sys.executable)} -m speechtrain.recipes.bench {path} OUT.json"
+            )
+
+    def execute(spec: RunSpec) -> Any:
+        if spec.kind == "peer":
+            return run_peer_row(args.home, defn.runner, spec)
+        return run_spec(spec, isolate=True)
+
+    def on_row(i: int, v: Variant, r: int) -> None:
+        print(f"[{defn.key}] {v.label} (pass {r + 1}/{args.repeat})", flush=True)
+
+    rows = run_ladder(variants, specs, repeat=args.repeat, isolate=False, execute=execute, on_row=on_row)
+    profiles = {}
+    if args.profile > 0:  # where the time goes: one more run per measured row, under the profiler, not ranked
+        for v, spec, row in zip(variants, specs, rows):
+            if spec is None or row.result is None:
+                continue
+            print(f"[{defn.key}] {v.label} (profiled run)", flush=True)
+            try:
+                profiles[v.key] = execute(replace(spec, profile=args.profile)).profile or []
+            except RunFailed as exc:
+                print(f"[{defn.key}] profiling {v.label} failed: {exc}", flush=True)
+    return PeerRun(
+        key=defn.key,
+        title=defn.title,
+        rows=rows,
+        settings=defn.settings + f"; {args.steps} timed steps after {args.warmup}, {threads} torch threads per row",
+        shims=defn.shims,
+        commands=commands,
+        loss_keys=defn.loss_keys,
+        notes=defn.notes,
+        profiles=profiles,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    from speechtrain.bench.ablate import recommendation
+    from speechtrain.bench.measure import device_info, probe
+    from speechtrain.bench.peers import build_peer_report, peers_markdown, write_peers_plot
+    from speechtrain.bench.report import write_json
+
+    if args.install:
+        install(args.home)
+    if not venv_python(args.home).is_file():
+        print(f"the peers' environment is missing: run `python {HERE / 'run.py'} --install` first", file=sys.stderr)
+        return 2
+    if args.singingvocoders is not None:
+        os.environ["SPEECHTRAIN_SINGINGVOCODERS"] = str(args.singingvocoders)
+    if args.piper_source is not None:
+        os.environ["SPEECHTRAIN_PIPER_SOURCE"] = str(args.piper_source)
+    chosen = args.peer or list(PEERS)
+    probe_result = probe(measure=False)
+    rec = recommendation(probe_result)
+    runs = [measure_peer(definition(k), args, rec) for k in chosen]
+    info = device_info(probe_result)
+    command = "python bench/peers/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+    notes = [
+        f"each row: {args.warmup} warm-up steps, then exactly {args.steps} timed steps in a fresh process; "
+        f"{args.repeat} passes over the rows, interleaved; the median pass, the range of the passes, and each "
+        "ratio's range over the per-pass paired ratios; 'inconclusive' where that range crosses 1.0x or is wider "
+        f"than {args.max_spread:.0%}",
+        "peak memory: the row's process peak RSS (VmHWM) on the CPU",
+    ]
+    report = build_peer_report(runs, info, command, notes, args.max_spread)
+    print()
+    print(peers_markdown(report))
+    if args.json:
+        print(f"wrote {write_json(report, args.json)}")
+    if args.markdown:
+        path = Path(args.markdown)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# speechtrain vs the peers\n\n- command: `{command}`\n\n" + peers_markdown(report))
+        print(f"wrote {path}")
+    if args.plot and report["runs"]:
+        print(f"wrote {write_peers_plot(report, args.plot)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
