@@ -393,13 +393,15 @@ def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monke
 
 
 def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    """Refused from the run's config alone: the family declares no export (no weights are read)."""
     from types import SimpleNamespace
 
     import speechtrain.recipes.inference as inference
     from speechtrain.cli.main import main
 
-    cfg = SimpleNamespace(model=SimpleNamespace(name="vits"))
-    monkeypatch.setattr(inference, "load_task", lambda *a, **k: (cfg, object()))
+    cfg = SimpleNamespace(model=SimpleNamespace(name="vits"), data=None)
+    monkeypatch.setattr(inference, "load_run_config", lambda *a, **k: cfg)
+    monkeypatch.setattr(inference, "load_task", lambda *a, **k: pytest.fail("weights read before the refusal"))
     assert main(["export", "runs/some_vits", "out"]) == 2
     assert "'vits' run, which has no export format" in capsys.readouterr().err
 

@@ -20,12 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from speechtrain.errors import UserError
-    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.inference import InferenceRecipe
 
-    cfg, task = load_task(args.run_dir, device="cpu", which=args.which)
-    if not callable(getattr(task, "export", None)):  # an optional method of a family's task
-        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' run, which has no export format (xtts has)")
-    out = task.export(args.out_dir)
-    print(f"wrote {out}")
+    recipe = InferenceRecipe(args.run_dir, device="cpu", which=args.which, verb="export")
+    print(f"wrote {recipe.export(args.out_dir)}")
     return 0
