@@ -15,6 +15,7 @@ matrix all ask the same question the same way: ``isinstance(task, Synthesizer)``
 ``shared_setup``          :class:`SharedSetup` (a tune/train hook): what ``setup`` fitted made equal on every rank
 ``fsdp_forward_methods``  :class:`ShardedForwards`: methods other than ``forward`` that read sharded weights
 ``fold_for_inference``    :class:`FoldsForInference`: modules made cheaper once training is over
+``text_vocabulary``       :class:`TextVocabulary`: the number of text ids a task reads (synthetic batches)
 ========================  ===========================================================================
 
 This module imports no torch (the registry, which a config read uses, checks with it).
@@ -103,6 +104,15 @@ class FoldsForInference(Protocol):
     def fold_for_inference(self) -> None: ...
 
 
+@runtime_checkable
+class TextVocabulary(Protocol):
+    """A task that reads text token ids from the batch: how many ids its text embedding takes (synthetic batches,
+    the memory estimate's, draw their ids below it)."""
+
+    @property
+    def text_vocab_size(self) -> int: ...
+
+
 #: capability name (as a family declares it) -> its Protocol
 CAPABILITIES: dict[str, type] = {
     "synthesize": Synthesizer,
@@ -113,6 +123,7 @@ CAPABILITIES: dict[str, type] = {
     "shared_setup": SharedSetup,
     "fsdp_forward_methods": ShardedForwards,
     "fold_for_inference": FoldsForInference,
+    "text_vocabulary": TextVocabulary,
 }
 
 #: the inference verb (command and UI button) of each capability that has one

@@ -102,7 +102,7 @@ BUILT_IN: dict[str, Family] = {
             "speechtrain.models.gpt_tts",
             "GPTTTSConfig",
             "GPTTTSTask",
-            ("synthesize", "shared_setup"),
+            ("synthesize", "shared_setup", "text_vocabulary"),
             summary="GPT-TTS (text -> mel codes -> audio)",
         ),
         Family(
@@ -118,7 +118,7 @@ BUILT_IN: dict[str, Family] = {
             "speechtrain.models.vits",
             "VITSConfig",
             "VITSTask",
-            ("synthesize",),
+            ("synthesize", "text_vocabulary"),
             GAN_STAGES,
             importers=True,
             summary="VITS end-to-end TTS",

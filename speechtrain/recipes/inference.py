@@ -52,12 +52,14 @@ VERBS: dict[str, tuple[str, ...]] = {
     "rtf": ("synthesize", "vocode", "vocode_f0"),
 }
 
-_EXAMPLES = {
-    "synthesize": "train e.g. recipes/vits_tiny.yaml",
-    "vocode": "train e.g. recipes/vocoder_hifigan.yaml",
-    "classify": "train e.g. recipes/classifier_cnn_lstm.yaml",
-    "export": "",
-    "rtf": "",
+#: why a run whose family lacks a verb's capability is refused it, with what to do instead
+WHY_NOT: dict[str, str] = {
+    "synthesize": "it cannot synthesize from text (a vocoder run is used with --vocoder)",
+    "vocode": "it is not a vocoder (train one, e.g. recipes/vocoder_hifigan.yaml)",
+    "classify": "it is not a classifier (train one, e.g. recipes/classifier_cnn_lstm.yaml)",
+    "export": "no export format: its best.pt is the model (load it with speechtrain.recipes.inference."
+    "InferenceRecipe(RUN_DIR), or start a run from it with train.init_from)",
+    "rtf": "it makes no audio: the real-time factor applies to TTS and vocoder runs only",
 }
 
 
@@ -69,15 +71,7 @@ def families_offering(*capabilities: str) -> list[str]:
 def refusal(verb: str, run: str | os.PathLike[str], model_name: str) -> str:
     """Why a ``model_name`` run cannot do ``verb``, with where to go instead."""
     who = ", ".join(families_offering(*VERBS[verb])) or "none"
-    example = f"; {_EXAMPLES[verb]}" if _EXAMPLES[verb] else ""
-    what = {
-        "synthesize": "which cannot synthesize from text (a vocoder run is used with --vocoder)",
-        "vocode": "not a vocoder",
-        "classify": "not a classifier",
-        "export": "which has no export format",
-        "rtf": "and the real-time factor applies to TTS and vocoder runs only",
-    }[verb]
-    return f"{run} is a '{model_name}' run, {what} (families that can: {who}{example})"
+    return f"{run} is a '{model_name}' run: {WHY_NOT[verb]}; the families that can {verb}: {who}"
 
 
 def declared_capabilities(cfg: Config) -> set[str] | None:
@@ -115,6 +109,18 @@ def load_modules(task: Task, state: dict[str, Any], path: Path, model_name: str)
             ) from None
 
 
+def load_weights(
+    task: Task, run: RunDir, model_name: str, device: str | torch.device | None = None, which: str = "best"
+) -> None:
+    """Load a run's weights into its freshly built ``task`` (:meth:`RunDir.load_weights`: ``best.pt`` if present,
+    else the newest step checkpoint that loads) and put its modules in eval mode on ``device``."""
+    path, state = run.load_weights(which)
+    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    load_modules(task, state, path, model_name)
+    for module in task.modules().values():
+        module.to(dev).eval()
+
+
 def load_task(
     run_dir: str | os.PathLike[str], device: str | torch.device | None = None, which: str = "best"
 ) -> tuple[Config, Task]:
@@ -124,11 +130,7 @@ def load_task(
     run = RunDir(run_dir)
     cfg = load_run_config(run)
     task = build_task(cfg)
-    path, state = run.load_weights(which)
-    dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    load_modules(task, state, path, str(cfg.model.name))
-    for module in task.modules().values():
-        module.to(dev).eval()
+    load_weights(task, run, str(cfg.model.name), device, which)
     return cfg, task
 
 
@@ -235,11 +237,12 @@ class InferenceRecipe:
         declared = declared_capabilities(self.cfg)
         if verb is not None and declared is not None and not declared & set(VERBS[verb]):
             raise UserError(refusal(verb, self.shown, self.model_name))
-        _, self.task = load_task(self.run, device=device, which=which)
+        self.task = build_task(self.cfg)
         self.capabilities = set(offered(type(self.task))) if declared is None else declared
-        self._folded = False
         if verb is not None and not self.capabilities & set(VERBS[verb]):
-            raise UserError(refusal(verb, self.shown, self.model_name))
+            raise UserError(refusal(verb, self.shown, self.model_name))  # a user's model: known once built
+        load_weights(self.task, self.run, self.model_name, device, which)
+        self._folded = False
 
     @property
     def device(self) -> torch.device:
@@ -271,7 +274,27 @@ class InferenceRecipe:
         out = dict(options)
         if isinstance(out.get("vocoder_run"), (str, os.PathLike)):
             out["vocoder_run"] = load_vocoder(out["vocoder_run"], device=self.device)
+        if "speaker_wav" in task.synthesize_options and out.get("speaker_wav") is None:
+            out["speaker_wav"] = self.default_reference()
         return out
+
+    def default_reference(self) -> str:
+        """The voice a family that speaks in the voice of a reference clip (XTTS) uses when given none: the first
+        utterance of the run's own corpus (a UserError saying to give one when that corpus is not there)."""
+        from speechtrain.data.manifest import read_manifest
+
+        try:
+            entries, _ = read_manifest(str(self.data.manifest), self.data.format)
+        except (UserError, OSError, TypeError):
+            entries = []
+        found = next((e.audio_path for e in entries if Path(e.audio_path).is_file()), None)
+        if found is None:
+            raise UserError(
+                f"{self.model_name} synthesize speaks in the voice of a reference clip: give one (--speaker-wav "
+                f"FILE.wav); the run's own corpus ({self.data.manifest}) is not there to take one from"
+            )
+        log.info(f"no reference clip given: speaking in the voice of {found} (the run's corpus)")
+        return str(found)
 
     def synthesize(self, text: str, seed: int | None = None, **options: Any) -> Audio:
         """Speech for ``text`` (``seed``: the sampling noise's, also passed on when the family takes it)."""

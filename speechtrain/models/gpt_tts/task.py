@@ -182,6 +182,11 @@ class GPTTTSTask(Task):
         """Sample rate of ``synthesize``'s audio (the run's ``data.sample_rate``)."""
         return int(self.data_cfg.sample_rate)
 
+    @property
+    def text_vocab_size(self) -> int:
+        """Text ids the batches carry (speechtrain.capabilities.TextVocabulary): the run's tokenizer's."""
+        return int(self.tokenizer.vocab_size)
+
     def _inference_attention(self, device: torch.device) -> None:
         # generation takes scaled_dot_product_attention (exact maths) unless inference_sdpa is off
         if getattr(self, "_sdpa_record", None) is None:

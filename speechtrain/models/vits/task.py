@@ -210,6 +210,11 @@ class VITSTask(Task):
         """Sample rate of ``synthesize``'s audio (the run's ``data.sample_rate``)."""
         return self.sample_rate
 
+    @property
+    def text_vocab_size(self) -> int:
+        """Text ids the batches carry (speechtrain.capabilities.TextVocabulary): the run's tokenizer's."""
+        return int(self.tokenizer.vocab_size)
+
     def parameter_counts(self) -> dict[str, int]:
         """Parameters of the generator, the discriminator and both (weight norm counted as stored)."""
         gen, disc = count_parameters(self.generator), count_parameters(self.discriminator)
