@@ -176,7 +176,7 @@ class TrainRecipe:
                     f"every one is damaged: see the warnings above). Nothing was changed. To train this run again "
                     f"from step 0 in the same directory: `speechtrain train --resume {run_dir} --start-over`"
                 )
-            log.info(f"no loadable checkpoint in {run_dir}/checkpoints: starting over from step 0 (--start-over)")
+            log.info(f"no loadable checkpoint in {run_dir.checkpoints}: starting over from step 0 (--start-over)")
             trainer.metrics.rewind(0)
             set_up(task, data.train_set)
         if rank == 0:

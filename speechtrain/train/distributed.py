@@ -132,14 +132,14 @@ def init_from_env(device: torch.device | None = None, timeout_minutes: float = 3
 
 
 def shutdown(started: bool) -> None:
-    """End the process group if :func:`init_from_env` started it, and let it go (see :func:`_release_meshes`)."""
+    """End the process group if :func:`init_from_env` started it, and let it go (see :func:`release_meshes`)."""
     if started and initialized():
         gc.collect()  # the finished run's modules and optimizers, which reference the group, go first
         torch.distributed.destroy_process_group()
-        _release_meshes()
+        release_meshes()
 
 
-def _release_meshes() -> None:
+def release_meshes() -> None:
     """Drop the process groups that device meshes still hold once the group is destroyed.
 
     FSDP2 (``fully_shard``) makes DTensor parameters over a ``DeviceMesh``, and a mesh keeps its process groups
