@@ -403,7 +403,7 @@ def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: p
     monkeypatch.setattr(inference, "load_run_config", lambda *a, **k: cfg)
     monkeypatch.setattr(inference, "build_task", lambda *a, **k: pytest.fail("model built before the refusal"))
     assert main(["export", "runs/some_vits", "out"]) == 2
-    assert "'vits' run, which has no export format" in capsys.readouterr().err
+    assert "'vits' run: no export format" in capsys.readouterr().err
 
 
 @pytest.mark.slow
