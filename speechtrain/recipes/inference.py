@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -328,23 +328,18 @@ class InferenceRecipe:
         """Audio of a log-mel (n_mels, T_frames); an NSF vocoder needs ``f0`` (Hz per mel frame, 0 = unvoiced),
         moved by ``key_shift`` semitones."""
         if self.needs_f0:
-            task = self._able("vocode_f0")
             if f0 is None:
                 raise UserError(
                     "an NSF vocoder needs f0 with a mel: give f0 (Hz per mel frame, 0 = unvoiced; --f0 F0.npy), or "
                     "vocode audio, whose f0 is measured"
                 )
             f0 = np.asarray(f0, dtype=np.float32) * np.float32(2.0 ** (key_shift / 12.0))
-            call: Callable[[], Any] = lambda: task.vocode(mel, f0)  # noqa: E731
-        else:
-            plain: Vocoder = self._able("vocode")
-            if f0 is not None or key_shift:
-                raise UserError(f"{self.shown} is a '{self.model_name}' vocoder: it takes no f0 (--f0, --key-shift)")
-            call = lambda: plain.vocode(mel)  # noqa: E731
+        elif f0 is not None or key_shift:
+            raise UserError(f"{self.shown} is a '{self.model_name}' vocoder: it takes no f0 (--f0, --key-shift)")
         self._prepare_vocoder()
         t0 = time.perf_counter()
         with torch.inference_mode():
-            samples = _as_audio(call())
+            samples = _as_audio(self._vocode_call((mel, f0)))
         return Audio(samples, int(self.data.sample_rate), time.perf_counter() - t0)
 
     def read_audio(self, path: str | os.PathLike[str]) -> np.ndarray:
@@ -431,7 +426,7 @@ class InferenceRecipe:
             if seed is not None:
                 torch.manual_seed(seed)  # an NSF source's noise
             result = measure_rtf(
-                lambda pair: self._vocode_call(pair),
+                self._vocode_call,
                 pairs,
                 self.device,
                 warmup,
@@ -446,7 +441,8 @@ class InferenceRecipe:
         result["threads"] = torch.get_num_threads()
         return result
 
-    def _vocode_call(self, pair: tuple[np.ndarray, np.ndarray | None]) -> Any:
+    def _vocode_call(self, pair: tuple[Any, Any]) -> Any:
+        """The vocoder's call on (mel, f0 or None): what :meth:`vocode` and :meth:`rtf` time."""
         mel, f0 = pair
         if self.needs_f0:
             task: PitchVocoder = self._able("vocode_f0")
