@@ -143,3 +143,28 @@ def test_a_sharded_run_feeds_synthesis_and_init_from(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "checkpoints" / "step_00000002.dcp")
     with pytest.raises(CheckpointError, match="its shard folder step_00000002.dcp is missing"):
         import_for_init([str(tmp_path)])
+
+
+def test_a_sharded_run_named_by_a_relative_path_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26 (e), in one process: best.pt's shard folder is found whatever path names the run (relative, with
+    '..', or the working directory changed after the RunDir was made)."""
+    from speechtrain.recipes.inference import load_task
+
+    run = tmp_path / "runs" / "toy"
+    _, saved = _trained(run, 2)
+    monkeypatch.chdir(tmp_path)
+    for path in (Path("runs/toy"), Path("runs/../runs/toy")):
+        found = RunDir(path).load_weights("best")
+        full = ckpt.module_states(found[1], found[0])
+        assert_params_close({f"model.{k}": v for k, v in full["model"].items()}, saved[1][1], atol=0)
+    made_here = RunDir("runs/toy")
+    monkeypatch.chdir(run)
+    assert made_here.best == run / "best.pt" and made_here.load_weights("latest")[1]["step"] == 2
+    cfg_dir = run / "config.yaml"
+    from speechtrain.config import save_config
+    from tests.test_train_engine import cfg_for
+
+    save_config(cfg_for("optim.name=sgd"), cfg_dir)
+    monkeypatch.chdir(tmp_path)
+    _, task = load_task("runs/toy", device="cpu")
+    assert task.modules()
