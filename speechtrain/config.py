@@ -873,9 +873,38 @@ def build_config(raw: dict[str, Any]) -> Config:
         raise ConfigError(_format_errors(exc, cls, prefix="model.")) from None
     rest = {k: v for k, v in raw.items() if k != "model"}
     try:
-        return Config.model_validate({**rest, "model": model})
+        cfg = Config.model_validate({**rest, "model": model})
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, Config)) from None
+    refusal = fsdp_refusal(cfg)
+    if refusal is not None:
+        raise ConfigError(refusal)
+    return cfg
+
+
+def fsdp_refusal(cfg: Config) -> str | None:
+    """Why ``train.strategy=fsdp`` cannot run this config, with the alternative (None: it can, or another
+    strategy is asked for). Read with the config, so that a refused combination stops before any work; a
+    user's ``module:factory`` task is checked by the trainer when it is built (its stages are known then)."""
+    if cfg.train.strategy != "fsdp":
+        return None
+    problems = []
+    name = cfg.model.name
+    if name is not None and not registry.is_user_factory(name):
+        why = registry.family(name).fsdp_refusal()
+        if why:
+            problems.append(f"{why}: use train.strategy=ddp")
+    if cfg.accel.precision == "fp16":
+        problems.append(
+            "accel.precision=fp16 needs a gradient scaler, which FSDP2's sharded gradients do not take: use "
+            "accel.precision=bf16 (or fp32) with fsdp, or train.strategy=ddp"
+        )
+    if cfg.optim.name == "muon":
+        problems.append(
+            "Muon orthogonalises whole matrices, which FSDP2 splits across ranks: use optim.name=adamw with fsdp, "
+            "or train.strategy=ddp"
+        )
+    return "train.strategy=fsdp is refused: " + "; ".join(problems) if problems else None
 
 
 def _model_class(name: Any, model_raw: dict[str, Any]) -> type[BaseModel]:

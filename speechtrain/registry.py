@@ -14,8 +14,15 @@ The production table lists the real families only. :func:`register_family` adds 
 :func:`registered_families` lists those additions so that a child process (``bench`` isolates each
 measured configuration in one) can register them again.
 
-This module imports nothing of speechtrain but the errors: ``config`` asks it for a family's config
-class, the recipe layer asks it for a task.
+Besides its package, a family declares what it offers beyond training (``offers``: the capability names of
+:mod:`speechtrain.capabilities`, each a typed Protocol its task class must satisfy), its optimizer stages (a GAN
+has two, which FSDP2 cannot shard: ``train.strategy=fsdp`` is refused when such a config is read) and whether its
+package holds checkpoint importers (``<package>.importers`` with ``IMPORTERS``, for ``train.init_from``). A family
+added with :func:`register_family` is checked against its declared capabilities there and then; the built-in ones
+when their task is first built (:func:`check_family`; the test-suite checks every one).
+
+This module imports nothing of speechtrain but the errors and the capability Protocols: ``config`` asks it for a
+family's config class and stages, the recipe layer asks it for a task, its capabilities and the importers.
 """
 
 from __future__ import annotations
@@ -31,52 +38,187 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from speechtrain.capabilities import check_offers
 from speechtrain.errors import UserError
+
+#: the optimizer stages of a GAN family (discriminator, then generator)
+GAN_STAGES = ("disc", "gen")
 
 
 @dataclass(frozen=True)
 class Family:
-    """A model family: its package (holding ``config.py`` and ``task.py``) and its config class name."""
+    """A model family: its package (holding ``config.py`` and ``task.py``), its config and task class names,
+    what its task offers beyond training (capability names, see :mod:`speechtrain.capabilities`), its optimizer
+    stages, and whether ``<package>.importers`` holds checkpoint importers (``IMPORTERS``)."""
 
     name: str
     package: str
     config_class: str
+    task_class: str = ""
+    offers: tuple[str, ...] = ()
+    stages: tuple[str, ...] = ("main",)
+    importers: bool = False
+    #: one line for the docs' matrix: what the family is
+    summary: str = ""
+
+    def offers_any(self, *names: str) -> bool:
+        return any(n in self.offers for n in names)
+
+    def fsdp_refusal(self) -> str | None:
+        """Why ``train.strategy=fsdp`` cannot shard this family (None: it can)."""
+        if len(self.stages) > 1:
+            return (
+                f"{self.name} trains {len(self.stages)} optimizer stages ({', '.join(self.stages)}: a GAN); FSDP2 "
+                f"shards a task of one stage"
+            )
+        return None
 
 
 BUILT_IN: dict[str, Family] = {
     f.name: f
     for f in (
-        Family("hifigan", "speechtrain.models.hifigan", "HiFiGANConfig"),
-        Family("nsf_hifigan", "speechtrain.models.nsf_hifigan", "NSFHiFiGANConfig"),
-        Family("gpt_tts", "speechtrain.models.gpt_tts", "GPTTTSConfig"),
-        Family("cnn_lstm", "speechtrain.models.cnn_lstm", "CNNLSTMConfig"),
-        Family("vits", "speechtrain.models.vits", "VITSConfig"),
-        Family("xtts", "speechtrain.models.xtts", "XttsConfig"),
+        Family(
+            "hifigan",
+            "speechtrain.models.hifigan",
+            "HiFiGANConfig",
+            "HiFiGANTask",
+            ("vocode", "fold_for_inference"),
+            GAN_STAGES,
+            importers=True,
+            summary="HiFi-GAN vocoder (mel -> audio)",
+        ),
+        Family(
+            "nsf_hifigan",
+            "speechtrain.models.nsf_hifigan",
+            "NSFHiFiGANConfig",
+            "NSFHiFiGANTask",
+            ("vocode_f0", "fold_for_inference"),
+            GAN_STAGES,
+            importers=True,
+            summary="NSF-HiFiGAN vocoder (mel + f0 -> audio)",
+        ),
+        Family(
+            "gpt_tts",
+            "speechtrain.models.gpt_tts",
+            "GPTTTSConfig",
+            "GPTTTSTask",
+            ("synthesize", "shared_setup", "text_vocabulary"),
+            summary="GPT-TTS (text -> mel codes -> audio)",
+        ),
+        Family(
+            "cnn_lstm",
+            "speechtrain.models.cnn_lstm",
+            "CNNLSTMConfig",
+            "CNNLSTMTask",
+            ("classify",),
+            summary="CNN-LSTM audio classifier",
+        ),
+        Family(
+            "vits",
+            "speechtrain.models.vits",
+            "VITSConfig",
+            "VITSTask",
+            ("synthesize", "text_vocabulary"),
+            GAN_STAGES,
+            importers=True,
+            summary="VITS end-to-end TTS",
+        ),
+        Family(
+            "xtts",
+            "speechtrain.models.xtts",
+            "XttsConfig",
+            "XttsTask",
+            ("synthesize", "export", "fsdp_forward_methods"),
+            summary="Coqui XTTS-v2 fine-tuning",
+        ),
     )
 }
 _added: dict[str, Family] = {}
 _default: str | None = None
+_checked: set[str] = set()
 
 
-def register_family(name: str, package: str, config_class: str, default: bool = False) -> None:
-    """Add a family at run time; ``default`` makes it the family of a config without ``model.name``."""
+def register_family(
+    name: str,
+    package: str,
+    config_class: str,
+    default: bool = False,
+    *,
+    task_class: str = "",
+    offers: tuple[str, ...] | list[str] = (),
+    stages: tuple[str, ...] | list[str] = ("main",),
+    importers: bool = False,
+    summary: str = "",
+) -> None:
+    """Add a family at run time; ``default`` makes it the family of a config without ``model.name``.
+
+    With ``task_class`` (the class in ``<package>.task``) its declared ``offers`` are checked now: a TypeError
+    names each capability member the class lacks."""
     global _default
     if ":" in name:
         raise ValueError(f"a family name cannot contain ':' ({name!r} reads as package.module:factory)")
-    _added[name] = Family(name, package, config_class)
+    fam = Family(name, package, config_class, task_class, tuple(offers), tuple(stages), importers, summary)
+    if task_class:
+        check_offers(name, task_type(fam), fam.offers)
+        _checked.add(name)
+    elif fam.offers:
+        raise TypeError(f"model family '{name}': give task_class= so that its offers {fam.offers} can be checked")
+    _added[name] = fam
     if default:
         _default = name
 
 
 def registered_families() -> dict[str, Any]:
     """The families added with :func:`register_family` and the default, as plain data (JSON-safe)."""
-    return {"families": [[f.name, f.package, f.config_class] for f in _added.values()], "default": _default}
+    return {
+        "families": [
+            [f.name, f.package, f.config_class, f.task_class, list(f.offers), list(f.stages), f.importers]
+            for f in _added.values()
+        ],
+        "default": _default,
+    }
 
 
 def register_all(state: dict[str, Any]) -> None:
     """Register again what :func:`registered_families` returned (in a child process)."""
-    for name, package, config_class in state.get("families", []):
-        register_family(name, package, config_class, default=name == state.get("default"))
+    for name, package, config_class, task_class, offers, stages, importers in state.get("families", []):
+        register_family(
+            name,
+            package,
+            config_class,
+            default=name == state.get("default"),
+            task_class=task_class,
+            offers=offers,
+            stages=stages,
+            importers=importers,
+        )
+
+
+def task_type(fam: Family) -> type:
+    """The task class of a family (imports its task module)."""
+    if not fam.task_class:
+        raise TypeError(f"model family '{fam.name}' names no task class")
+    return getattr(importlib.import_module(fam.package + ".task"), fam.task_class)
+
+
+def check_family(name: str) -> Family:
+    """The family ``name``, its task class checked (once) against the capabilities it declares."""
+    fam = family(name)
+    if name not in _checked:
+        if fam.task_class:
+            check_offers(name, task_type(fam), fam.offers)
+        _checked.add(name)
+    return fam
+
+
+def checkpoint_importers() -> list[Any]:
+    """Every family's checkpoint importers (``IMPORTERS`` of ``<package>.importers``), in registry order: what
+    ``train.init_from`` chooses among (each importer says which files it reads)."""
+    out: list[Any] = []
+    for fam in families().values():
+        if fam.importers:
+            out += list(importlib.import_module(fam.package + ".importers").IMPORTERS)
+    return out
 
 
 def default_family() -> str | None:
@@ -176,7 +318,7 @@ def build_task(model: Any, data: Any, search: Sequence[Path] = ()) -> Any:
     if name is None:
         raise UserError(f"model.name is not set: choose a family ({', '.join(families())}) or 'package.module:factory'")
     if not is_user_factory(name):
-        return importlib.import_module(family(name).package + ".task").build_task(model, data)
+        return importlib.import_module(check_family(name).package + ".task").build_task(model, data)
     module, func = name.split(":", 1)
     imported = import_user_module(name, module, search)
     try:

@@ -59,3 +59,18 @@ def demo_data(demo_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> li
     """Overrides that point a config at the demo corpus with a shared feature cache (default features)."""
     cache = tmp_path_factory.mktemp("demo_cache")
     return [f"data.manifest={demo_corpus}", f"data.cache_dir={cache}"]
+
+
+@pytest.fixture(scope="session")
+def singing_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 12-utterance synthetic singing corpus with its true f0 (``speechtrain make-dataset --singing``)."""
+    from speechtrain.data.demo_singing import make_singing_corpus
+
+    return make_singing_corpus(tmp_path_factory.mktemp("singing") / "corpus", utterances=12, seed=0)
+
+
+@pytest.fixture(scope="session")
+def singing_data(singing_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Overrides that point a config at the singing corpus with a shared feature cache."""
+    cache = tmp_path_factory.mktemp("singing_cache")
+    return [f"data.manifest={singing_corpus}", f"data.cache_dir={cache}"]

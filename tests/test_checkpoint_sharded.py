@@ -20,6 +20,7 @@ import torch
 from speechtrain.errors import CheckpointError
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import save_sharded
+from speechtrain.train.rundir import RunDir
 from tests.test_train_engine import assert_params_close, cfg_for, make_batch, params, trainer_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -28,10 +29,11 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def _sharded_save(tr, run_dir: Path, keep: int = 5, best: bool = False) -> Path:
     """What Trainer.save_checkpoint does under FSDP, by one process: shards to a temporary folder, then the
     step file last."""
-    tmp = ckpt.shard_temp(run_dir, tr.step, os.getpid())
+    run = RunDir(run_dir)
+    tmp = run.shard_temp(tr.step, os.getpid())
     rest = save_sharded(tr.modules, tr.optimizers, tr._stage_modules(), tmp)
     state = {**tr._run_state(), ckpt.SHARD_REST_KEY: rest, "shard_ranks": 1}
-    return ckpt.save_step(run_dir, state, keep, best, tmp)
+    return run.save(state, keep, best, tmp)
 
 
 def _trained(run_dir: Path, steps: int, keep: int = 5) -> tuple:
@@ -55,7 +57,7 @@ def test_sharded_layout_loads_into_plain_modules_and_goes_on(tmp_path: Path) -> 
     raw = torch.load(path, weights_only=True)
     assert "modules" not in raw and raw["shards"] == "step_00000002.dcp"
     assert raw["shard_rest"]["optimizers"]["main"]["param_groups"][0]["params"]  # FQNs, for set_optimizer_state_dict
-    found = ckpt.latest(tmp_path)
+    found = RunDir(tmp_path).latest()
     assert found is not None and found[0] == path
     fresh = trainer_for(cfg_for("optim.name=sgd", "optim.lr=0.1"))
     fresh.load_state_dict(found[1])
@@ -79,7 +81,7 @@ def test_a_broken_shard_folder_is_a_clear_error_and_resume_falls_back(tmp_path: 
     shutil.rmtree(ck / "step_00000002.dcp")
     with pytest.raises(CheckpointError, match=r"step_00000002\.pt: its shard folder step_00000002\.dcp is missing"):
         ckpt.safe_load(ck / "step_00000002.pt")
-    found = ckpt.latest(tmp_path, quarantine=True)
+    found = RunDir(tmp_path).latest(quarantine=True)
     assert found is not None and found[0].name == "step_00000001.pt" and found[1]["step"] == 1
     assert (ck / "step_00000003.pt.corrupt").is_file() and (ck / "step_00000003.dcp.corrupt").is_dir()
     assert [s for s, _ in ckpt.list_checkpoints(ck)] == [1]
@@ -141,3 +143,28 @@ def test_a_sharded_run_feeds_synthesis_and_init_from(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "checkpoints" / "step_00000002.dcp")
     with pytest.raises(CheckpointError, match="its shard folder step_00000002.dcp is missing"):
         import_for_init([str(tmp_path)])
+
+
+def test_a_sharded_run_named_by_a_relative_path_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 26 (e), in one process: best.pt's shard folder is found whatever path names the run (relative, with
+    '..', or the working directory changed after the RunDir was made)."""
+    from speechtrain.recipes.inference import load_task
+
+    run = tmp_path / "runs" / "toy"
+    _, saved = _trained(run, 2)
+    monkeypatch.chdir(tmp_path)
+    for path in (Path("runs/toy"), Path("runs/../runs/toy")):
+        found = RunDir(path).load_weights("best")
+        full = ckpt.module_states(found[1], found[0])
+        assert_params_close({f"model.{k}": v for k, v in full["model"].items()}, saved[1][1], atol=0)
+    made_here = RunDir("runs/toy")
+    monkeypatch.chdir(run)
+    assert made_here.best == run / "best.pt" and made_here.load_weights("latest")[1]["step"] == 2
+    cfg_dir = run / "config.yaml"
+    from speechtrain.config import save_config
+    from tests.test_train_engine import cfg_for
+
+    save_config(cfg_for("optim.name=sgd"), cfg_dir)
+    monkeypatch.chdir(tmp_path)
+    _, task = load_task("runs/toy", device="cpu")
+    assert task.modules()

@@ -18,6 +18,7 @@ import torch
 from speechtrain.errors import CheckpointError, DataError, UserError
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.metrics import read_metrics
+from speechtrain.train.rundir import RunDir
 from tests.test_train_engine import ListLoader, NaNAfter, cfg_for, make_batch, make_trainer, trainer_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -63,7 +64,7 @@ def test_a_resumed_row_averages_the_same_steps_as_without_the_interruption(tmp_p
     trainer_for(cfg_for(*over), ListLoader(batches), tmp_path / "full").fit()
     with pytest.raises(Killed):
         trainer_for(cfg_for(*over), _DiesAt(batches, 17), tmp_path / "cut").fit()
-    assert ckpt.latest(tmp_path / "cut")[1]["step"] == 15
+    assert RunDir(tmp_path / "cut").latest()[1]["step"] == 15
     again = trainer_for(cfg_for(*over), ListLoader(batches), tmp_path / "cut")
     assert again.resume()
     again.fit()

@@ -44,7 +44,7 @@ class FakeVocoder:
 
 def test_measure_rtf_times_each_input_after_warmup() -> None:
     task = FakeTTS()
-    result = measure_rtf(task, ["abc", "defgh"], "cpu", warmup=3, options={"scale": 2})
+    result = measure_rtf(lambda text: task.synthesize(text, scale=2), ["abc", "defgh"], "cpu", 3, 1000)
     assert task.calls == ["abc", "defgh", "abc", "abc", "defgh"]  # warm-up cycles the inputs, then each once
     assert result["mode"] == "synthesize" and result["device"] == "cpu" and result["warmup"] == 3
     assert [it["audio_seconds"] for it in result["items"]] == pytest.approx([0.06, 0.1])
@@ -52,10 +52,11 @@ def test_measure_rtf_times_each_input_after_warmup() -> None:
     assert result["seconds"] == pytest.approx(sum(it["seconds"] for it in result["items"]))
     assert result["rtf"] == pytest.approx(result["seconds"] / result["audio_seconds"])
     voc = FakeVocoder()
-    out = measure_rtf(voc, [np.zeros((8, 50)), np.zeros((8, 25))], "cpu", warmup=0, sample_rate=100)
+    out = measure_rtf(voc.vocode, [np.zeros((8, 50)), np.zeros((8, 25))], "cpu", 0, 100, mode="vocode")
     assert out["mode"] == "vocode" and voc.calls == 2 and out["audio_seconds"] == pytest.approx(3.0)
+    assert out["items"][0]["input"] == "mel (8, 50)"
     with pytest.raises(ValueError):
-        measure_rtf(object(), ["x"], "cpu", sample_rate=1)
+        measure_rtf(voc.vocode, [], "cpu", 0, 1)
     assert len(DEFAULT_SENTENCES) == 8
 
 
@@ -141,7 +142,7 @@ def test_tiny_gpt_tts_trains_synthesizes_and_reports_rtf(
     assert {"rtf", "audio_seconds", "seconds", "device", "items"} <= set(printed)
     assert len(printed["items"]) == 2 and printed["rtf"] > 0 and printed["audio_seconds"] > 0
 
-    from speechtrain.cli.cmd_rtf import eval_mels  # what rtf vocodes for a vocoder run
+    from speechtrain.recipes.data import DataRecipe  # what rtf vocodes for a vocoder run
 
-    mels = eval_mels(cfg, 2)
-    assert len(mels) == 2 and all(m.shape[0] == cfg.data.n_mels and m.shape[1] > 0 for m in mels)
+    items = DataRecipe(cfg).eval_items(2)
+    assert len(items) == 2 and all(m.shape[0] == cfg.data.n_mels and m.shape[1] > 0 and f is None for m, f in items)

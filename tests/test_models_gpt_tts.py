@@ -276,11 +276,13 @@ def test_recipes_fit_their_longest_utterance(recipe: str) -> None:
 def _codec_rank(rank: int, init_file: str, out_dir: str) -> None:
     import torch.distributed as dist
 
+    from speechtrain.recipes.common import set_up
+
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
         data = TextMelDataset()
         task = build_task(tiny_cfg(f"model.codec_seed={rank}", "train.device=cpu"))  # different fits per rank
-        task.setup(data)
+        set_up(task, data)  # as the recipes do on every rank: setup, then share_setup (rank 0's codebook)
         torch.save(task.codec.codebook, f"{out_dir}/{rank}.pt")
     finally:
         dist.destroy_process_group()

@@ -393,6 +393,7 @@ def test_amharic_finetune_synthesize_and_export_end_to_end(tmp_path: Path, monke
 
 
 def test_export_of_a_run_without_an_export_format_is_a_user_error(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # noqa: ANN001
+    """Refused from the run's config alone: the family declares no export (no weights are read)."""
     from types import SimpleNamespace
 
     import speechtrain.recipes.export as export

@@ -302,6 +302,7 @@ def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_p
     codes = spawn_ranks(_fsdp_worker, tmp_path, monkeypatch, timeout=300)
     assert all(c == 0 for c in codes), codes
     from speechtrain.train import checkpoint as ckpt
+    from speechtrain.train.rundir import RunDir
     from tests.test_train_engine import assert_params_close, params
 
     r0, r1 = (torch.load(tmp_path / f"fsdp_{r}.pt", weights_only=False) for r in (0, 1))
@@ -326,7 +327,7 @@ def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_p
     assert r0["resumed"]["loss"] == r0["continued"]["loss"]
     assert_params_close(r0["resumed"]["params"], r0["continued"]["params"], atol=0)
     # 1 plain process (no process group) loads it: the 2 ranks' weights, and the optimizer state goes on
-    found = ckpt.latest(tmp_path / "fsdp_run")
+    found = RunDir(tmp_path / "fsdp_run").latest()
     assert found is not None and found[1]["step"] == STEPS
     one = _trainer("toy")
     one.load_state_dict(found[1])

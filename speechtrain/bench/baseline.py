@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from speechtrain.data.batch import Batch
+from speechtrain.train.task import Task
 
 
 class PadCollate:
@@ -108,7 +109,7 @@ def endless(loader: torch.utils.data.DataLoader) -> Iterator[Batch]:
 class PlainLoop:
     """The user's loop: modules on the device, one AdamW per stage, fp32 steps."""
 
-    def __init__(self, cfg: Any, task: Any, device: torch.device, explicit_attention: bool = False) -> None:
+    def __init__(self, cfg: Any, task: Task, device: torch.device, explicit_attention: bool = False) -> None:
         self.cfg = cfg
         self.task = task
         self.device = device

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from speechtrain.bench.measure import RowNotApplicable, _load_average, minor_faults, synchronize
+from speechtrain.train.task import Task
 
 if TYPE_CHECKING:
     from speechtrain.config import OptimConfig
@@ -51,7 +52,7 @@ def lightning_precision(device: torch.device) -> tuple[str, str]:
 
 
 def run_lightning(
-    task: Any,
+    task: Task,
     loader: torch.utils.data.DataLoader,
     optim: OptimConfig,
     device: torch.device,
@@ -107,7 +108,7 @@ def _module_class(L: Any) -> Any:
     class TaskModule(L.LightningModule):
         """A Task's modules and losses as a LightningModule."""
 
-        def __init__(self, task: Any, optim: OptimConfig, features: nn.Module | None) -> None:
+        def __init__(self, task: Task, optim: OptimConfig, features: nn.Module | None) -> None:
             super().__init__()
             self.__dict__["task"] = task  # the Task is not a module; its modules are registered below
             self.nets = nn.ModuleDict(task.modules())

@@ -8,11 +8,13 @@ without the sync the clock would stop before the work is done).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
+
+T = TypeVar("T")
 
 DEFAULT_SENTENCES = (
     "Hello.",
@@ -36,15 +38,6 @@ def synchronize(device: str | torch.device) -> None:
         torch.mps.synchronize()
 
 
-def _sample_rate(task: Any, sample_rate: int | None) -> int:
-    if sample_rate is not None:
-        return int(sample_rate)
-    cfg = getattr(task, "cfg", None)
-    if cfg is None:
-        raise ValueError("measure_rtf needs sample_rate= when the task has no cfg")
-    return int(cfg.data.sample_rate)
-
-
 def _describe(item: Any) -> str:
     if isinstance(item, str):
         return item
@@ -53,15 +46,16 @@ def _describe(item: Any) -> str:
 
 
 def measure_rtf(
-    task: Any,
-    inputs: Sequence[Any],
+    call: Callable[[T], Any],
+    inputs: Sequence[T],
     device: str | torch.device,
-    warmup: int = 1,
-    sample_rate: int | None = None,
-    options: dict[str, Any] | None = None,
+    warmup: int,
+    sample_rate: int,
+    mode: str = "synthesize",
+    describe: Callable[[T], str] | None = None,
 ) -> dict[str, Any]:
-    """Time ``task.synthesize(text, **options)`` for each text in ``inputs`` (or ``task.vocode(mel)`` for
-    each mel when the task cannot synthesize) and return the real-time factor.
+    """Time ``call(x)`` (synthesis of a text, vocoding of a mel: the inference recipe builds it) for each input
+    and return the real-time factor of the audio it returns (at ``sample_rate``).
 
     The first ``warmup`` inputs (cycled) run untimed first. Returns ``{"rtf", "audio_seconds",
     "seconds", "device", "mode", "warmup", "items": [{"input", "seconds", "audio_seconds", "rtf"}]}``;
@@ -69,21 +63,8 @@ def measure_rtf(
     """
     if not inputs:
         raise ValueError("measure_rtf needs at least one input")
-    sr = _sample_rate(task, sample_rate)
-    options = dict(options or {})
-    if hasattr(task, "synthesize") and isinstance(inputs[0], str):
-        mode = "synthesize"
-
-        def call(x: Any) -> Any:
-            return task.synthesize(x, **options)
-    elif hasattr(task, "vocode"):
-        mode = "vocode"
-
-        def call(x: Any) -> Any:
-            return task.vocode(x, **options)
-    else:
-        raise ValueError(f"{type(task).__name__} has neither synthesize(text) nor vocode(mel)")
-
+    sr = int(sample_rate)
+    shown = describe or _describe
     with torch.inference_mode():
         for i in range(warmup):
             call(inputs[i % len(inputs)])
@@ -99,7 +80,7 @@ def measure_rtf(
             audio_s = n / sr
             items.append(
                 {
-                    "input": _describe(x),
+                    "input": shown(x),
                     "seconds": seconds,
                     "audio_seconds": audio_s,
                     "rtf": seconds / audio_s if audio_s > 0 else float("inf"),

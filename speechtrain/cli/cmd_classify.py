@@ -24,22 +24,17 @@ def run(args: argparse.Namespace) -> int:
     import json
     from pathlib import Path
 
-    from speechtrain.errors import DataError, UserError
-    from speechtrain.recipes.inference import load_task
+    from speechtrain.errors import DataError
+    from speechtrain.recipes.inference import InferenceRecipe
 
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise DataError(f"file(s) not found: {', '.join(missing)}")
-    cfg, task = load_task(args.run_dir, device=args.device, which=args.checkpoint)
-    if not hasattr(task, "classify"):
-        raise UserError(
-            f"{args.run_dir} is a '{cfg.model.name}' run, not a classifier "
-            "(train e.g. recipes/classifier_cnn_lstm.yaml)"
-        )
+    recipe = InferenceRecipe(args.run_dir, device=args.device, which=args.checkpoint, verb="classify")
     results = []
     for f in args.files:
-        label, probs = task.classify(f)
-        results.append({"file": f, "label": label, "probability": probs[label], "probabilities": probs})
+        c = recipe.classify(f)
+        results.append({"file": f, "label": c.label, "probability": c.probability, "probabilities": c.probabilities})
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -70,7 +70,9 @@ def _fresh_run_dir(run_dir: Path) -> None:
 
     if not run_dir.exists():
         return
-    if not (run_dir / "config.yaml").is_file():
+    from speechtrain.train.rundir import RunDir
+
+    if not RunDir(run_dir).is_run():
         raise UserError(f"{run_dir} exists and is not a speechtrain run directory; choose another --out")
     shutil.rmtree(run_dir)
 

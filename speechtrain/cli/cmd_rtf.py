@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -47,73 +46,30 @@ def read_texts(path: str) -> list[str]:
     return texts
 
 
-def eval_mels(cfg: Any, n: int) -> list[Any]:
-    """Up to ``n`` mels (n_mels, T_frames) of the run's eval set (else its training set)."""
-    from speechtrain.recipes.data import DataRecipe
-
-    return DataRecipe(cfg).eval_mels(n)
-
-
-def task_device(task: Any) -> Any:
-    """The device of the task's first parameter (CPU when it has none)."""
-    import torch
-
-    for module in task.modules().values():
-        for p in module.parameters():
-            return p.device
-    return torch.device("cpu")
-
-
 def run(args: argparse.Namespace) -> int:
     import json
 
-    import torch
-
-    from speechtrain.bench.rtf import DEFAULT_SENTENCES, measure_rtf
-    from speechtrain.cli.common import write_json
+    from speechtrain.cli.common import set_threads, write_json
     from speechtrain.errors import UserError
-    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.inference import InferenceRecipe
 
     if args.warmup < 0:
         raise UserError("--warmup must be >= 0")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise UserError("--threads must be >= 1")
-        torch.set_num_threads(args.threads)
-    cfg, task = load_task(args.run_dir, device=args.device)
-    if args.runtime == "onnx":
-        from speechtrain.recipes.export import check_onnx_rtf
-
-        check_onnx_rtf(str(cfg.model.name))
-    device = task_device(task)
-    options: dict[str, Any] = {}
-    if hasattr(task, "synthesize"):
-        inputs: list[Any] = read_texts(args.texts) if args.texts else list(DEFAULT_SENTENCES)
-        if args.vocoder:
-            options["vocoder_run"] = args.vocoder
-        options["seed"] = args.seed
-        for key in ("speaker_wav", "language"):
-            if getattr(args, key, None) is not None:
-                options[key] = getattr(args, key)
-    elif hasattr(task, "vocode"):
-        if args.texts:
-            raise UserError(f"{args.run_dir} is a vocoder run: it vocodes eval mels, --texts does not apply")
-        inputs = eval_mels(cfg, args.items)
-    else:
-        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' run: RTF applies to TTS and vocoder runs only")
-    torch.manual_seed(args.seed)
-    rate = int(getattr(task, "output_sample_rate", cfg.data.sample_rate))  # a family may speak at its own rate
-    result = measure_rtf(task, inputs, device, args.warmup, sample_rate=rate, options=options)
-    result["runtime"] = "torch"
-    if args.runtime == "onnx":
-        from speechtrain.recipes.export import onnx_rtf
-
-        onnx = onnx_rtf(task, str(cfg.model.name), inputs, args.warmup, rate, options, args.threads)
-        result["onnx"] = onnx
-        result["onnx_speedup"] = result["rtf"] / onnx["rtf"] if onnx["rtf"] > 0 else None
-    result["run_dir"] = str(args.run_dir)
-    result["model"] = cfg.model.name
-    result["threads"] = torch.get_num_threads()
+    set_threads(args.threads)
+    texts = read_texts(args.texts) if args.texts else None
+    recipe = InferenceRecipe(args.run_dir, device=args.device, verb="rtf")
+    options = {k: getattr(args, k) for k in ("speaker_wav", "language") if getattr(args, k, None) is not None}
+    if args.vocoder:
+        options["vocoder_run"] = args.vocoder
+    result = recipe.rtf(
+        texts,
+        items=args.items,
+        warmup=args.warmup,
+        seed=args.seed,
+        runtime=args.runtime,
+        threads=args.threads,
+        **options,
+    )
     print(json.dumps(result, indent=2))
     write_json(args.json, result)
     return 0

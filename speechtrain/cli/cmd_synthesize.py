@@ -63,31 +63,15 @@ def synthesis_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from speechtrain.cli.common import set_threads, wav_out
+    from speechtrain.recipes.inference import InferenceRecipe
 
-    import numpy as np
-    import soundfile as sf
-    import torch
-
-    from speechtrain.errors import UserError
-
-    out = Path(args.out)
-    if out.suffix.lower() != ".wav":
-        raise UserError(f"--out {out}: write a .wav file")
-    if args.threads is not None:
-        if args.threads < 1:
-            raise UserError("--threads must be >= 1")
-        torch.set_num_threads(args.threads)
-    from speechtrain.recipes.inference import load_synthesizer
-
-    cfg, task = load_synthesizer(args.run_dir, args.device)
-    if args.seed is not None:
-        torch.manual_seed(args.seed)
-    with torch.inference_mode():
-        audio = task.synthesize(args.text, **synthesis_options(args))
-    audio = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    rate = int(getattr(task, "output_sample_rate", cfg.data.sample_rate))  # a family may speak at its own rate
-    sf.write(str(out), audio, rate, subtype="PCM_16")
-    print(f"wrote {out} ({audio.size / rate:.2f} s at {rate} Hz)")
+    out = wav_out(args.out)
+    set_threads(args.threads)
+    recipe = InferenceRecipe(args.run_dir, device=args.device, verb="synthesize")
+    options = synthesis_options(args)
+    seed = options.pop("seed", None)
+    audio = recipe.synthesize(args.text, seed=seed, **options)
+    audio.write(out)
+    print(f"wrote {out} ({audio.seconds:.2f} s at {audio.sample_rate} Hz)")
     return 0

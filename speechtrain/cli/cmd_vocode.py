@@ -64,55 +64,19 @@ def _read_f0(path: str):  # noqa: ANN202 - numpy array
 
 
 def run(args: argparse.Namespace) -> int:
-    import time
-    from pathlib import Path
+    from speechtrain.cli.common import wav_out
+    from speechtrain.recipes.inference import InferenceRecipe
 
-    import numpy as np
-    import soundfile as sf
-
-    from speechtrain.errors import DataError, UserError
-    from speechtrain.recipes.inference import load_task
-
-    cfg, task = load_task(args.run_dir, device=args.device, which=args.checkpoint)
-    if not hasattr(task, "vocode"):
-        raise UserError(
-            f"{args.run_dir} is a '{cfg.model.name}' run, not a vocoder (train e.g. recipes/vocoder_hifigan.yaml)"
-        )
-    d = cfg.data
-    takes_f0 = bool(getattr(task.needs(), "f0", False))
-    if not takes_f0 and (args.f0 or args.key_shift):
-        raise UserError(f"{args.run_dir} is a '{cfg.model.name}' vocoder: it takes no f0 (--f0, --key-shift)")
-    wav = None
+    out = wav_out(args.out)
+    recipe = InferenceRecipe(args.run_dir, device=args.device, which=args.checkpoint, verb="vocode")
+    f0 = _read_f0(args.f0) if args.f0 else None
     if args.mel:
-        mel = _read_mel(args.mel, d.n_mels)
+        mel = _read_mel(args.mel, recipe.data.n_mels)
+        audio = recipe.vocode(mel, f0, args.key_shift)
+        frames = mel.shape[1]
     else:
-        from speechtrain.data.audio import AudioProblem, load_audio
-        from speechtrain.data.features import log_mel_numpy
-
-        try:
-            wav, _ = load_audio(args.audio, d.sample_rate)
-        except (AudioProblem, OSError) as exc:
-            raise DataError(f"{args.audio}: cannot read audio: {exc}") from None
-        mel = log_mel_numpy(wav, d)
-    generator = getattr(task, "generator", None)
-    if generator is not None and hasattr(generator, "remove_weight_norm"):
-        generator.remove_weight_norm()  # same outputs, no per-call weight-norm recompute
-    f0 = None
-    if takes_f0:
-        if args.f0:
-            f0 = _read_f0(args.f0)
-        elif wav is not None:
-            f0 = task.f0_from_audio(wav)  # measured as prepare measures it
-        else:
-            raise UserError("an NSF vocoder needs f0 with --mel: give --f0 F0.npy (Hz per mel frame, 0 = unvoiced)")
-        f0 = f0 * np.float32(2.0 ** (args.key_shift / 12.0))
-    t0 = time.perf_counter()
-    audio = np.asarray(task.vocode(mel) if f0 is None else task.vocode(mel, f0), dtype=np.float32).reshape(-1)
-    seconds = time.perf_counter() - t0
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(str(out), np.clip(audio, -1.0, 1.0), d.sample_rate)
-    duration = audio.shape[0] / d.sample_rate
-    rtf = seconds / duration if duration else float("nan")
-    print(f"wrote {out}: {duration:.2f} s at {d.sample_rate} Hz from {mel.shape[1]} frames (RTF {rtf:.3f})")
+        audio = recipe.vocode_audio(args.audio, f0, args.key_shift)
+        frames = audio.samples.size // recipe.data.hop_length
+    audio.write(out)
+    print(f"wrote {out}: {audio.seconds:.2f} s at {audio.sample_rate} Hz from {frames} frames (RTF {audio.rtf:.3f})")
     return 0

@@ -44,3 +44,26 @@ def write_json(path: str | None, obj: Any) -> None:
     if path:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads N``: torch's intra-op threads (None: torch's choice)."""
+    if threads is None:
+        return
+    from speechtrain.errors import UserError
+
+    if threads < 1:
+        raise UserError("--threads must be >= 1")
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def wav_out(path: str) -> Path:
+    """``--out FILE.wav``, checked before any work."""
+    from speechtrain.errors import UserError
+
+    out = Path(path)
+    if out.suffix.lower() != ".wav":
+        raise UserError(f"--out {out}: write a .wav file")
+    return out

@@ -6,6 +6,13 @@ from speechtrain.errors import UserError
 from speechtrain.export import coqui, jik876, onnx, piper, singingvocoders
 from speechtrain.export.job import ExportFormat
 
+#: why a family that no format serves and no format refuses has no export
+NO_FORMAT = (
+    "no export format: its best.pt is the model (load it with speechtrain.recipes.inference.InferenceRecipe(RUN_DIR), "
+    "or start a run from it with train.init_from); `speechtrain export RUN OUT --consolidate` writes any run's "
+    "weights as one file"
+)
+
 FORMATS: dict[str, ExportFormat] = {
     f.key: f for f in (piper.FORMAT, onnx.FORMAT, jik876.FORMAT, coqui.FORMAT, singingvocoders.FORMAT)
 }
@@ -23,7 +30,9 @@ def format_for(family: str, key: str | None) -> ExportFormat:
         if not served:
             refusals = [f"{f.key}: {f.refused[family]}" for f in FORMATS.values() if family in f.refused]
             raise UserError(
-                f"a '{family}' run has no export format" + (f" ({'; '.join(refusals)})" if refusals else "")
+                f"a '{family}' run has no export format ({'; '.join(refusals)})"
+                if refusals
+                else f"a '{family}' run: {NO_FORMAT}"
             )
         return served[0]
     if key not in FORMATS:

@@ -38,6 +38,7 @@ from torch import nn
 
 from speechtrain.accel.optim import muon_partition
 from speechtrain.accel.precision import PrecisionPlan
+from speechtrain.capabilities import TextVocabulary
 from speechtrain.config import DataConfig
 from speechtrain.data.batch import round_up
 from speechtrain.data.collate import collate
@@ -200,7 +201,7 @@ def synthetic_items(
     vocab_size: int = VOCAB_SIZE,
 ) -> list[dict[str, Any]]:
     """``n`` dataset-like items of ``frames`` mel frames (random log-mel, noise audio, random text with
-    ids below ``vocab_size``, the task's text vocabulary, and an f0 contour when the task needs f0)."""
+    ids below ``vocab_size``, the task's text vocabulary; a steady f0 for a task that reads one)."""
 
     rng = np.random.default_rng(seed)
     n_tokens = max(2, int(round(frames * tokens_per_frame)))
@@ -215,8 +216,8 @@ def synthetic_items(
             item["audio"] = 0.1 * rng.standard_normal(frames * data_cfg.hop_length, dtype=np.float32)  # (T_samples,)
         if needs.text:
             item["tokens"] = rng.integers(4, max(5, vocab_size), n_tokens).astype(np.int64)  # (L_tokens,)
-        if getattr(needs, "f0", False):  # a voiced contour around 220 Hz (NSF vocoders read it per frame)
-            item["f0"] = (220.0 * 2 ** (0.1 * rng.standard_normal(frames))).astype(np.float32)  # (T_frames,)
+        if needs.f0:  # an NSF vocoder's pitch, one value per frame: a sung A3, voiced throughout
+            item["f0"] = np.full(frames, 220.0, dtype=np.float32)  # (T_frames,) Hz
         items.append(item)
     return items
 
@@ -326,7 +327,7 @@ def estimate(
     if lengths[0] == lengths[1]:
         lengths = (lengths[0], lengths[0] * 2)
     needs = task.needs()
-    vocab_size = int(getattr(getattr(task, "tokenizer", None), "vocab_size", VOCAB_SIZE))  # the task's own text ids
+    vocab_size = task.text_vocab_size if isinstance(task, TextVocabulary) else VOCAB_SIZE  # the task's own text ids
     tokens_per_frame = CHARS_PER_SECOND * d.hop_length / d.sample_rate
     max_tokens = max_text_tokens - 2 if max_text_tokens else None  # room for bos/eos
     b0 = 2

@@ -240,25 +240,42 @@ def weight_norm_from_plain(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Te
 
 
 # --- train.init_from: weights only, from our own runs or a published checkpoint ----------------------------------
-def _own_checkpoint(path: Path) -> Path:
-    """A run directory's ``best.pt`` (else its newest step checkpoint), or the file itself."""
-    if path.is_dir():
-        from speechtrain.train import checkpoint as ckpt
+@dataclass(frozen=True)
+class CheckpointImporter:
+    """One published checkpoint layout a family reads for ``train.init_from``; each family lists its own in
+    ``<family>/importers.py`` as ``IMPORTERS`` (the registry collects them, so this module imports no family).
 
-        if (path / "best.pt").is_file():
-            return path / "best.pt"
-        steps = ckpt.list_checkpoints(path / "checkpoints")
-        if not steps:
+    ``claims(obj)``: whether a loaded file is in this layout (the layouts of all families exclude each other);
+    ``load(obj, second, trust_pickle)``: the imported weights (``second``: the path of a paired file, e.g. the
+    discriminators of a ``g_`` file, or None); ``pair``: what that second file is (None: one file only)."""
+
+    layout: str
+    claims: Callable[[Any], bool]
+    load: Callable[[Any, str | None, bool], ImportedCheckpoint]
+    pair: str | None = None
+
+
+def _own_checkpoint(path: Path) -> Path:
+    """A run directory's checkpoint (the rule of :meth:`~speechtrain.train.rundir.RunDir.weights_candidates`:
+    ``best.pt``, else the newest step checkpoint), or the file itself."""
+    if path.is_dir():
+        from speechtrain.train.rundir import RunDir
+
+        candidates = RunDir(path).weights_candidates("best")
+        if not candidates:
             raise CheckpointError(f"{path}: a folder without best.pt or checkpoints/step_*.pt: give a checkpoint file")
-        return steps[-1][1]
+        return candidates[0]
     return path
 
 
-def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedCheckpoint:
-    """The weights named by ``train.init_from``: a speechtrain run directory or checkpoint (every module), a
-    jik876/hifi-gan ``g_`` file (and its ``do_`` file as a second path), a SingingVocoders / OpenVPI
-    NSF-HiFiGAN file (exported generator or Lightning training checkpoint), a jaywalnut310/vits ``G_``
-    file (and its ``D_`` file) or a Coqui TTS VITS ``model.pth``. The layout is read from the file."""
+def import_for_init(
+    paths: list[str], trust_pickle: bool = False, importers: list[CheckpointImporter] | None = None
+) -> ImportedCheckpoint:
+    """The weights named by ``train.init_from``: a speechtrain run directory or checkpoint (every module), or a
+    published checkpoint in a layout one of the families reads (``importers``; default: every registered
+    family's, :func:`speechtrain.registry.checkpoint_importers`), e.g. a jik876/hifi-gan ``g_`` file (and its
+    ``do_`` file), a SingingVocoders NSF-HiFiGAN file, a jaywalnut310/vits ``G_`` file (and its ``D_`` file) or a
+    Coqui TTS VITS ``model.pth``. The layout is read from the file."""
     if not paths or len(paths) > 2:
         raise CheckpointError(f"train.init_from takes one checkpoint (or a g_ and a do_ file), got {paths}")
     first = _own_checkpoint(Path(paths[0]))
@@ -279,34 +296,18 @@ def import_for_init(paths: list[str], trust_pickle: bool = False) -> ImportedChe
             if key != "modules":
                 report.skipped.append((key, "trainer state: init_from starts a fresh optimizer and step 0"))
         return ImportedCheckpoint(out, report)
-    if isinstance(obj, Mapping) and ("generator" in obj or "state_dict" in obj):
-        gen = obj.get("generator")
-        source = isinstance(gen, Mapping) and any(str(k).startswith(("m_source.", "source_conv.")) for k in gen)
-        if "state_dict" in obj or source:
-            from speechtrain.models.nsf_hifigan.importers import import_singingvocoders
+    if importers is None:
+        from speechtrain import registry
 
-            if len(paths) > 1:
-                raise CheckpointError(f"{name}: an NSF-HiFiGAN checkpoint is one file; drop {paths[1]}")
-            imported = import_singingvocoders(obj, trust_pickle)
-        else:
-            from speechtrain.models.hifigan.importers import import_jik876
-
-            imported = import_jik876(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
-        imported.report.source = imported.report.source.replace("state dict", name, 1)
-        return imported
-    if isinstance(obj, Mapping) and isinstance(obj.get("model"), Mapping):
-        from speechtrain.models.vits.importers import import_coqui, import_jaywalnut310
-
-        if any(str(k).startswith(("text_encoder.", "module.text_encoder.")) for k in obj["model"]):
-            if len(paths) > 1:
-                raise CheckpointError(f"{name}: a Coqui VITS checkpoint holds its discriminator: drop {paths[1]}")
-            imported = import_coqui(obj, trust_pickle)
-        else:
-            imported = import_jaywalnut310(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
-        imported.report.source = imported.report.source.replace("state dict", name, 1)
-        return imported
-    found = sorted(obj)[:8] if isinstance(obj, Mapping) else type(obj).__name__
-    raise CheckpointError(
-        f"{name}: not a checkpoint layout train.init_from reads (a speechtrain run or checkpoint, jik876/hifi-gan "
-        f"g_/do_ files, SingingVocoders NSF-HiFiGAN, jaywalnut310/vits G_/D_ files, Coqui VITS); it holds {found}"
-    )
+        importers = registry.checkpoint_importers()
+    found = [imp for imp in importers if imp.claims(obj)]
+    if not found:
+        held = sorted(obj)[:8] if isinstance(obj, Mapping) else type(obj).__name__
+        layouts = ", ".join(["a speechtrain run or checkpoint", *(imp.layout for imp in importers)])
+        raise CheckpointError(f"{name}: not a checkpoint layout train.init_from reads ({layouts}); it holds {held}")
+    importer = found[0]
+    if len(paths) > 1 and importer.pair is None:
+        raise CheckpointError(f"{name}: {importer.layout} is one file: drop {paths[1]}")
+    imported = importer.load(obj, paths[1] if len(paths) > 1 else None, trust_pickle)
+    imported.report.source = imported.report.source.replace("state dict", name, 1)
+    return imported

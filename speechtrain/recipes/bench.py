@@ -38,7 +38,7 @@ from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.registry import register_all, registered_families
 from speechtrain.train.distributed import barrier, gather, init_from_env, shutdown, world
-from speechtrain.train.task import Needs
+from speechtrain.train.task import Needs, Task
 
 if TYPE_CHECKING:
     from speechtrain.bench.ablate import Variant
@@ -459,7 +459,7 @@ def _record_dict(rec: Any) -> dict[str, Any]:
     return {k: d.get(k) for k in ("applied", "exact", "detail", "info")}
 
 
-def _setup(task: Any, dataset: Any, state_path: str | None) -> None:
+def _setup(task: Task, dataset: Any, state_path: str | None) -> None:
     """``task.setup(dataset)`` once per ladder: the first row saves the fitted modules (codebooks,
     normalisers) and the later rows load them, so every row trains exactly the same model. Under a
     process group rank 0 fits and saves while the others wait, then they load its file."""

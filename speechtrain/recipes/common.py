@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,11 @@ import numpy as np
 import torch
 
 from speechtrain import registry
+from speechtrain.capabilities import SharedSetup
 from speechtrain.config import Config, apply_overrides, build_config, read_yaml
 from speechtrain.errors import UserError
+from speechtrain.train.rundir import RunDir
+from speechtrain.train.task import Task
 
 
 def seed_everything(seed: int) -> None:
@@ -30,25 +34,35 @@ def rank_seed(seed: int, rank: int) -> int:
     return int(np.random.SeedSequence([int(seed) % 2**63, int(rank)]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
-def build_task(cfg: Config) -> Any:
+def build_task(cfg: Config) -> Task:
     """The Task of ``cfg``'s model family, built from its model and data sections."""
     search = [cfg.source_dir, cfg.source_dir.parent] if cfg.source_dir else []  # examples/x.yaml -> examples.x
-    return registry.build_task(cfg.model, cfg.data, search=search)
+    task: Task = registry.build_task(cfg.model, cfg.data, search=search)
+    return task
 
 
-def place(task: Any, device: torch.device) -> None:
+def set_up(task: Task, dataset: Any) -> None:
+    """``task.setup(dataset)`` (data-dependent parts: codebooks, vocabularies), then, under a process group, what
+    it fitted made equal on every rank (:class:`~speechtrain.capabilities.SharedSetup`). Every rank calls it at
+    the same point: a fresh training run and the tuner alike."""
+    task.setup(dataset)
+    if isinstance(task, SharedSetup):
+        task.share_setup()
+
+
+def place(task: Task, device: torch.device) -> None:
     """Move the task's modules to ``device`` in training mode (``Task.setup`` then fits there)."""
     for module in task.modules().values():
         module.to(device)
         module.train()
 
 
-def load_run_config(run_dir: str | Path, overrides: list[str] | None = None) -> Config:
+def load_run_config(run_dir: str | os.PathLike[str], overrides: list[str] | None = None) -> Config:
     """The resolved config saved in a run directory, with ``key=value`` overrides.
 
     A run from before learned symbols (its ``data`` section has no ``symbols`` key) read text with
     the fixed ascii set and stripped accents: that is what it gets, so it tokenizes as it was trained."""
-    path = Path(run_dir) / "config.yaml"
+    path = RunDir(run_dir).config
     if not path.is_file():
         raise UserError(f"{run_dir} is not a speechtrain run directory (no config.yaml)")
     raw = read_yaml(path)

@@ -23,6 +23,9 @@ from speechtrain.train.task import Needs
 
 log = get_logger(__name__)
 
+#: the speakers and labels of a synthetic set a task is set up on: one of each, which every family accepts
+NEUTRAL_SET = {"num_speakers": 1, "num_labels": 1}
+
 #: ``read(indices, crop_at_start, bucket)``: a padded Batch of those dataset items
 ReadBatch = Callable[[tuple[int, ...], bool, int], Batch]
 
@@ -157,25 +160,24 @@ class DataRecipe:
             seed=self.seed,
             fields=self.fields(needs),
             tokenizer=Tokenizer.from_data(d),  # the run's symbols, as the task's (a learned set or a pinned one)
+            **NEUTRAL_SET,
         )
 
     def setup_set(self) -> Any:
-        """A small synthetic set to run ``Task.setup`` on when there is no corpus (estimate)."""
+        """A small synthetic set to run ``Task.setup`` on when there is no corpus (estimate): one speaker and one
+        label, which every model's set-up accepts (a single-speaker VITS refuses a set of two speakers)."""
         from speechtrain.data.synthetic import FakeSpeechDataset
         from speechtrain.data.text import Tokenizer
 
         d = self.data
-        # as many speakers as the model has (one when it has no speaker embedding): a multi-speaker
-        # family checks that its data has no more speakers than its embedding
-        speakers = max(1, int(getattr(self.model, "n_speakers", 1) or 1))
         return FakeSpeechDataset(
             [128] * 128,
             n_mels=d.n_mels,
             hop_length=d.hop_length,
             sample_rate=d.sample_rate,
             fields=("mel", "tokens"),
-            num_speakers=speakers,
             tokenizer=Tokenizer.from_data(d),  # the run's symbols, as the task's (a learned set or a pinned one)
+            **NEUTRAL_SET,
         )
 
     def longest_train_frames(self) -> int | None:
@@ -187,16 +189,19 @@ class DataRecipe:
         frames = np.asarray(ds.frames)
         return int(frames.max()) if frames.size else None
 
-    def eval_mels(self, n: int) -> list[Any]:
-        """Up to ``n`` mels (n_mels, T_frames) of the eval set (else the training set)."""
+    def eval_items(self, n: int, with_f0: bool = False) -> list[tuple[Any, Any]]:
+        """Up to ``n`` (mel (n_mels, T_frames), f0 (T_frames,) or None) of the eval set (else the training set):
+        what a vocoder's real-time factor is measured on (``with_f0``: an NSF vocoder's, from the cache)."""
         self.ensure_prepared()
+        fields = ("mel", "f0") if with_f0 else ("mel",)
         for split in ("eval", "train"):
             try:
-                ds = self.dataset(split, ("mel",))
+                ds = self.dataset(split, fields)
             except UserError:
                 continue
             if len(ds):
-                return [ds[i]["mel"] for i in range(min(n, len(ds)))]
+                items = [ds[i] for i in range(min(n, len(ds)))]
+                return [(item["mel"], item["f0"] if with_f0 else None) for item in items]
         raise UserError(
             f"no utterances to vocode in {self.data.manifest}; check data.manifest in the run's config.yaml"
         )

@@ -20,6 +20,7 @@ from speechtrain.errors import UserError
 from speechtrain.memory.estimate import estimate
 from speechtrain.recipes.common import build_task, place
 from speechtrain.recipes.data import DataRecipe
+from speechtrain.train.task import Task
 
 
 class EstimateRecipe:
@@ -34,7 +35,7 @@ class EstimateRecipe:
 
     def run(
         self,
-        task: Any = None,
+        task: Task | None = None,
         device: torch.device | str | None = None,
         longest_frames: int | None = None,
         lengths: tuple[int, int] | None = None,
@@ -49,9 +50,8 @@ class EstimateRecipe:
         measured lengths in frames.
         """
         dev = resolve_device(self.device_name) if device is None else torch.device(device)
-        own_task = task is None
         accelerations = None
-        if own_task:
+        if task is None:
             self.data_recipe.resolve_symbols(prepare=False)  # a prepared corpus sizes the text embedding
             task = build_task(self.cfg)
             place(task, dev)
@@ -84,7 +84,7 @@ class EstimateRecipe:
             lengths=lengths,
         )
 
-    def _setup_on_synthetic_data(self, task: Any) -> None:
+    def _setup_on_synthetic_data(self, task: Task) -> None:
         """``task.setup`` (codebooks, normalisation) on a synthetic set, so that it can take a step."""
         try:
             task.setup(self.data_recipe.setup_set())

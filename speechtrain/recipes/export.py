@@ -157,29 +157,6 @@ def check_onnx_rtf(family: str) -> None:
     require_onnx_runner(family)
 
 
-def onnx_rtf(
-    task: Any,
-    family: str,
-    inputs: list[Any],
-    warmup: int,
-    sample_rate: int,
-    options: dict[str, Any],
-    threads: int | None,
-) -> dict[str, Any]:
-    """RTF of the run's graph in onnxruntime (CPU) on ``inputs``, as ``measure_rtf`` times PyTorch."""
-    import tempfile
-
-    from speechtrain.bench.rtf import measure_rtf
-    from speechtrain.export.runtime import onnx_runner
-
-    with tempfile.TemporaryDirectory(prefix="speechtrain-rtf-") as tmp:
-        runner = onnx_runner(task, family, Path(tmp), threads)
-        opts = {k: v for k, v in options.items() if k not in ("vocoder_run", "seed")}
-        result = measure_rtf(runner, inputs, "cpu", warmup, sample_rate=sample_rate, options=opts)
-    result["runtime"] = "onnxruntime"
-    return result
-
-
 def _paths_in(value: Any) -> list[str]:
     if isinstance(value, str):
         return [value]

@@ -22,11 +22,11 @@ from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.stats import set_memory_fraction
 from speechtrain.models.importing import ImportReport, import_for_init
-from speechtrain.recipes.common import build_task, load_run_config, place, rank_seed, seed_everything
+from speechtrain.recipes.common import build_task, load_run_config, place, rank_seed, seed_everything, set_up
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import any_rank, barrier, init_from_env, shutdown, world
-from speechtrain.train.rundir import RunLock
+from speechtrain.train.rundir import RunDir, RunLock
 from speechtrain.train.schedule import lr_scale
 from speechtrain.train.task import Task
 from speechtrain.train.trainer import Trainer
@@ -52,10 +52,10 @@ class TrainRecipe:
     def __init__(self, cfg: Config, resume: str | Path | None = None, start_over: bool = False) -> None:
         self.cfg = cfg
         self.start_over = start_over  # resuming and no checkpoint loads: train from step 0 instead of failing
-        self.run_dir = Path(resume) if resume else Path(cfg.train.output_dir)
+        self.run_dir = RunDir(resume if resume else cfg.train.output_dir)  # resolved once
         self.resuming = resume is not None
         if self.resuming:
-            cfg.train.output_dir = str(self.run_dir)  # the saved config names the run's own folder
+            cfg.train.output_dir = str(resume)  # the saved config names the run's own folder
         self.train, self.optim, self.accel, self.data = cfg.train, cfg.optim, cfg.accel, cfg.data
         self.data_recipe = DataRecipe(cfg)
         self.memory_record: AccelRecord | None = None
@@ -87,7 +87,7 @@ class TrainRecipe:
         task: Task,
         train_loader: TrainBatches | None = None,
         eval_loader: Any = None,
-        run_dir: str | Path | None = None,
+        run_dir: str | Path | RunDir | None = None,
         oom_guard: bool = True,
         alone: bool = False,
     ) -> Trainer:
@@ -138,13 +138,13 @@ class TrainRecipe:
             error: UserError | None = None
             if rank == 0:
                 try:
-                    lock = RunLock(self.run_dir).acquire()
+                    lock = self.run_dir.lock().acquire()
                 except UserError as exc:
                     error = exc
             if any_rank(error is not None, device, size):  # the other ranks must not wait for rank 0
                 raise error or UserError(f"rank {rank}: rank 0 could not take {self.run_dir} (see its message)")
             try:
-                return self.run_dir, self._run()
+                return self.run_dir.path, self._run()
             finally:
                 if lock is not None:
                     lock.release()
@@ -155,7 +155,7 @@ class TrainRecipe:
         run_dir = self.run_dir
         rank = world()[0]
         auto = self.train.auto_resume and not self.resuming
-        saved = ckpt.list_checkpoints(run_dir / "checkpoints")
+        saved = run_dir.steps()
         if not self.resuming and not auto and saved:
             raise UserError(
                 f"{run_dir} already holds checkpoints: continue it with `speechtrain train --resume {run_dir}` (or "
@@ -163,10 +163,10 @@ class TrainRecipe:
                 f"train.output_dir"
             )
         # the checkpoint to continue from, read before anything is built or written
-        found = ckpt.latest(run_dir, quarantine=rank == 0) if self.resuming or (auto and saved) else None
+        found = run_dir.latest(quarantine=rank == 0) if self.resuming or (auto and saved) else None
         if found is None and self.resuming and not self.start_over:
             raise CheckpointError(
-                f"--resume {run_dir}: no loadable checkpoint in {run_dir / 'checkpoints'} (none was saved, or "
+                f"--resume {run_dir}: no loadable checkpoint in {run_dir.checkpoints} (none was saved, or "
                 f"every one is damaged: see the warnings above). Nothing was changed. To train this run again "
                 f"from step 0 in the same directory: `speechtrain train --resume {run_dir} --start-over`"
             )
@@ -176,13 +176,13 @@ class TrainRecipe:
         data = self.build_data(task)
         if rank == 0:
             barrier()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir.mkdir()
         place(task, resolve_device(self.train.device))  # data-dependent setup fits on the training device
         if found is None:
             if saved:
                 why = "--start-over" if self.resuming else "train.auto_resume"
-                log.warning(f"warning: no loadable checkpoint in {run_dir}/checkpoints: starting from step 0 ({why})")
-            task.setup(data.train_set)
+                log.warning(f"warning: no loadable checkpoint in {run_dir.checkpoints}: starting from step 0 ({why})")
+            set_up(task, data.train_set)
             if self.train.init_from:
                 init_weights(task, self.train.init_from, self.train.init_trust_pickle, run_dir)
         trainer = self.build_trainer(task, data.train_loader, data.eval_loader, run_dir)
@@ -193,11 +193,11 @@ class TrainRecipe:
         else:
             trainer.metrics.rewind(0)  # rows an earlier start wrote before its first checkpoint: not appended to
         if rank == 0:
-            _run_file(run_dir / "config.yaml", lambda path: save_config(self.cfg, path))
+            _run_file(run_dir.config, lambda path: save_config(self.cfg, path))
             self.report_start(trainer, data.train_loader, run_dir)
         return trainer.fit()
 
-    def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: Path) -> None:
+    def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: RunDir) -> None:
         """What runs where: logged, and saved as ``accel.json``."""
         log.info(f"run: {run_dir} ({self.start_note})")
         log.info(startup_summary(trainer, trainer.accel, self.memory_record, self.lr_note, loader.notes))
@@ -229,7 +229,7 @@ class TrainRecipe:
         }
         if world()[0] == 0:
             text = json.dumps(records, indent=2, default=str) + "\n"
-            _run_file(run_dir / "accel.json", lambda path: path.write_text(text))
+            _run_file(run_dir.accel, lambda path: path.write_text(text))
 
 
 def startup_summary(
@@ -255,7 +255,7 @@ def startup_summary(
     return "\n".join(lines)
 
 
-def init_weights(task: Task, paths: list[str], trust_pickle: bool, run_dir: Path) -> ImportReport:
+def init_weights(task: Task, paths: list[str], trust_pickle: bool, run_dir: RunDir) -> ImportReport:
     """``train.init_from``: load the weights of ``paths`` into ``task`` (modules the file lacks keep their
     initialisation); the full tensor-by-tensor report goes to ``run_dir/init_report.txt``."""
     imported = import_for_init(paths, trust_pickle)
@@ -264,7 +264,7 @@ def init_weights(task: Task, paths: list[str], trust_pickle: bool, run_dir: Path
     report = imported.report
     for name in kept:
         report.filled.append((name, "not in the checkpoint: fresh initialisation kept"))
-    (run_dir / "init_report.txt").write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
+    run_dir.init_report.write_text("\n".join(report.lines()) + "\n", encoding="utf-8")
     log.info(f"init_from: {report.summary()}; loaded {loaded}" + (f", kept fresh {kept}" if kept else ""))
     return report
 

@@ -18,15 +18,17 @@ from typing import Any
 import numpy as np
 
 from speechtrain.config import Config, build_config
+from speechtrain.data.batch import Batch
 from speechtrain.device import resolve_device
 from speechtrain.memory import tune as search
 from speechtrain.memory.stats import format_bytes
 from speechtrain.memory.tune import TuneReport
-from speechtrain.recipes.common import build_task, place
+from speechtrain.recipes.common import build_task, place, set_up
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.estimate import EstimateRecipe
 from speechtrain.recipes.train import TrainRecipe
 from speechtrain.train.distributed import barrier, gather, init_from_env, shutdown, world
+from speechtrain.train.task import Task
 
 
 @dataclass(kw_only=True)
@@ -52,9 +54,9 @@ class TuneRecipe:
 
     def run(
         self,
-        task: Any = None,
+        task: Task | None = None,
         dataset: Any = None,
-        step_fn: Callable[[Any], Any] | None = None,
+        step_fn: Callable[[Batch], Any] | None = None,
         with_estimate: bool = True,
     ) -> TunedConfig:
         """Tune; ``task`` defaults to the config's model (set up on ``dataset``; a task you pass must be
@@ -62,20 +64,32 @@ class TuneRecipe:
         ``step_fn(batch)`` to one step of a Trainer built without its OOM guard (pass your own to tune
         a training loop of your own).
 
-        Under torchrun every rank tunes its own device alone (the trials differ from rank to rank, so
-        they cannot be collectives) and the ranks then agree on the smallest batch per bucket
+        Under torchrun rank 0 prepares the feature cache while the others wait; then every rank sets its task
+        up at the same point (a set-up may agree across ranks, :class:`~speechtrain.capabilities.SharedSetup`:
+        GPT-TTS's codebook); then every rank tunes its own device alone (the trials differ from rank to rank,
+        so they cannot be collectives) and the ranks agree on the smallest batch per bucket
         (:func:`speechtrain.memory.tune.merge_ranks`); every rank returns the same result.
         """
         started = init_from_env(resolve_device(self.train.device), self.train.dist_timeout_minutes)
         try:
             rank, size = world()
+            own_task = task is None
             if rank != 0:
                 barrier()  # rank 0 prepares the feature cache while the others wait
             try:
-                report = self._run_alone(task, dataset, step_fn, with_estimate, size)
+                if task is None:
+                    self.data_recipe.resolve_symbols()
+                    task = build_task(self.cfg)
+                if dataset is None:
+                    self.data_recipe.ensure_prepared(require_text=task.needs().text)
+                    dataset = self.data_recipe.dataset("train", self.data_recipe.fields(task.needs()))
             finally:
                 if rank == 0:
                     barrier()
+            if own_task:  # every rank at once: the set-up may agree across ranks (SharedSetup), the search may not
+                place(task, resolve_device(self.train.device))
+                set_up(task, dataset)  # data-dependent parts (codebooks), as a fresh training run does
+            report = self._search(task, dataset, own_task, step_fn, with_estimate, size)
             if size > 1:
                 report = search.merge_ranks(gather(report, size), self.data, self.train.grad_accum)
         finally:
@@ -87,32 +101,29 @@ class TuneRecipe:
         fields = {k: getattr(report, k) for k in TuneReport.__dataclass_fields__}
         return TunedConfig(**fields, config=build_config(raw))
 
-    def _run_alone(
-        self, task: Any, dataset: Any, step_fn: Callable[[Any], Any] | None, with_estimate: bool, size: int
+    def _search(
+        self,
+        task: Task,
+        dataset: Any,
+        own_task: bool,
+        step_fn: Callable[[Batch], Any] | None,
+        with_estimate: bool,
+        size: int,
     ) -> TuneReport:
+        """This rank's search, alone (no collective: the trials differ from rank to rank)."""
         device = resolve_device(self.train.device)
-        user_task = task is not None
-        if task is None:
-            self.data_recipe.resolve_symbols()
-            task = build_task(self.cfg)
         needs = task.needs()
-        if dataset is None:
-            self.data_recipe.ensure_prepared(require_text=needs.text)
-            dataset = self.data_recipe.dataset("train", self.data_recipe.fields(needs))
-        if not user_task:
-            place(task, device)
-            task.setup(dataset)  # data-dependent parts (codebooks), as a fresh training run does
         frames = np.asarray(dataset.frames, dtype=np.int64)
         est = None
         if with_estimate and frames.size:
             # a task of our own is measured fresh, with the accelerations the run applies
             estimator = EstimateRecipe(self.cfg)
-            est = estimator.run(task=task if user_task else None, longest_frames=int(frames.max()))
+            est = estimator.run(task=None if own_task else task, longest_frames=int(frames.max()))
         if step_fn is None:
             trainer = TrainRecipe(self.cfg).build_trainer(task, oom_guard=False, alone=True)
             device = trainer.device
 
-            def step_fn(batch: Any) -> Any:
+            def step_fn(batch: Batch) -> Any:
                 return trainer.train_step([batch])
 
         params = [p for m in task.modules().values() for p in m.parameters()]

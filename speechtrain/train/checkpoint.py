@@ -232,7 +232,7 @@ def safe_load(path: str | os.PathLike[str], map_location: str | torch.device = "
             f"disk or in a copy). {corrupt}"
         )
     if SHARDS_KEY in obj:  # a sharded checkpoint: its folder must be there, whole, and the one this file names
-        obj[SHARDS_KEY] = str(_named_shard_folder(path, obj[SHARDS_KEY]))
+        obj[SHARDS_KEY] = str(_named_shard_folder(Path(os.path.abspath(path)), obj[SHARDS_KEY]))  # absolute: see below
         check_shards(path, Path(obj[SHARDS_KEY]), obj.get(SHARDS_DIGEST_KEY))
     return obj
 
@@ -278,10 +278,13 @@ def shard_folder(path: str | os.PathLike[str]) -> Path:
     return Path(path).with_suffix(SHARD_SUFFIX)
 
 
-def shard_temp(run_dir: str | os.PathLike[str], step: int, pid: int) -> Path:
-    """Where the ranks write the shards of step ``step`` before rank 0 renames the folder (``pid``: rank 0's,
-    so that :func:`clean_temporaries` knows a leftover of a killed save)."""
-    return Path(run_dir) / "checkpoints" / f".step_{int(step):08d}{SHARD_SUFFIX}.tmp-{pid}"
+def shard_folder_of(state: dict[str, Any], path: str | os.PathLike[str]) -> Path:
+    """The shard folder of a sharded checkpoint ``state`` read from ``path``: as the file names it (a folder name
+    beside it), or as :func:`safe_load` resolved it (an absolute path, whatever path the file was read by)."""
+    entry = state[SHARDS_KEY]
+    if isinstance(entry, str) and Path(entry).is_absolute():
+        return Path(entry)
+    return _named_shard_folder(Path(path), entry)
 
 
 def _named_shard_folder(path: Path, name: Any) -> Path:
@@ -290,7 +293,7 @@ def _named_shard_folder(path: Path, name: Any) -> Path:
     return path.parent / name
 
 
-def _file_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -334,7 +337,7 @@ def check_shards(owner: str | os.PathLike[str], folder: str | os.PathLike[str], 
     owner, folder = Path(owner), Path(folder)
     fix = "Resume from an earlier checkpoint (speechtrain train --resume RUN_DIR picks the newest that loads)."
     metadata = _read_metadata(owner, folder)
-    if digest is not None and _file_sha256(folder / ".metadata") != digest:
+    if digest is not None and file_sha256(folder / ".metadata") != digest:
         raise CheckpointError(
             f"{owner}: its shard folder {folder.name} is not the one it was saved with (the .metadata differs: "
             f"written by another save, or damaged). {fix}"
@@ -408,8 +411,7 @@ def module_states(state: dict[str, Any], path: str | os.PathLike[str]) -> dict[s
     if SHARDS_KEY not in state:
         return {}
     path = Path(path)
-    folder = Path(state[SHARDS_KEY])
-    folder = folder if folder.is_absolute() else _named_shard_folder(path, state[SHARDS_KEY])
+    folder = shard_folder_of(state, path)
     metadata = check_shards(path, folder, state.get(SHARDS_DIGEST_KEY))
     rest = state.get(SHARD_REST_KEY, {}).get("modules", {})
     names = sorted(rest, key=len, reverse=True)  # the longest first: "gen" must not take "gen_ema.w"
@@ -514,38 +516,6 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def save_step(
-    run_dir: str | os.PathLike[str],
-    state: dict[str, Any],
-    keep: int,
-    best: bool = False,
-    shards: str | os.PathLike[str] | None = None,
-) -> Path:
-    """Write ``run_dir/checkpoints/step_N.pt`` (N = ``state["step"]``) with its checksum and, when ``best``,
-    ``run_dir/best.pt``; keep the newest ``keep`` step checkpoints (never deleting the one just written).
-
-    ``shards``: the finished temporary folder (:func:`shard_temp`) the ranks wrote this step's shards to; it
-    becomes ``step_N.dcp`` (``best.dcp`` a copy of hard links) before the step file that names it is written."""
-    run_dir = Path(run_dir)
-    path = run_dir / "checkpoints" / f"step_{int(state['step']):08d}.pt"
-    if shards is not None:
-        folder = shard_folder(path)
-        _move_folder(Path(shards), folder)
-        state = {**state, SHARDS_KEY: folder.name, SHARDS_DIGEST_KEY: _file_sha256(folder / ".metadata")}
-    state = with_checksum(state)
-    clean_temporaries(path.parent)
-    clean_temporaries(run_dir)
-    atomic_save(state, path)
-    prune(run_dir / "checkpoints", keep, protect=path)
-    if best:
-        if shards is not None:
-            best_path = run_dir / "best.pt"
-            _copy_folder(shard_folder(path), shard_folder(best_path))
-            state = with_checksum({**state, SHARDS_KEY: shard_folder(best_path).name})
-        atomic_save(state, run_dir / "best.pt")
-    return path
-
-
 def _fsync_folder(folder: Path) -> None:
     dir_fd = os.open(folder, os.O_RDONLY)
     try:
@@ -554,7 +524,7 @@ def _fsync_folder(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def _move_folder(src: Path, dst: Path) -> None:
+def move_folder(src: Path, dst: Path) -> None:
     """Rename the folder ``src`` to ``dst``, replacing an older ``dst`` (a save of the same step)."""
     old = dst.with_name(f".{dst.name}.old.tmp-{os.getpid()}")
     try:
@@ -569,7 +539,7 @@ def _move_folder(src: Path, dst: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _copy_folder(src: Path, dst: Path) -> None:
+def copy_folder(src: Path, dst: Path) -> None:
     """Copy the folder ``src`` to ``dst`` through a temporary folder (hard links where the disk allows)."""
     tmp = dst.with_name(f".{dst.name}.tmp-{os.getpid()}")
     try:
@@ -583,13 +553,7 @@ def _copy_folder(src: Path, dst: Path) -> None:
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise write_failed(dst, exc) from exc
-    _move_folder(tmp, dst)
-
-
-def latest(run_dir: str | os.PathLike[str] | None, quarantine: bool = False) -> tuple[Path, dict[str, Any]] | None:
-    """The newest loadable step checkpoint of a run directory (None without one); ``quarantine``: see
-    :func:`latest_loadable`."""
-    return latest_loadable(Path(run_dir) / "checkpoints", quarantine) if run_dir is not None else None
+    move_folder(tmp, dst)
 
 
 def cpu_copy(obj: Any) -> Any:

@@ -36,9 +36,11 @@ The library still issues a few collectives of its own, each small and each neede
 from __future__ import annotations
 
 import datetime
+import gc
 import importlib
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,9 +133,35 @@ def init_from_env(device: torch.device | None = None, timeout_minutes: float = 3
 
 
 def shutdown(started: bool) -> None:
-    """End the process group if :func:`init_from_env` started it."""
+    """End the process group if :func:`init_from_env` started it, and let it go (see :func:`release_meshes`)."""
     if started and initialized():
+        gc.collect()  # the finished run's modules and optimizers, which reference the group, go first
         torch.distributed.destroy_process_group()
+        release_meshes()
+
+
+def release_meshes() -> None:
+    """Drop the process groups that device meshes still hold once the group is destroyed.
+
+    FSDP2 (``fully_shard``) makes DTensor parameters over a ``DeviceMesh``, and a mesh keeps its process groups
+    (``_pg_registry``). DTensor's sharding-propagation cache keeps the meshes of the ops it has seen for the
+    life of the process, so ``destroy_process_group`` cannot free the gloo group: its worker threads then
+    outlive ``main``, and the group is destroyed during the interpreter's shutdown, which aborts the process
+    now and then ("terminate called without an active exception", exit -6 after a finished FSDP run: 7 of 21
+    runs of a resume loop on 2 gloo ranks before this, 0 of 41 after). A destroyed group is of no use to anyone,
+    so the meshes let go of it here and the group is freed while the interpreter still runs (as
+    :func:`_import_group_defaults` does for ``torch.distributed.nn``). Only when meshes were made
+    (``torch.distributed.device_mesh`` imported)."""
+    if "torch.distributed.device_mesh" not in sys.modules:
+        return
+    from torch.distributed.device_mesh import DeviceMesh
+
+    for obj in gc.get_objects():
+        if isinstance(obj, DeviceMesh):
+            groups = getattr(obj, "_pg_registry", None)
+            if isinstance(groups, dict):
+                groups.clear()
+    gc.collect()
 
 
 def is_peer_failure(exc: BaseException) -> bool:
@@ -324,24 +352,43 @@ def fsdp_mixed_precision(precision: str) -> tuple[Any, str]:
     return MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32), "param bf16, reduce fp32"
 
 
-def shard_modules(modules: dict[str, nn.Module], mp_policy: Any = None) -> list[str]:
-    """``fully_shard`` every block of each ``blocks`` ModuleList (one all-gather per transformer block),
+#: the names of the ModuleLists whose items are transformer blocks (each its own FSDP2 unit): ours, and GPT-2's
+#: ``h`` (XTTS keeps Coqui's names, so that its checkpoints load key for key)
+BLOCK_LISTS = ("blocks", "h")
+
+
+def shard_modules(
+    modules: dict[str, nn.Module], mp_policy: Any = None, forward_methods: dict[str, tuple[str, ...]] | None = None
+) -> list[str]:
+    """``fully_shard`` every block of each ``blocks`` (or ``h``) ModuleList (one all-gather per transformer block),
     then each module, with ``mp_policy`` (see :func:`fsdp_mixed_precision`); the names of the sharded
-    units, for the start-up record."""
-    from torch.distributed.fsdp import fully_shard
+    units, for the start-up record. ``modules``: the trained ones (a frozen module has no gradients or
+    optimizer state to shard: it stays whole on every rank). ``forward_methods``: per module, the methods
+    besides ``forward`` that read its weights (:class:`speechtrain.capabilities.ShardedForwards`); they gather
+    the parameters as the forward does."""
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
     kwargs = {"mp_policy": mp_policy} if mp_policy is not None else {}
     units: list[str] = []
     for name, module in modules.items():
         for sub_name, sub in module.named_modules():
-            blocks = getattr(sub, "blocks", None)
-            if isinstance(blocks, nn.ModuleList):
-                for i, block in enumerate(blocks):
-                    fully_shard(block, **kwargs)
-                    units.append(f"{name}.{sub_name + '.' if sub_name else ''}blocks.{i}")
+            for list_name in BLOCK_LISTS:
+                blocks = getattr(sub, list_name, None)
+                if isinstance(blocks, nn.ModuleList):
+                    for i, block in enumerate(blocks):
+                        fully_shard(block, **kwargs)
+                        units.append(f"{name}.{sub_name + '.' if sub_name else ''}{list_name}.{i}")
         fully_shard(module, **kwargs)
+        for method in (forward_methods or {}).get(name, ()):
+            register_fsdp_forward_method(module, method)
         units.append(name)
     return units
+
+
+def _with_state(modules: dict[str, nn.Module]) -> dict[str, nn.Module]:
+    """The modules that hold something to save (a module of buffers kept out of its state dict has nothing:
+    torch's state-dict helpers refuse an empty one)."""
+    return {k: m for k, m in modules.items() if m.state_dict()}
 
 
 def _stage_model(modules: dict[str, nn.Module], names: list[str]) -> nn.Module:
@@ -358,7 +405,7 @@ def full_state(modules: dict[str, nn.Module], optimizers: dict[str, Any], stage_
     )
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    mods = {k: get_model_state_dict(m, options=options) for k, m in modules.items()}
+    mods = {k: get_model_state_dict(m, options=options) for k, m in _with_state(modules).items()}
     opts = {
         k: get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o, options=options)
         for k, o in optimizers.items()
@@ -381,7 +428,7 @@ def load_full_state(
     )
 
     options = StateDictOptions(full_state_dict=True)
-    for k, m in modules.items():
+    for k, m in _with_state(modules).items():
         set_model_state_dict(m, module_states[k], options=options)
     for k, o in optimizers.items():
         set_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o, optimizer_states[k], options=options)
@@ -425,7 +472,7 @@ def save_sharded(
     from speechtrain.train.checkpoint import dcp_without_group_quietly, first_line, write_failed
 
     state = {
-        "modules": {k: get_model_state_dict(m) for k, m in modules.items()},
+        "modules": {k: get_model_state_dict(m) for k, m in _with_state(modules).items()},
         "optimizers": {
             k: get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o) for k, o in optimizers.items()
         },
@@ -472,7 +519,7 @@ def load_sharded(
     from speechtrain.train.checkpoint import check_shards, dcp_without_group_quietly, first_line, shard_reader
 
     saved = set(check_shards(folder, folder).state_dict_metadata)
-    model_states = {k: get_model_state_dict(m) for k, m in modules.items()}
+    model_states = {k: get_model_state_dict(m) for k, m in _with_state(modules).items()}
     optim_states: dict[str, Any] = {}
     for k, o in optimizers.items():
         osd: dict[str, Any] = dict(get_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o))
@@ -497,7 +544,7 @@ def load_sharded(
         ) from None
     _merge(model_states, rest.get("modules", {}))
     _merge(optim_states, rest.get("optimizers", {}))  # the parameter groups (learning rates, FQNs) as saved
-    for k, m in modules.items():
+    for k, m in _with_state(modules).items():
         set_model_state_dict(m, model_states[k])
     for k, o in optimizers.items():
         set_optimizer_state_dict(_stage_model(modules, stage_modules[k]), o, optim_states[k])

@@ -4,8 +4,8 @@ tasks that produce audio, a few samples written to ``run_dir/samples/step_N/<id>
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ from speechtrain.data.batch import Batch
 from speechtrain.logs import get_logger
 from speechtrain.train.checkpoint import free_space
 from speechtrain.train.metrics import MetricsWriter
+from speechtrain.train.rundir import RunDir
 from speechtrain.train.task import Task
 
 log = get_logger(__name__)
@@ -30,12 +31,12 @@ class Evaluator:
         task: Task,
         batches: Iterable[Batch],
         settings: TrainConfig,
-        run_dir: Path | None = None,
+        run_dir: str | os.PathLike[str] | None = None,
         metrics: MetricsWriter | None = None,
     ) -> None:
         self.task, self.batches = task, batches
         self.max_batches, self.audio_samples = settings.eval_batches, settings.eval_audio_samples
-        self.run_dir, self.metrics = run_dir, metrics
+        self.run_dir, self.metrics = RunDir(run_dir) if run_dir else None, metrics
 
     @torch.no_grad()
     def run(
@@ -71,7 +72,7 @@ class Evaluator:
         import soundfile as sf
 
         wavs = self.task.eval_audio(batch, n)
-        folder = self.run_dir / "samples" / f"step_{step:08d}" if self.run_dir else None
+        folder = self.run_dir.samples(step) if self.run_dir else None
         for item_id, wav in zip(batch.ids, wavs):
             wav = np.asarray(wav, dtype=np.float32).reshape(-1)
             if folder is not None:

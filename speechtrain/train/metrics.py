@@ -18,6 +18,7 @@ from speechtrain.data.batch import Batch
 from speechtrain.logs import get_logger
 from speechtrain.memory.stats import RetryStormDetector, memory_stats
 from speechtrain.train.checkpoint import write_failed
+from speechtrain.train.rundir import RunDir
 
 log = get_logger(__name__)
 
@@ -38,14 +39,14 @@ class MetricsWriter:
     """
 
     def __init__(self, run_dir: str | os.PathLike[str] | None, tensorboard: bool = True) -> None:
-        self.path = Path(run_dir) / "metrics.jsonl" if run_dir else None
+        self.path = RunDir(run_dir).metrics if run_dir else None
         self.tb = None
         self._line_open: bool | None = None  # whether the file ends inside a torn line (checked on first write)
         if run_dir and tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+                self.tb = SummaryWriter(str(RunDir(run_dir).tensorboard))
             except ImportError:
                 log.info("note: TensorBoard events skipped (pip install tensorboard, or train.tensorboard=false)")
 
@@ -128,7 +129,7 @@ def _ends_inside_a_line(path: Path) -> bool:
 def read_metrics(run_dir: str | os.PathLike[str], split: str | None = "train") -> list[dict[str, Any]]:
     """Rows of ``run_dir/metrics.jsonl`` (only ``split`` rows unless split is None); torn lines (a write
     cut short by a full disk or a kill) are skipped with a warning."""
-    path = Path(run_dir) / "metrics.jsonl"
+    path = RunDir(run_dir).metrics
     lines = path.read_text(errors="replace").splitlines() if path.exists() else []
     rows = [_parse(line) for line in lines if line.strip()]
     torn = sum(r is None for r in rows)

@@ -1,4 +1,25 @@
-"""A run directory owned by one run: the ``.lock`` file its writer holds while it trains.
+"""A run directory: :class:`RunDir` is the one place that knows its layout, :class:`RunLock` the lock its
+writer holds while it trains.
+
+::
+
+    RUN_DIR/
+      config.yaml          the resolved config (written once the run starts; what makes a folder a run)
+      accel.json           what runs where (accelerations, optimizers, strategy)
+      metrics.jsonl        one JSON row per log step and per evaluation
+      checkpoints/         step_N.pt (a sharded run: + its shard folder step_N.dcp/), the newest K kept
+      best.pt (best.dcp/)  the checkpoint of the best evaluation
+      samples/step_N/      eval audio
+      tensorboard/         TensorBoard events
+      init_report.txt      train.init_from: every tensor imported
+      ui/                  the web UI's job files of this run (its command, log, exit status)
+      .lock                held by the process writing the run
+
+Two rules live here and nowhere else: which checkpoint a resume continues (:meth:`RunDir.latest`: the newest
+step checkpoint that loads) and which one inference, export and ``init_from`` read (:meth:`RunDir.load_weights`:
+``best.pt`` when asked for and present, else the newest step checkpoint that loads). A RunDir resolves the
+path it is given once (relative to the working directory at that moment), so every path it hands out is
+absolute: a sharded checkpoint's folder, named beside its step file, is found whatever path named the run.
 
 The lock is an exclusive ``flock`` on ``RUN_DIR/.lock``, which also names the holder (pid, host, start
 time) for the error a second writer gets. The kernel drops the lock when the holder exits, however it
@@ -19,8 +40,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from speechtrain.errors import UserError
+from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
+from speechtrain.train import checkpoint as ckpt
 
 try:
     import fcntl
@@ -202,3 +224,167 @@ class RunLock:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+class RunDir:
+    """The layout of one run directory (see the module doc); ``RunDir(path)`` resolves ``path`` once."""
+
+    CONFIG = "config.yaml"
+    ACCEL = "accel.json"
+    METRICS = "metrics.jsonl"
+    CHECKPOINTS = "checkpoints"
+    BEST = "best.pt"
+    SAMPLES = "samples"
+    TENSORBOARD = "tensorboard"
+    INIT_REPORT = "init_report.txt"
+    UI = "ui"
+    #: the folders a run keeps inside itself (a listing of runs does not look for runs in them)
+    OWN_FOLDERS = (CHECKPOINTS, SAMPLES, TENSORBOARD, UI)
+
+    def __init__(self, path: str | os.PathLike[str] | RunDir) -> None:
+        self.path = Path(os.path.abspath(os.path.expanduser(os.fspath(path))))
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunDir) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # ------------------------------------------------------------------ files
+    @property
+    def config(self) -> Path:
+        return self.path / self.CONFIG
+
+    @property
+    def accel(self) -> Path:
+        return self.path / self.ACCEL
+
+    @property
+    def metrics(self) -> Path:
+        return self.path / self.METRICS
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / self.CHECKPOINTS
+
+    @property
+    def best(self) -> Path:
+        return self.path / self.BEST
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / self.TENSORBOARD
+
+    @property
+    def init_report(self) -> Path:
+        return self.path / self.INIT_REPORT
+
+    @property
+    def ui(self) -> Path:
+        return self.path / self.UI
+
+    def samples(self, step: int | None = None) -> Path:
+        """The eval audio folder (of ``step``)."""
+        return self.path / self.SAMPLES if step is None else self.path / self.SAMPLES / f"step_{int(step):08d}"
+
+    def eval_samples(self) -> list[Path]:
+        """Eval audio written so far (``samples/step_N/ID.wav``), newest step last."""
+        return sorted(self.samples().glob("step_*/*.wav"))
+
+    def is_run(self) -> bool:
+        """A speechtrain run: its ``config.yaml`` is there."""
+        return self.config.is_file()
+
+    def mkdir(self) -> RunDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def lock(self) -> RunLock:
+        """The lock a writer of this run holds (``with run.lock():``)."""
+        return RunLock(self.path)
+
+    # ------------------------------------------------------------------ checkpoints
+    def step_file(self, step: int) -> Path:
+        return self.checkpoints / f"step_{int(step):08d}.pt"
+
+    def shard_temp(self, step: int, pid: int) -> Path:
+        """Where the ranks write the shards of step ``step`` before rank 0 renames the folder (``pid``: rank 0's,
+        so that a leftover of a killed save is known as one)."""
+        return self.checkpoints / f".step_{int(step):08d}{ckpt.SHARD_SUFFIX}.tmp-{pid}"
+
+    def steps(self) -> list[tuple[int, Path]]:
+        """(step, path) of the step checkpoints, oldest first."""
+        return ckpt.list_checkpoints(self.checkpoints)
+
+    def latest(self, quarantine: bool = False) -> tuple[Path, dict[str, Any]] | None:
+        """What a resume continues: the newest step checkpoint that loads (None without one); ``quarantine`` (the
+        run's writer resuming it) renames broken newer ones ``*.corrupt``."""
+        return ckpt.latest_loadable(self.checkpoints, quarantine)
+
+    def save(
+        self, state: dict[str, Any], keep: int, best: bool = False, shards: str | os.PathLike[str] | None = None
+    ) -> Path:
+        """Write ``checkpoints/step_N.pt`` (N = ``state["step"]``) with its checksum and, when ``best``, ``best.pt``;
+        keep the newest ``keep`` step checkpoints (never deleting the one just written).
+
+        ``shards``: the finished temporary folder (:meth:`shard_temp`) the ranks wrote this step's shards to; it
+        becomes ``step_N.dcp`` (``best.dcp`` a copy of hard links) before the step file that names it is written."""
+        path = self.step_file(int(state["step"]))
+        if shards is not None:
+            folder = ckpt.shard_folder(path)
+            ckpt.move_folder(Path(shards), folder)
+            state = {
+                **state,
+                ckpt.SHARDS_KEY: folder.name,
+                ckpt.SHARDS_DIGEST_KEY: ckpt.file_sha256(folder / ".metadata"),
+            }
+        state = ckpt.with_checksum(state)
+        ckpt.clean_temporaries(path.parent)
+        ckpt.clean_temporaries(self.path)
+        ckpt.atomic_save(state, path)
+        ckpt.prune(self.checkpoints, keep, protect=path)
+        if best:
+            if shards is not None:
+                ckpt.copy_folder(ckpt.shard_folder(path), ckpt.shard_folder(self.best))
+                state = ckpt.with_checksum({**state, ckpt.SHARDS_KEY: ckpt.shard_folder(self.best).name})
+            ckpt.atomic_save(state, self.best)
+        return path
+
+    def weights_candidates(self, which: str = "best") -> list[Path]:
+        """The checkpoints inference reads, in the order it tries them: ``best.pt`` (``which="best"`` and
+        present), then the step checkpoints, newest first."""
+        if which not in ("best", "latest", "last"):
+            raise ValueError(f"which must be 'best' or 'latest', got {which!r}")
+        first = [self.best] if which == "best" and self.best.is_file() else []
+        return first + [p for _, p in reversed(self.steps())]
+
+    def load_weights(self, which: str = "best") -> tuple[Path, dict[str, Any]]:
+        """The checkpoint inference, export and ``init_from`` read (see :meth:`weights_candidates`), loaded: one
+        that does not load (empty, truncated, damaged) is skipped with a warning for the next. A UserError when
+        the run has none, a CheckpointError when none loads."""
+        candidates = self.weights_candidates(which)
+        if not candidates:
+            raise UserError(f"{self.path} has no checkpoint yet (train it first: speechtrain train --config ...)")
+        failures: list[str] = []
+        for path in candidates:
+            try:
+                return path, ckpt.safe_load(path)
+            except CheckpointError as exc:
+                log.warning(f"warning: skipping {exc}")
+                failures.append(str(exc))
+        raise CheckpointError(
+            f"{self.path}: none of its {len(candidates)} checkpoint(s) loads (the newest: {failures[0]})"
+        )

@@ -28,6 +28,7 @@ from torch import nn
 
 from speechtrain.accel.apply import AccelPlan
 from speechtrain.accel.precision import PrecisionPlan, resolve_precision
+from speechtrain.capabilities import ShardedForwards
 from speechtrain.config import OptimConfig, TrainConfig
 from speechtrain.data.batch import Batch
 from speechtrain.data.loader import TimedIterator, TrainBatches
@@ -60,6 +61,7 @@ from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard
 from speechtrain.train.oom_guard import OOMGuard, merge_rank_states
+from speechtrain.train.rundir import RunDir
 from speechtrain.train.schedule import build_stage_optimizers
 from speechtrain.train.signals import StopSignals
 from speechtrain.train.task import Task
@@ -91,7 +93,7 @@ class Trainer:
         accel: AccelPlan,
         train_loader: TrainBatches | None = None,
         eval_loader: Iterable[Batch] | None = None,
-        run_dir: str | Path | None = None,
+        run_dir: str | Path | RunDir | None = None,
         oom_guard: bool = True,
         batch_transform: BatchTransform | None = None,
         lr_multiplier: float = 1.0,
@@ -101,7 +103,7 @@ class Trainer:
     ) -> None:
         self.task, self.train, self.optim, self.device, self.accel = task, train, optim, device, accel
         self.train_loader, self.batch_transform, self.run_config = train_loader, batch_transform, run_config
-        self.run_dir = Path(run_dir) if run_dir else None
+        self.run_dir = run_dir  # a RunDir (see the property)
         self.rank, self.world_size = world()
         if alone:
             self.world_size = 1
@@ -141,6 +143,15 @@ class Trainer:
         self._idle_since_epoch: int | None = None
         self._initial_state: dict[str, Any] | None = None
 
+    @property
+    def run_dir(self) -> RunDir | None:
+        """The run directory the checkpoints go to (None: none are written)."""
+        return self._run_dir
+
+    @run_dir.setter
+    def run_dir(self, value: str | os.PathLike[str] | RunDir | None) -> None:
+        self._run_dir = RunDir(value) if value else None
+
     def _fsdp_problems(self) -> list[str]:
         """Why this task cannot run under FSDP2 (empty: it can)."""
         problems = []
@@ -175,7 +186,9 @@ class Trainer:
             return {}
         if self.sharded:
             policy, self.fsdp_mixed_precision = fsdp_mixed_precision(self.precision.name)
-            self.sharded_units = shard_modules(self.modules, policy)
+            trained = {n: self.modules[n] for s in self.specs for n in s.modules}
+            methods = self.task.fsdp_forward_methods() if isinstance(self.task, ShardedForwards) else {}
+            self.sharded_units = shard_modules(trained, policy, methods)
             return {s.name: ShardedStage([self.modules[n] for n in s.modules]) for s in self.specs}
         t = self.train
         find_unused = t.ddp_find_unused_parameters
@@ -352,7 +365,7 @@ class Trainer:
         if fallback is None:
             return
         old = self.precision.name
-        found = ckpt.latest(self.run_dir)  # the last good state: the newest checkpoint, else the start
+        found = self.run_dir.latest() if self.run_dir else None  # the last good state: the newest, else the start
         state = found[1] if found is not None else self._initial_state
         if state is not None:
             self.load_state_dict(state, restore_loader=False)
@@ -493,7 +506,7 @@ class Trainer:
         shards, state = None, None
         if self.sharded:
             assert ranks is not None
-            shards = ckpt.shard_temp(self.run_dir, self.step, ranks[0][1])
+            shards = self.run_dir.shard_temp(self.step, ranks[0][1])
             rest = save_sharded(self.modules, self.optimizers, self._stage_modules(), shards)
             state = {**self._run_state(), ckpt.SHARD_REST_KEY: rest, "shard_ranks": self.world_size}
         error: CheckpointError | None = None
@@ -505,7 +518,7 @@ class Trainer:
                 state["oom_ranks"] = [oom for _, _, oom in ranks]
                 state.update(merge_rank_states(state["oom_ranks"]))
             try:
-                path = ckpt.save_step(self.run_dir, state, self.train.keep_checkpoints, best, shards)
+                path = self.run_dir.save(state, self.train.keep_checkpoints, best, shards)
             except CheckpointError as exc:
                 error = exc
         if any_rank(error is not None, self.device, self.world_size):  # the others must not train on alone
@@ -517,7 +530,8 @@ class Trainer:
     def resume(self, found: tuple[Path, dict[str, Any]] | None = None) -> bool:
         """Load the newest loadable checkpoint of ``run_dir`` (or ``found``, a ``(path, state)`` already read)
         and rewind ``metrics.jsonl`` to its step (the rows after it are written again); False if there is none."""
-        found = found if found is not None else ckpt.latest(self.run_dir, quarantine=self.rank == 0)
+        if found is None:
+            found = self.run_dir.latest(quarantine=self.rank == 0) if self.run_dir else None
         if found is None:
             return False
         self.load_state_dict(found[1])
@@ -532,7 +546,7 @@ class Trainer:
         if self.train_loader is None:
             raise UserError("Trainer.fit needs a train_loader")
         if self.run_dir is not None:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.run_dir.mkdir()
         if self._initial_state is None and self.step == 0 and self.precision.use_grad_scaler:
             # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = ckpt.cpu_copy(self.state_dict())

@@ -10,7 +10,6 @@ vocode, classify) is called in the UI process. Bad input raises the library's ow
 
 from __future__ import annotations
 
-import time
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -389,7 +388,9 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
     """Every row of ``metrics.jsonl`` (train and eval); a half-written last line is ignored."""
     import json
 
-    path = Path(run_dir) / "metrics.jsonl"
+    from speechtrain.train.rundir import RunDir
+
+    path = RunDir(run_dir).metrics
     rows = []
     if path.is_file():
         for line in path.read_text().splitlines():
@@ -401,16 +402,17 @@ def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
 
 
 def checkpoint_steps(run_dir: str | Path) -> list[int]:
-    from speechtrain.train.checkpoint import list_checkpoints
+    from speechtrain.train.rundir import RunDir
 
-    return [step for step, _ in list_checkpoints(Path(run_dir) / "checkpoints")]
+    return [step for step, _ in RunDir(run_dir).steps()]
 
 
 def run_config(run_dir: str | Path) -> dict[str, Any]:
     """The run's saved config.yaml as a plain dict ({} when not written yet)."""
     from speechtrain.config import read_yaml
+    from speechtrain.train.rundir import RunDir
 
-    path = Path(run_dir) / "config.yaml"
+    path = RunDir(run_dir).config
     try:
         return read_yaml(path) if path.is_file() else {}
     except UserError:
@@ -419,7 +421,9 @@ def run_config(run_dir: str | Path) -> dict[str, Any]:
 
 def eval_samples(run_dir: str | Path) -> list[Path]:
     """Eval audio the trainer wrote (samples/step_*/ID.wav), newest step last."""
-    return sorted((Path(run_dir) / "samples").glob("step_*/*.wav"))
+    from speechtrain.train.rundir import RunDir
+
+    return RunDir(run_dir).eval_samples()
 
 
 # ------------------------------------------------------------------------------------------- inference
@@ -432,70 +436,36 @@ class Inference:
     note: str = ""
 
 
-def _write_wav(out: Path, audio: Any, sample_rate: int) -> float:
-    import numpy as np
-    import soundfile as sf
-
-    audio = np.clip(np.asarray(audio, dtype=np.float32).reshape(-1), -1.0, 1.0)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    sf.write(str(out), audio, sample_rate, subtype="PCM_16")
-    return audio.size / sample_rate
+def _written(audio: Any, out: Path) -> Inference:
+    audio.write(out)
+    return Inference(out, audio.seconds, audio.compute_seconds, audio.rtf)
 
 
 def synthesize(run_dir: str | Path, text: str, out: Path, seed: int | None = 0) -> Inference:
     """Text to a wav with a TTS run (``speechtrain synthesize``), timed: RTF = compute s / audio s."""
-    import torch
-
-    from speechtrain.recipes.inference import load_synthesizer
+    from speechtrain.recipes.inference import InferenceRecipe
 
     if not (text or "").strip():
         raise UserError("give a sentence to speak")
-    cfg, task = load_synthesizer(str(run_dir), None)
-    if seed is not None:
-        torch.manual_seed(seed)
-    t0 = time.perf_counter()
-    with torch.inference_mode():
-        audio = task.synthesize(text)
-    compute = time.perf_counter() - t0
-    seconds = _write_wav(out, audio, cfg.data.sample_rate)
-    return Inference(out, seconds, compute, compute / seconds if seconds else float("nan"))
+    return _written(InferenceRecipe(run_dir, verb="synthesize").synthesize(text, seed=seed), out)
 
 
 def vocode(run_dir: str | Path, audio_in: str | Path, out: Path) -> Inference:
-    """A wav's own log-mel through a vocoder run (``speechtrain vocode --audio``), timed."""
-    from speechtrain.data.audio import AudioProblem, load_audio
-    from speechtrain.data.features import log_mel_numpy
-    from speechtrain.recipes.inference import load_task
+    """A wav's own log-mel through a vocoder run (``speechtrain vocode --audio``: an NSF vocoder's f0 is
+    measured from the wav), timed."""
+    from speechtrain.recipes.inference import InferenceRecipe
 
-    cfg, task = load_task(run_dir)
-    if not hasattr(task, "vocode"):
-        raise UserError(
-            f"{run_dir} is a '{cfg.model.name}' run, not a vocoder (train e.g. recipes/vocoder_hifigan.yaml)"
-        )
-    try:
-        wav, _ = load_audio(str(audio_in), cfg.data.sample_rate)
-    except (AudioProblem, OSError) as exc:
-        raise DataError(f"{audio_in}: cannot read audio: {exc}") from None
-    mel = log_mel_numpy(wav, cfg.data)
-    t0 = time.perf_counter()
-    audio = task.vocode(mel)
-    compute = time.perf_counter() - t0
-    seconds = _write_wav(out, audio, cfg.data.sample_rate)
-    return Inference(out, seconds, compute, compute / seconds if seconds else float("nan"))
+    return _written(InferenceRecipe(run_dir, verb="vocode").vocode_audio(audio_in), out)
 
 
 def classify(run_dir: str | Path, audio_in: str | Path) -> tuple[str, dict[str, float], float]:
     """Label and class probabilities of one file with a classifier run, and the seconds it took."""
-    from speechtrain.recipes.inference import load_task
+    from speechtrain.recipes.inference import InferenceRecipe
 
     if not Path(audio_in).is_file():
         raise DataError(f"file not found: {audio_in}")
-    cfg, task = load_task(run_dir)
-    if not hasattr(task, "classify"):
-        raise UserError(f"{run_dir} is a '{cfg.model.name}' run, not a classifier (train e.g. classifier_cnn_lstm)")
-    t0 = time.perf_counter()
-    label, probs = task.classify(str(audio_in))
-    return label, {k: float(v) for k, v in probs.items()}, time.perf_counter() - t0
+    result = InferenceRecipe(run_dir, verb="classify").classify(str(audio_in))
+    return result.label, result.probabilities, result.compute_seconds
 
 
 # ------------------------------------------------------------------------------------------------- GPU

@@ -58,7 +58,7 @@ def start(folder: str | Path, argv: list[str], cwd: str | Path | None = None) ->
     log.close()
     _CHILDREN[proc.pid] = proc
     info = {"pid": proc.pid, "command": "speechtrain " + shlex.join(argv), "argv": argv, "started": time.time()}
-    (folder / "process.json").write_text(json.dumps(info, indent=2) + "\n")
+    (folder / PROCESS_FILE).write_text(json.dumps(info, indent=2) + "\n")
     return status(folder)
 
 
@@ -79,9 +79,17 @@ def _alive(pid: int) -> bool:
     return b"speechtrain.cli.jobrunner" in cmdline and stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
+PROCESS_FILE = "process.json"
+
+
+def is_job(folder: str | Path) -> bool:
+    """A job folder: a job was started there."""
+    return (Path(folder) / PROCESS_FILE).is_file()
+
+
 def status(folder: str | Path) -> JobState:
     folder = Path(folder)
-    path = folder / "process.json"
+    path = folder / PROCESS_FILE
     if not path.is_file():
         return JobState("none")
     try:

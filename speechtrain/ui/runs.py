@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from speechtrain.train.rundir import lock_holder
+from speechtrain.train.rundir import RunDir, lock_holder
 from speechtrain.ui import backend, jobs
 
 ACTIVE_SECONDS = 60.0  # metrics.jsonl younger than this: a run started outside the UI is taken as running
@@ -45,11 +45,13 @@ COLUMNS = ["run", "status", "model", "step", "last loss", "updated", "directory"
 
 
 def job_folder(run_dir: str | Path) -> Path:
-    return Path(run_dir) / "ui"
+    """The UI's job files of a run (its command, log and exit status)."""
+    return RunDir(run_dir).ui
 
 
-def is_run_dir(path: Path) -> bool:
-    return (path / "config.yaml").is_file() or (path / "ui" / "process.json").is_file()
+def is_run_dir(path: str | Path) -> bool:
+    """A run, or one the UI has started that has not written its config yet."""
+    return RunDir(path).is_run() or jobs.is_job(job_folder(path))
 
 
 def find_runs(root: str | Path, depth: int = 2) -> list[Path]:
@@ -60,7 +62,7 @@ def find_runs(root: str | Path, depth: int = 2) -> list[Path]:
     for _ in range(depth + 1):
         nxt: list[Path] = []
         for d in level:
-            if not d.is_dir() or d.name in ("checkpoints", "samples", "tensorboard", "ui", ".ui"):
+            if not d.is_dir() or d.name in (*RunDir.OWN_FOLDERS, ".ui"):
                 continue
             if is_run_dir(d):
                 found.append(d)
@@ -80,8 +82,8 @@ def run_info(run_dir: str | Path) -> RunInfo:
     max_steps = (cfg.get("train") or {}).get("max_steps")
     model = (cfg.get("model") or {}).get("name", "")
     loss = train_rows[-1].get("loss") if train_rows else None
-    metrics = run_dir / "metrics.jsonl"
-    updated = max([p.stat().st_mtime for p in (metrics, run_dir / "config.yaml") if p.exists()] + [0.0])
+    run = RunDir(run_dir)
+    updated = max([p.stat().st_mtime for p in (run.metrics, run.config) if p.exists()] + [0.0])
     job = jobs.status(job_folder(run_dir))
     error = ""
     if job.status == "running":

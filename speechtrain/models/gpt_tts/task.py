@@ -47,6 +47,8 @@ class GPTTTSTask(Task):
     produces_audio = True
     #: generation uses scaled_dot_product_attention (exact maths); False keeps the explicit softmax path
     inference_sdpa: bool = True
+    #: the keywords of ``synthesize`` (speechtrain.capabilities.Synthesizer)
+    synthesize_options = SYNTHESIZE_OPTIONS
 
     def __init__(self, model: Any, data: Any) -> None:
         self.model_cfg, self.data_cfg = model, data
@@ -95,11 +97,11 @@ class GPTTTSTask(Task):
             if frames >= want:
                 break
         self.codec.fit_mels(mels, m.codec_sample_frames, m.codec_iterations, m.codec_seed, self._fit_device())
-        self._share_codebook()
 
-    def _share_codebook(self) -> None:
-        # every rank fits the same seeded k-means, but GPU sums (index_add_) are not bit-reproducible:
-        # rank 0's codebook is the one all ranks use, else the ranks would learn different codes
+    def share_setup(self) -> None:
+        """Every rank takes rank 0's codebook (speechtrain.capabilities.SharedSetup; the recipes call it on every
+        rank after ``setup``): each fits the same seeded k-means, but GPU sums (index_add_) are not
+        bit-reproducible, and ranks with different codebooks would learn different codes."""
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
@@ -174,6 +176,16 @@ class GPTTTSTask(Task):
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def output_sample_rate(self) -> int:
+        """Sample rate of ``synthesize``'s audio (the run's ``data.sample_rate``)."""
+        return int(self.data_cfg.sample_rate)
+
+    @property
+    def text_vocab_size(self) -> int:
+        """Text ids the batches carry (speechtrain.capabilities.TextVocabulary): the run's tokenizer's."""
+        return int(self.tokenizer.vocab_size)
 
     def _inference_attention(self, device: torch.device) -> None:
         # generation takes scaled_dot_product_attention (exact maths) unless inference_sdpa is off

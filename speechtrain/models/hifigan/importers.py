@@ -16,6 +16,7 @@ from typing import Any
 
 from speechtrain.errors import CheckpointError
 from speechtrain.models.importing import (
+    CheckpointImporter,
     ImportedCheckpoint,
     ImportReport,
     map_state_dict,
@@ -68,3 +69,21 @@ def import_jik876(
             if key not in ("mpd", "msd"):
                 report.skipped.append((key, "optimizer state / counters: fine-tuning starts a fresh optimizer"))
     return ImportedCheckpoint(out, report)
+
+
+def _is_jik876(obj: Any) -> bool:
+    gen = obj.get("generator") if isinstance(obj, Mapping) else None
+    if not isinstance(gen, Mapping) or "state_dict" in obj:
+        return False
+    return not any(str(k).startswith(("m_source.", "source_conv.")) for k in gen)  # those are NSF's
+
+
+#: what ``train.init_from`` reads for this family (collected by ``speechtrain.registry.checkpoint_importers``)
+IMPORTERS = [
+    CheckpointImporter(
+        "jik876/hifi-gan g_ files (and their do_ file)",
+        _is_jik876,
+        lambda obj, second, trust: import_jik876(obj, second, trust),
+        pair="its do_ file (the discriminators)",
+    )
+]

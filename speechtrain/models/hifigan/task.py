@@ -164,6 +164,12 @@ class HiFiGANTask(Task):
         return [w[: lengths[i] or w.shape[-1]] for i, w in enumerate(wavs)]
 
     # --- inference -----------------------------------------------------------------------------
+    def fold_for_inference(self) -> None:
+        """Fold the generator's weight norm into its weights (speechtrain.capabilities.FoldsForInference): the
+        same outputs without the per-call recompute; the generator cannot be trained afterwards."""
+        generator: Any = self.generator  # HiFi-GAN's and NSF-HiFiGAN's generators both fold
+        generator.remove_weight_norm()
+
     @torch.no_grad()
     def vocode(self, mel: torch.Tensor | np.ndarray) -> np.ndarray:
         """Waveform(s) for log-mel(s) ``(n_mels, T_frames)`` -> ``(T_frames * hop,)``, or ``(B, n_mels, T)`` ->

@@ -26,6 +26,7 @@ import torch
 from speechtrain.errors import CheckpointError
 from speechtrain.logs import get_logger
 from speechtrain.models.importing import (
+    CheckpointImporter,
     ImportedCheckpoint,
     ImportReport,
     StateDict,
@@ -312,3 +313,21 @@ def _yaml(value: Any) -> str:
     if isinstance(value, str):
         return f'"{value}"'
     return str(value).replace(" ", "")
+
+
+def _is_singingvocoders(obj: Any) -> bool:
+    if not isinstance(obj, Mapping):
+        return False
+    gen = obj.get("generator")
+    source = isinstance(gen, Mapping) and any(str(k).startswith(("m_source.", "source_conv.")) for k in gen)
+    return "state_dict" in obj or source
+
+
+#: what ``train.init_from`` reads for this family (collected by ``speechtrain.registry.checkpoint_importers``)
+IMPORTERS = [
+    CheckpointImporter(
+        "a SingingVocoders NSF-HiFiGAN checkpoint (exported generator or Lightning training checkpoint)",
+        _is_singingvocoders,
+        lambda obj, second, trust: import_singingvocoders(obj, trust),
+    )
+]

@@ -29,6 +29,7 @@ import torch
 
 from speechtrain.errors import CheckpointError
 from speechtrain.models.importing import (
+    CheckpointImporter,
     ImportedCheckpoint,
     ImportReport,
     StateDict,
@@ -179,3 +180,33 @@ def import_coqui(checkpoint: Source, trust_pickle: bool = False) -> ImportedChec
         if key != "model":
             report.skipped.append((key, "config / trainer state: init_from starts a fresh optimizer"))
     return ImportedCheckpoint(out, report, {k: dict(v) for k, v in _MAY_DIFFER.items()})
+
+
+def _vits_model(obj: Any) -> Mapping[str, Any] | None:
+    model = obj.get("model") if isinstance(obj, Mapping) else None
+    return model if isinstance(model, Mapping) else None
+
+
+def _is_coqui(obj: Any) -> bool:
+    model = _vits_model(obj)
+    return model is not None and any(str(k).startswith(("text_encoder.", "module.text_encoder.")) for k in model)
+
+
+def _is_jaywalnut310(obj: Any) -> bool:
+    return _vits_model(obj) is not None and not _is_coqui(obj)
+
+
+#: what ``train.init_from`` reads for this family (collected by ``speechtrain.registry.checkpoint_importers``)
+IMPORTERS = [
+    CheckpointImporter(
+        "a Coqui TTS VITS model.pth (it holds its discriminator)",
+        _is_coqui,
+        lambda obj, second, trust: import_coqui(obj, trust),
+    ),
+    CheckpointImporter(
+        "jaywalnut310/vits G_ files (and their D_ file)",
+        _is_jaywalnut310,
+        lambda obj, second, trust: import_jaywalnut310(obj, second, trust),
+        pair="its D_ file (the discriminator)",
+    ),
+]

@@ -49,6 +49,8 @@ class VITSTask(Task):
     headline_metric = "mel_l1"
     headline_mode = "min"
     produces_audio = True
+    #: the keywords of ``synthesize`` (speechtrain.capabilities.Synthesizer)
+    synthesize_options = ("noise_scale", "noise_scale_w", "length_scale", "speaker", "seed")
 
     def __init__(self, model_cfg: VITSConfig, data_cfg: DataConfig) -> None:
         from speechtrain.data.text import Tokenizer
@@ -202,6 +204,16 @@ class VITSTask(Task):
             "rtf": seconds / max(n / self.sample_rate, 1e-9),
         }
         return wav.astype(np.float32)
+
+    @property
+    def output_sample_rate(self) -> int:
+        """Sample rate of ``synthesize``'s audio (the run's ``data.sample_rate``)."""
+        return self.sample_rate
+
+    @property
+    def text_vocab_size(self) -> int:
+        """Text ids the batches carry (speechtrain.capabilities.TextVocabulary): the run's tokenizer's."""
+        return int(self.tokenizer.vocab_size)
 
     def parameter_counts(self) -> dict[str, int]:
         """Parameters of the generator, the discriminator and both (weight norm counted as stored)."""

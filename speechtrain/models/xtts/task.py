@@ -110,6 +110,10 @@ class XttsTask(Task):
     headline_metric = "audio_ce"
     headline_mode = "min"
     produces_audio = True
+    #: the keywords of ``synthesize`` (speechtrain.capabilities.Synthesizer)
+    synthesize_options = SYNTHESIZE_OPTIONS
+    #: what ``export`` writes (speechtrain.capabilities.Exporter)
+    export_format = "a Coqui XTTS-v2 checkpoint folder (model.pth, dvae.pth, mel_stats.pth, vocab.json, config.json)"
 
     def __init__(self, model: XttsConfig, data: DataConfig) -> None:
         self.model_cfg, self.data_cfg = model, data
@@ -152,6 +156,11 @@ class XttsTask(Task):
     def optimizer_specs(self) -> list[OptimizerSpec]:
         # DVAE, decoder and speaker encoder stay frozen; Coqui's groups: no decay on biases, norms, embeddings
         return [OptimizerSpec("main", ["gpt"], no_weight_decay=no_weight_decay(self.mods.gpt, "gpt."))]
+
+    def fsdp_forward_methods(self) -> dict[str, tuple[str, ...]]:
+        """The GPT's methods besides ``forward`` that read its weights (speechtrain.capabilities.ShardedForwards):
+        the conditioning latents, computed before the forward, and generation (eval audio, synthesis)."""
+        return {"gpt": ("conditioning_latents", "generate")}
 
     @property
     def device(self) -> torch.device:

@@ -1,0 +1,110 @@
+"""The Data tab: make the demo corpus, unpack an uploaded zip, prepare (``speechtrain prepare`` as a job) and
+show its report: kept and skipped utterances, the durations, the symbols the text front end makes."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from speechtrain.errors import UserError
+from speechtrain.ui import backend, jobs
+from speechtrain.ui.page import POLL_SECONDS, Inputs, Workspace, df, err_line, guarded, ok
+
+
+@dataclass
+class DataTab:
+    utterances: Any
+    make_demo: Any
+    upload: Any
+    prepare: Any
+    status: Any
+    summary: Any
+    log: Any
+    skipped: Any
+    hist: Any
+    symbols: Any
+    unknown: Any
+
+
+def layout(ws: Workspace) -> DataTab:
+    with gr.Row():
+        utterances = gr.Number(120, label="demo utterances", precision=0, minimum=8, elem_id="utterances")
+        make_demo = gr.Button("Make demo corpus", elem_id="make-demo")
+        upload = gr.File(label="or upload a dataset .zip", file_types=[".zip"], type="filepath", height=120)
+    prepare = gr.Button("Prepare", variant="primary", elem_id="prepare")
+    status = gr.Markdown(elem_id="data-status")
+    with gr.Row():
+        summary = gr.Textbox(label="report", lines=7, elem_id="data-summary")
+        log = gr.Textbox(label="prepare output", lines=7, max_lines=12, autoscroll=True)
+    with gr.Row():
+        skipped = gr.Dataframe(headers=["reason", "count", "first ids"], label="skipped", interactive=False)
+        hist = gr.BarPlot(x="seconds", y="utterances", title="durations", label="durations (s)")
+    with gr.Row():
+        symbols = gr.Dataframe(
+            headers=["symbol", "count", "known"], label="symbol inventory", interactive=False, max_height=300
+        )
+        unknown = gr.Textbox(label="characters the text front end cannot map", lines=2)
+    return DataTab(utterances, make_demo, upload, prepare, status, summary, log, skipped, hist, symbols, unknown)
+
+
+def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
+    @guarded(2)
+    def do_make_demo(n: float) -> tuple[str, str]:
+        out = backend.make_demo_corpus(ws.data / "demo", int(n or 120))
+        return ok(f"demo corpus in {out} (format {backend.detect_format(out)}); next: Prepare"), str(out)
+
+    tab.make_demo.click(do_make_demo, [tab.utterances], [tab.status, inputs.data], api_name="make_demo")
+
+    @guarded(3)
+    def do_upload(path: str | None) -> tuple[str, str, str]:
+        if not path:
+            raise UserError("upload a .zip of the dataset folder")
+        folder = backend.extract_zip(path, ws.data / "uploads")
+        found = backend.detect_format(folder)
+        return ok(f"unpacked to {folder}; detected format: {found}"), str(folder), "auto"
+
+    tab.upload.upload(do_upload, [tab.upload], [tab.status, inputs.data, inputs.fmt], api_name="upload_zip")
+
+    @guarded(7)
+    def do_prepare(r: str, d: str, f: str, sw: str, ex: str):  # noqa: ANN202 - a generator
+        if not d:
+            raise UserError("choose a dataset folder or manifest (or make the demo corpus)")
+        if f == "auto":
+            backend.detect_format(d)  # the same error as the CLI, before starting anything
+        folder = ws.job("prepare")
+        report_json = folder / "report.json"
+        argv = backend.prepare_argv(r, d, f, report_json, backend.parse_overrides(sw) + backend.parse_overrides(ex))
+        jobs.start(folder, argv)
+        skip = [gr.skip()] * 5
+        while (state := jobs.status(folder)).status == "running":
+            yield ok(f"preparing ... (`{state.command}`)"), jobs.log_tail(folder), *skip
+            time.sleep(POLL_SECONDS)
+        tail = jobs.log_tail(folder)
+        if state.status != "done":
+            yield err_line(state), tail, *skip
+            return
+        rep = backend.data_report(report_json)
+        hist_df = df(backend.histogram(rep.durations), ["seconds", "utterances"])
+        yield (
+            ok(f"prepared: kept {rep.kept} utterances"),
+            tail,
+            rep.summary,
+            df(rep.skipped, ["reason", "count", "first ids"]),
+            hist_df,
+            df([[_shown(s), n, k] for s, n, k in rep.symbols], ["symbol", "count", "known"]),
+            " ".join(rep.unknown) or "(none)",
+        )
+
+    tab.prepare.click(
+        do_prepare,
+        inputs.all(),
+        [tab.status, tab.log, tab.summary, tab.skipped, tab.hist, tab.symbols, tab.unknown],
+        api_name="prepare",
+    )
+
+
+def _shown(symbol: str) -> str:
+    return {" ": "(space)", "\t": "(tab)"}.get(symbol, symbol)

@@ -1,0 +1,50 @@
+"""The Runs tab: every run directory under the workspace (started by the UI or the command line), and the
+page's reattach on load (the run lists filled, the running run picked)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+import pandas as pd
+
+from speechtrain.ui import runs
+from speechtrain.ui.page import Workspace, df
+
+
+@dataclass
+class RunsTab:
+    refresh: Any
+    table: Any
+
+
+def layout(ws: Workspace) -> RunsTab:
+    refresh = gr.Button("Refresh", elem_id="runs-refresh")
+    table = gr.Dataframe(headers=runs.COLUMNS, label="runs", interactive=False, wrap=True)
+    return RunsTab(refresh, table)
+
+
+def wire(ws: Workspace, tab: RunsTab) -> None:
+    def do_runs() -> pd.DataFrame:
+        return df([r.row() for r in runs.list_runs(ws.runs)], runs.COLUMNS)
+
+    tab.refresh.click(do_runs, None, [tab.table], api_name="runs")
+
+
+def reattach(app: gr.Blocks, ws: Workspace, train_run: Any, listen_run: Any, tab: RunsTab) -> None:
+    """On page load: list the runs found on disk and pick the running one (else the newest)."""
+
+    def on_load():  # noqa: ANN202
+        found = runs.list_runs(ws.runs)
+        names = [str(r.path.relative_to(ws.runs)) for r in found]
+        live = [n for n, r in zip(names, found) if r.status in ("running", "starting")]
+        done = [n for n, r in zip(names, found) if r.status in ("finished", "stopped")]
+        pick = live[0] if live else (names[0] if names else None)
+        return (
+            gr.update(choices=names, value=pick),
+            gr.update(choices=names, value=done[0] if done else pick),
+            df([r.row() for r in found], runs.COLUMNS),
+        )
+
+    app.load(on_load, None, [train_run, listen_run, tab.table], api_name="reattach")

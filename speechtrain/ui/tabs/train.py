@@ -1,0 +1,195 @@
+"""The Train tab: start a run (``speechtrain train`` as a job in its run directory), stop it (SIGTERM: it saves a
+checkpoint), resume it, and watch it: losses, eval, speed, memory and GPU plots, events, the latest eval audio
+and its output, refreshed every two seconds from the run directory (so a reloaded page sees the same)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from speechtrain.errors import UserError
+from speechtrain.train.rundir import lock_holder
+from speechtrain.ui import backend, jobs, runs
+from speechtrain.ui.page import Inputs, Workspace, all_overrides, df, err, guarded, ok, series_df
+
+EVENT_COLUMNS = ["step", "event", "detail"]
+
+
+@dataclass
+class TrainTab:
+    run_name: Any
+    max_steps: Any
+    start: Any
+    run_pick: Any
+    resume_extra: Any
+    stop: Any
+    resume: Any
+    status: Any
+    loss_plot: Any
+    eval_plot: Any
+    speed_plot: Any
+    mem_plot: Any
+    gpu_plot: Any
+    events: Any
+    eval_audio: Any
+    log: Any
+    timer: Any
+
+    def view(self) -> list[Any]:
+        """What :func:`read_run_view` fills, in its order."""
+        return [
+            self.status,
+            self.loss_plot,
+            self.eval_plot,
+            self.speed_plot,
+            self.mem_plot,
+            self.gpu_plot,
+            self.events,
+            self.eval_audio,
+            self.log,
+        ]
+
+
+def layout(ws: Workspace) -> TrainTab:
+    with gr.Row():
+        run_name = gr.Textbox(label="new run name (default: recipe-time)", elem_id="run-name")
+        max_steps = gr.Number(0, label="max steps (0: the recipe's)", precision=0, elem_id="max-steps")
+        start = gr.Button("Start", variant="primary", elem_id="start")
+    with gr.Row():
+        run_pick = gr.Dropdown([], label="run", allow_custom_value=True, elem_id="run-pick", scale=3)
+        resume_extra = gr.Textbox(label="on resume (key=value)", placeholder="train.max_steps=400", scale=2)
+        stop = gr.Button("Stop", elem_id="stop")
+        resume = gr.Button("Resume", elem_id="resume")
+    status = gr.Markdown(elem_id="train-status")
+    with gr.Row():
+        loss_plot = gr.LinePlot(
+            x="step", y="value", color="series", title="train losses", height=260, elem_id="loss-plot"
+        )
+        eval_plot = gr.LinePlot(x="step", y="value", color="series", title="eval", height=260)
+    with gr.Row():
+        speed_plot = gr.LinePlot(x="step", y="value", color="series", title="audio-s/s and data wait %", height=260)
+        mem_plot = gr.LinePlot(x="step", y="value", color="series", title="memory (GiB)", height=260)
+    gpu_plot = gr.LinePlot(x="seconds", y="value", color="series", title="GPU (NVML)", height=220)
+    with gr.Row():
+        events = gr.Dataframe(headers=EVENT_COLUMNS, label="events", interactive=False)
+        eval_audio = gr.Audio(label="latest eval audio", type="filepath", interactive=False)
+    log = gr.Textbox(label="output", lines=8, max_lines=14, autoscroll=True)
+    timer = gr.Timer(2.0)
+    return TrainTab(
+        run_name,
+        max_steps,
+        start,
+        run_pick,
+        resume_extra,
+        stop,
+        resume,
+        status,
+        loss_plot,
+        eval_plot,
+        speed_plot,
+        mem_plot,
+        gpu_plot,
+        events,
+        eval_audio,
+        log,
+        timer,
+    )
+
+
+def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
+    @guarded(2)
+    def do_start(r: str, d: str, f: str, sw: str, ex: str, name: str, steps: float) -> tuple[str, Any]:
+        overrides = all_overrides(r, d, f, sw, ex)
+        name = (name or "").strip() or f"{Path(r).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if "/" in name or name.startswith("."):
+            raise UserError(f"run name '{name}': use a plain folder name (no '/', not starting with '.')")
+        run_dir = ws.runs / name
+        if runs.is_run_dir(run_dir):
+            raise UserError(f"{run_dir} already exists: pick it in 'run' and Resume, or choose another name")
+        overrides += [f"train.output_dir={run_dir}"]
+        if steps and int(steps) > 0:
+            overrides.append(f"train.max_steps={int(steps)}")
+        backend.load_config(r, overrides)  # config errors before any process starts
+        jobs.start(runs.job_folder(run_dir), backend.train_argv(r, overrides))
+        return ok(f"started {name}"), gr.update(choices=ws.run_names(), value=name)
+
+    tab.start.click(
+        do_start, [*inputs.all(), tab.run_name, tab.max_steps], [tab.status, tab.run_pick], api_name="start_train"
+    )
+
+    @guarded(1)
+    def do_stop(run: str) -> str:
+        path = ws.resolve_run(run)
+        state = jobs.stop(runs.job_folder(path))
+        if state.status != "running":
+            raise UserError(f"{path.name} is not running (status: {runs.run_info(path).status})")
+        return ok(f"asked {path.name} to stop (SIGTERM): it saves a checkpoint and exits")
+
+    tab.stop.click(do_stop, [tab.run_pick], [tab.status], api_name="stop_train")
+
+    @guarded(1)
+    def do_resume(run: str, more: str) -> str:
+        path = ws.resolve_run(run)
+        info = runs.run_info(path)
+        holder = lock_holder(path)
+        if holder is not None and info.status != "starting":
+            who = f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
+            raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
+        if info.status in ("running", "starting"):
+            raise UserError(f"{path.name} is already running")
+        jobs.start(runs.job_folder(path), backend.resume_argv(path, backend.parse_overrides(more)))
+        return ok(f"resuming {path.name} from step {info.step}")
+
+    tab.resume.click(do_resume, [tab.run_pick, tab.resume_extra], [tab.status], api_name="resume_train")
+
+    def run_view(run: str | None) -> tuple[Any, ...]:
+        return read_run_view(ws, run)
+
+    tab.timer.tick(run_view, [tab.run_pick], tab.view(), api_name="run_view", show_progress="hidden")
+    tab.run_pick.change(run_view, [tab.run_pick], tab.view(), api_visibility="private")
+
+
+def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
+    """Everything the Train tab shows of ``run``, read from its directory (and NVML's GPU samples)."""
+    sample = backend.gpu_stats()
+    if sample is not None:
+        ws.gpu.append({"t": time.time() - ws.t0, "gpus": sample})
+    gpu_df = series_df(gpu_series(ws.gpu), x="seconds")
+    empty = series_df([])
+    if not run:
+        return "no run selected", empty, empty, empty, empty, gpu_df, df([], EVENT_COLUMNS), None, ""
+    try:
+        path = ws.resolve_run(run)
+    except UserError as exc:
+        return err(exc), empty, empty, empty, empty, gpu_df, gr.skip(), None, ""
+    info = runs.run_info(path)
+    rows = backend.read_metrics(path)
+    samples = backend.eval_samples(path)
+    steps = f"step {info.step}" + (f" of {info.max_steps}" if info.max_steps else "")
+    head = f"**{info.name}**: {info.status}, {steps}" + (f"; `{info.command}`" if info.command else "")
+    if info.error:
+        head += f"\n\n{info.error}"
+    return (
+        head,
+        series_df(runs.loss_series(rows)),
+        series_df(runs.eval_series(rows)),
+        series_df(runs.speed_series(rows)),
+        series_df(runs.memory_series(rows)),
+        gpu_df,
+        df(runs.events(rows), EVENT_COLUMNS),
+        str(samples[-1]) if samples else None,
+        jobs.log_tail(runs.job_folder(path), 30),
+    )
+
+
+def gpu_series(samples: Any) -> list[tuple[float, str, float]]:
+    out = []
+    for s in samples:
+        for g in s["gpus"]:
+            for key, label in (("util_pct", "util %"), ("mem_gib", "mem GiB"), ("temp_c", "temp C"), ("power_w", "W")):
+                out.append((round(s["t"], 1), f"gpu{g['gpu']} {label}", g[key]))
+    return out
