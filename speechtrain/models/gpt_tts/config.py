@@ -25,6 +25,11 @@ class GPTTTSConfig(ModelSection):
         605, gt=1, description="Longest audio in codes (XTTS: 605); an utterance longer than this is a data error."
     )
     codebook_size: int = Field(1024, gt=1, description="Audio codes in the mel codec's codebook.")
+    pool_speakers: bool = Field(
+        False,
+        description="GPT-TTS has no speaker conditioning: a corpus of several speakers is refused at set-up unless "
+        "pooled into one voice (true: their voices are mixed into one model).",
+    )
     frames_per_code: int = Field(
         2, gt=0, description="Mel frames per audio code (codes per second = sample_rate / hop_length / this)."
     )

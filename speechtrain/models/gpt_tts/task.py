@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
 from speechtrain.data.text import Tokenizer
 from speechtrain.errors import DataError, UserError
@@ -84,6 +85,15 @@ class GPTTTSTask(Task):
 
         m = self.model_cfg
         require_same_symbols(self.tokenizer, train_dataset)
+        speakers = list(getattr(train_dataset, "speakers", None) or [])
+        if len(speakers) > 1 and not m.pool_speakers:
+            shown = ", ".join(map(str, speakers[:5])) + (" ..." if len(speakers) > 5 else "")
+            raise ConfigError(
+                f"the training data has {len(speakers)} speakers ({shown}), and gpt_tts has no speaker conditioning: "
+                "it would mix their voices into one without a word. Train on one speaker's utterances (a manifest "
+                "of one speaker), set model.pool_speakers=true to mix them on purpose, or use a family that "
+                "conditions on speakers (vits with model.n_speakers, xtts with a reference clip)"
+            )
         self._check_lengths(train_dataset)
         order = np.random.default_rng(m.codec_seed).permutation(len(train_dataset))
         want = m.codec_sample_frames * m.frames_per_code * 2  # read twice the frames, sample down in fit

@@ -64,6 +64,11 @@ class VITSConfig(ModelSection):
     disc_width: float = Field(1.0, gt=0, le=1, description="Discriminator channel width factor (1: the paper's).")
     # speakers
     n_speakers: int = Field(0, ge=0, description="Speakers (>1: speaker embedding; must cover the manifest's).")
+    speakers: list[str] | None = Field(
+        None,
+        description="The speakers' names in id order, written by training from the data (synthesize --speaker NAME "
+        "takes them); None: single speaker, or a run from before names were kept (ids only).",
+    )
     gin_channels: int = Field(256, gt=0, description="Speaker embedding width (multi-speaker only).")
     # training
     segment_size: int = Field(8192, gt=0, description="Decoder training slice in samples (multiple of hop_length).")

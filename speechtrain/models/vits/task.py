@@ -99,6 +99,8 @@ class VITSTask(Task):
                 f"the training data has {len(speakers)} speakers but model.n_speakers={self.cfg.n_speakers}; "
                 f"set model.n_speakers={len(speakers)} (a speaker embedding is used when > 1)"
             )
+        if self.cfg.n_speakers > 1 and speakers:
+            self.cfg.speakers = [str(s) for s in speakers]  # id order: saved in the run's config.yaml
 
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.stages.check(stage, "vits")
@@ -262,13 +264,28 @@ class VITSTask(Task):
             if speaker not in (None, 0, "0"):
                 raise UserError(f"synthesize: speaker={speaker!r} given but this model has one speaker")
             return None
-        try:
-            sid = 0 if speaker is None else int(speaker)
-        except ValueError:
-            raise UserError(f"synthesize: speaker must be an integer id, got {speaker!r}") from None
-        if not 0 <= sid < self.cfg.n_speakers:
-            raise UserError(f"synthesize: speaker {sid} out of range 0..{self.cfg.n_speakers - 1}")
+        sid = self.speaker_id(speaker)
         return torch.tensor([sid], dtype=torch.long, device=device)
+
+    def speaker_id(self, speaker: int | str | None) -> int:
+        """The id of ``speaker``: an id, or a name of the training data (``model.speakers``, kept by training);
+        a UserError naming the speakers otherwise."""
+        names = list(self.cfg.speakers or [])
+        listed = (
+            f"its speakers: {', '.join(f'{i}={n}' for i, n in enumerate(names))}"
+            if names
+            else f"ids 0..{self.cfg.n_speakers - 1} (this run keeps no names)"
+        )
+        if speaker is None:
+            return 0
+        if isinstance(speaker, str) and not speaker.lstrip("-").isdigit():
+            if speaker not in names:
+                raise UserError(f"synthesize: no speaker {speaker!r} in this model; {listed}")
+            return names.index(speaker)
+        sid = int(speaker)
+        if not 0 <= sid < self.cfg.n_speakers:
+            raise UserError(f"synthesize: speaker {sid} out of range; {listed}")
+        return sid
 
     def _decoder_for_inference(self, device: torch.device) -> tuple[nn.Module, str]:
         """A copy of the decoder with weight norm folded (same outputs, no norm recomputed per call),
