@@ -250,3 +250,49 @@ def test_ui_command_without_gradio_says_what_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "gradio", None)
     with pytest.raises(UserError, match=r"pip install 'speechtrain\[ui\]'"):
         require_gradio()
+
+
+@pytest.mark.slow
+def test_the_ui_command_says_where_it_serves_and_a_busy_port_in_one_line(tmp_path: Path) -> None:
+    """`speechtrain ui` prints its URL (it printed nothing of its own), makes and prints a password off this
+    machine, lists the demo's run (reports/demo/run) by default; a port in use is one line, not a traceback."""
+    import queue
+    import re
+    import socket
+    import threading
+
+    from gradio_client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _fake_run(tmp_path / "reports" / "demo", "run", 4, 4, [4])
+    env = {k: v for k, v in os.environ.items() if k != "SPEECHTRAIN_UI_PASSWORD"}
+    ui = [sys.executable, "-m", "speechtrain", "ui"]
+    proc = subprocess.Popen(
+        [*ui, "--host", "0.0.0.0", "--port", str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or []], daemon=True).start()
+    try:
+        said: list[str] = []
+        while not any(line.startswith("login:") for line in said):
+            said.append(lines.get(timeout=180).rstrip("\n"))
+        assert said[0].startswith(f"speechtrain ui serving on http://localhost:{port}/ (from other machines: http://")
+        made = r"login: user speechtrain, password (\S+) \(made for this session, printed once\)"
+        found = re.fullmatch(made, said[-1])
+        assert found, said
+        url = f"http://127.0.0.1:{port}/"
+        with pytest.raises(Exception):  # noqa: B017 - gradio_client's own error types vary by version
+            Client(url, verbose=False)
+        listed = Client(url, auth=("speechtrain", found.group(1)), verbose=False).predict(api_name="/runs")
+        assert "reports/demo/run" in [row[0] for row in listed["data"]], listed
+
+        busy = subprocess.run([*ui, "--port", str(port)], cwd=tmp_path, env=env, capture_output=True, text=True)
+        errors = [line for line in busy.stderr.splitlines() if line.startswith("error:")]
+        assert busy.returncode == 2 and "Traceback" not in busy.stderr, busy.stderr
+        assert errors == [f"error: port {port} on 127.0.0.1 is in use: stop what listens there, or choose another "
+                          "with --port N"], busy.stderr  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -26,8 +26,10 @@ log = get_logger(__name__)
 CSS = """
 .st-error {color: #b00020; font-weight: 600}
 #bench-table {overflow-x: auto}
-#bench-table th, #bench-table td {white-space: nowrap; word-break: keep-all; overflow-wrap: normal}
-#bench-table td:first-child, #bench-table td:last-child {white-space: normal; min-width: 12em}
+#bench-table th, #bench-table td {word-break: normal; overflow-wrap: normal; hyphens: none}
+#bench-table td {white-space: nowrap}
+#bench-table td:first-child, #bench-table td:nth-child(3) {white-space: normal; min-width: 9em}
+#bench-table td:last-child {white-space: normal; min-width: 22em}
 """
 #: addresses that reach this machine only: any other --host needs a password
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")

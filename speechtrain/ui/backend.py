@@ -450,12 +450,12 @@ def tune_table(report_json: Path) -> str:
     import json
 
     d = json.loads(Path(report_json).read_text())
-    lines = ["bucket  longest  batch  padded  audio s/s  limited by"]
+    lines = ["bucket  items  longest  batch  padded  audio s/s  limited by"]
     for b in sorted(d["buckets"], key=lambda r: -r["max_item_frames"]):
         aps = b.get("audio_seconds_per_second")
         lines.append(
-            f"{b['bucket']:>6} {b['max_item_frames']:>8} {b['batch_size']:>6} {b['batch_frames']:>7} "
-            f"{'-' if aps is None else f'{aps:.1f}':>10}  {b['limited_by']}"
+            f"{b['bucket']:>6} {b.get('items', 0):>6} {b['max_item_frames']:>8} {b['batch_size']:>6} "
+            f"{b['batch_frames']:>7} {'-' if aps is None else f'{aps:.1f}':>10}  {b['limited_by']}"
         )
     lines.append(f"grad_accum {d.get('grad_accum')}; device {d.get('device')}; tuned in {d.get('seconds', 0):.1f} s")
     return "\n".join(lines)

@@ -34,7 +34,9 @@ def layout(ws: Workspace) -> DataTab:
     with gr.Row():
         utterances = gr.Number(120, label="demo utterances", precision=0, minimum=8, elem_id="utterances")
         make_demo = gr.Button("Make demo corpus", elem_id="make-demo")
-        upload = gr.File(label="or upload a dataset .zip", file_types=[".zip"], type="filepath", height=120)
+        upload = gr.File(
+            label="or upload a dataset .zip", file_types=[".zip"], type="filepath", height=120, elem_id="upload"
+        )
     prepare = gr.Button("Prepare", variant="primary", elem_id="prepare")
     status = gr.Markdown(elem_id="data-status")
     with gr.Row():

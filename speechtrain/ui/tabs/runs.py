@@ -21,7 +21,7 @@ class RunsTab:
 
 def layout(ws: Workspace) -> RunsTab:
     refresh = gr.Button("Refresh", elem_id="runs-refresh")
-    table = gr.Dataframe(headers=runs.COLUMNS, label="runs", interactive=False, wrap=True)
+    table = gr.Dataframe(headers=runs.COLUMNS, label="runs", interactive=False, wrap=True, elem_id="runs-table")
     return RunsTab(refresh, table)
 
 

@@ -29,7 +29,7 @@ def layout(ws: Workspace) -> TuneTab:
     tune = gr.Button("Tune batch sizes per bucket", variant="primary", elem_id="tune")
     status = gr.Markdown(elem_id="tune-status")
     trials = gr.Dataframe(headers=TRIAL_COLUMNS, label="trials", interactive=False)
-    table = gr.Textbox(label="tuned per-bucket table", lines=8)
+    table = gr.Textbox(label="tuned per-bucket table", lines=8, elem_id="tune-table")
     return TuneTab(tune, status, trials, table)
 
 
