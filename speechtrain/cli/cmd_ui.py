@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     password, made = args.password or os.environ.get(PASSWORD_ENV) or None, False
     if password is None and not local:
         password, made = secrets.token_urlsafe(12), True
-    also = args.also if args.also is not None else [p for p in ("reports",) if Path(p).is_dir()]
+    also = args.also if args.also is not None else ["reports"]  # listed once it exists, as runs appear there
     app, url = launch(
         host=args.host,
         port=args.port,
