@@ -95,7 +95,7 @@ def main() -> int:
         _fill(page, "#run-name", "demo")
         _fill(page, "#max-steps", str(args.steps))
         page.locator("#start").click()
-        _wait_text(page, "#train-status", "finished", 600)
+        _wait_text(page, "#run-head", "finished", 600)
         time.sleep(2.5)  # one more timer tick: the last plots and the eval audio
         shot(page, "train")
 

@@ -130,7 +130,7 @@ def _cfg(tmp_path: Path, *extra: str) -> Any:
 def test_tune_finds_the_injected_limit_per_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(INJECT_ENV, str(LIMIT))
     cfg = _cfg(tmp_path, "tune.target_batch_seconds=4", "data.pad_multiple=4")
-    ds = fake_dataset(24, 10, 60, n_mels=8, fields=("mel",))
+    ds = fake_dataset(64, 10, 60, n_mels=8, fields=("mel",))  # buckets of more items than the limit's batches
     task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
     report = TuneRecipe(cfg).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
 
@@ -175,10 +175,24 @@ def test_tune_finds_the_injected_limit_per_bucket(tmp_path: Path, monkeypatch: p
     assert d["grad_accum"] == report.grad_accum and d["seconds"] > 0
 
 
+def test_a_bucket_batch_holds_at_most_the_buckets_items(tmp_path: Path) -> None:
+    """Nothing limits the batch (no OOM, the memory objective, tune.max_batch_size 1024): each bucket's batch is all
+    its items, never more (the web UI's tune once wrote 1024 for buckets of 13 to 41 items), and says so."""
+    cfg = _cfg(tmp_path, "tune.max_batch_size=1024")
+    ds = fake_dataset(24, 10, 60, n_mels=8, fields=("mel",))
+    task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
+    report = TuneRecipe(cfg).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
+    assert len(report.buckets) == 2 and sum(b.items for b in report.buckets) == len(ds)
+    for b in report.buckets:
+        assert b.batch_size == b.items and b.limited_by == "bucket_size", b
+        assert max(t.batch_size for t in b.trials) <= b.items
+    assert report.config.data.bucket_batch_sizes == [b.items for b in report.buckets]
+
+
 def test_tune_crop_mode_sets_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(INJECT_ENV, "300")
     cfg = _cfg(tmp_path, "data.crop_frames=16", "tune.max_batch_size=64")
-    ds = fake_dataset(12, 10, 40, n_mels=8, fields=("mel",))
+    ds = fake_dataset(32, 10, 40, n_mels=8, fields=("mel",))  # more items than the limit's batch of 18
     task = ToyTask(n_mels=8, channels=8, blocks=1, heads=2)
     report = TuneRecipe(cfg).run(task=task, dataset=ds, step_fn=_toy_step(task), with_estimate=False)
     assert report.mode == "crop" and len(report.buckets) == 1

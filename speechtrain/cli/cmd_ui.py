@@ -1,34 +1,93 @@
-"""speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR]"""
+"""speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR] [--password P] [--allow-model M:F]"""
 
 from __future__ import annotations
 
 import argparse
+
+PASSWORD_ENV = "SPEECHTRAIN_UI_PASSWORD"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "ui",
         help="a web page to prepare, tune, train, watch, benchmark and listen (needs speechtrain[ui])",
-        description="Serves a Gradio page, on this machine only unless --host says otherwise. Runs started "
-        "there are ordinary run directories under --runs (the CLI can resume them, and the page lists runs "
-        "the CLI started); they go on when the browser closes.",
+        description="Serves a Gradio page, on this machine only unless --host says otherwise (then behind a "
+        "password). Runs started there are ordinary run directories under --runs (the CLI can resume them, and the "
+        "page lists runs the CLI and `speechtrain demo` started); they go on when the browser closes.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=None, help="port (default: 7860, or the next free one)")
     p.add_argument("--runs", default="runs", help="folder of run directories (default runs)")
+    p.add_argument("--data", default="data", help="folder for datasets: the demo corpus (default data)")
     p.add_argument(
-        "--data", default="data", help="folder for datasets: the demo corpus, unpacked uploads (default data)"
+        "--also",
+        action="append",
+        default=None,
+        metavar="DIR",
+        help="another folder whose runs the page lists (repeatable; default: reports, where `speechtrain demo` "
+        "writes its run)",
+    )
+    p.add_argument(
+        "--password",
+        default=None,
+        help=f"the page's password (user 'speechtrain'); default ${PASSWORD_ENV}, else one is made and printed "
+        "when --host reaches other machines (this machine only: no password unless given)",
+    )
+    p.add_argument(
+        "--allow-model",
+        action="append",
+        default=[],
+        metavar="MODULE:FACTORY",
+        help="a model of your own the page may build (model.name=MODULE:FACTORY; repeatable). Without it the page "
+        "builds the registered families only and imports no other code",
     )
     return p
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+    import secrets
+    import socket
+    from pathlib import Path
+
     from speechtrain.errors import UserError
     from speechtrain.ui import launch
 
     if args.port is not None and not 0 < args.port < 65536:
         raise UserError(f"--port must be in 1..65535, got {args.port}")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: serving on {args.host}: anyone who can reach it can start processes on this machine")
-    launch(host=args.host, port=args.port, runs_root=args.runs, data_root=args.data)
+    for name in args.allow_model:
+        if ":" not in name:
+            raise UserError(f"--allow-model {name}: give the model as model.name names it, MODULE:FACTORY")
+    from speechtrain.ui.app import LOCAL_HOSTS
+
+    local = args.host in LOCAL_HOSTS
+    password, made = args.password or os.environ.get(PASSWORD_ENV) or None, False
+    if password is None and not local:
+        password, made = secrets.token_urlsafe(12), True
+    also = args.also if args.also is not None else ["reports"]  # listed once it exists, as runs appear there
+    app, url = launch(
+        host=args.host,
+        port=args.port,
+        runs_root=args.runs,
+        data_root=args.data,
+        block=False,
+        quiet=True,
+        password=password,
+        allow_models=args.allow_model,
+        also=also,
+    )
+    port = url.rstrip("/").rsplit(":", 1)[-1]
+    there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""
+    print(f"speechtrain ui serving on {url}{there}", flush=True)
+    print("runs in " + ", ".join(str(Path(p).resolve()) for p in [args.runs, *also]), flush=True)
+    if made:
+        print(f"login: user speechtrain, password {password} (made for this session, printed once)", flush=True)
+    elif password is not None:
+        print("login: user speechtrain, with the password given", flush=True)
+    if not local:
+        print(f"warning: serving on {args.host}: whoever has the password can start processes on this machine")
+    try:
+        app.block_thread()
+    finally:
+        app.close()
     return 0

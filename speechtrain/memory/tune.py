@@ -7,7 +7,8 @@ size, and finds the largest batch that fits in the memory budget
 (``tune.memory_fraction`` x device memory - ``tune.margin_gib``):
 
 1. grow by doubling from a start (1 for the first bucket; the previous bucket's answer scaled by
-   the length ratio for the next ones) until a trial fails or ``tune.max_batch_size`` is reached;
+   the length ratio for the next ones) until a trial fails or ``tune.max_batch_size`` (or the bucket's item count:
+   no training batch holds more) is reached;
 2. bisect between the last batch that fitted and the first that failed until they are within
    ``tune.tolerance`` of each other.
 
@@ -70,6 +71,7 @@ class LimitedBy(StrEnum):
     MEMORY = "memory"
     THROUGHPUT = "throughput"
     MAX_BATCH_SIZE = "max_batch_size"
+    BUCKET_SIZE = "bucket_size"  # every item of the bucket in one batch: a larger one never occurs in training
     DOES_NOT_FIT = "does_not_fit"
     EMPTY = "empty"  # no utterance in the bucket: sized from its neighbour
 
@@ -465,9 +467,10 @@ def tune(
                 return r
 
             start = 1 if prev is None else scaled_start(prev[0], prev[1], padded, d.quadratic_frames)
-            best, trials, limited = search_batch_size(
-                trial, start, t.max_batch_size, t.tolerance, t.objective, t.min_gain
-            )
+            cap = min(t.max_batch_size, int(members.size))  # no training batch of the bucket holds more items
+            best, trials, limited = search_batch_size(trial, start, cap, t.tolerance, t.objective, t.min_gain)
+            if limited == LimitedBy.MAX_BATCH_SIZE and cap < t.max_batch_size:
+                limited = LimitedBy.BUCKET_SIZE
             if best is None:
                 notes.append(
                     f"bucket {k}: one utterance of {padded} frames does not fit in the budget; lower "

@@ -68,6 +68,15 @@ def families_offering(*capabilities: str) -> list[str]:
     return [name for name, fam in registry.families().items() if fam.offers_any(*capabilities)]
 
 
+def families_taking(option: str) -> list[str]:
+    """The registered families whose synthesize takes ``option`` (``vocoder_run``: the ones that make mels)."""
+    out = []
+    for name in families_offering("synthesize"):
+        if option in getattr(registry.task_type(registry.family(name)), "synthesize_options", ()):
+            out.append(name)
+    return out
+
+
 def refusal(verb: str, run: str | os.PathLike[str], model_name: str) -> str:
     """Why a ``model_name`` run cannot do ``verb``, with where to go instead."""
     who = ", ".join(families_offering(*VERBS[verb])) or "none"
@@ -200,11 +209,22 @@ def load_vocoder(run_dir: str | os.PathLike[str], device: str | torch.device | N
     that cannot vocode, and an NSF vocoder (it needs f0, which no TTS family here predicts)."""
     key = f"{RunDir(run_dir)}@{device}"
     if key not in _VOCODERS:
+        mel_only = ", ".join(_mel_only_vocoders())
+        try:
+            cfg = load_run_config(RunDir(run_dir))
+        except UserError as exc:
+            raise UserError(f"--vocoder {exc}") from None
+        declared = declared_capabilities(cfg)
+        if declared is not None and not declared & set(VERBS["vocode"]):
+            raise UserError(
+                f"--vocoder {run_dir} is a '{cfg.model.name}' run, not a vocoder: give a run of a mel-only vocoder "
+                f"family ({mel_only}), or leave --vocoder out"
+            )
         recipe = InferenceRecipe(run_dir, device=device, verb="vocode")
         if isinstance(recipe.task, PitchVocoder):
             raise UserError(
                 f"--vocoder {run_dir} is a '{recipe.model_name}' run, which needs f0 besides the mel; a TTS model "
-                f"gives a mel only: use a mel-only vocoder run (families: {', '.join(_mel_only_vocoders())})"
+                f"gives a mel only: use a mel-only vocoder run (families: {mel_only})"
             )
         assert isinstance(recipe.task, Vocoder)
         _VOCODERS[key] = LoadedVocoder(recipe.cfg, recipe.task)
@@ -265,6 +285,11 @@ class InferenceRecipe:
         """The options a Synthesizer takes (a UserError naming those it does not), with a ``vocoder_run``
         directory loaded (:func:`load_vocoder`)."""
         task: Synthesizer = self._able("synthesize")
+        if "vocoder_run" in options and "vocoder_run" not in task.synthesize_options:
+            raise UserError(
+                f"--vocoder does not apply to {self.shown}: a '{self.model_name}' run makes its audio itself "
+                f"(--vocoder serves the runs that make mels: {', '.join(families_taking('vocoder_run'))})"
+            )
         unknown = sorted(k for k in options if k not in task.synthesize_options)
         if unknown:
             raise UserError(
@@ -429,6 +454,8 @@ class InferenceRecipe:
         elif self.capabilities & {"vocode", "vocode_f0"}:
             if texts:
                 raise UserError(f"{self.shown} is a vocoder run: it vocodes eval mels, --texts does not apply")
+            if "vocoder_run" in options:
+                raise UserError(f"{self.shown} is a vocoder run: --vocoder does not apply (it vocodes eval mels)")
             if options:
                 raise UserError(f"{self.shown} is a vocoder run: {', '.join(sorted(options))} do not apply")
             self._prepare_vocoder()

@@ -177,7 +177,9 @@ def markdown(rows: list[Row]) -> str:
         "gloo processes on the CPU). A cell that works runs; a refused cell is refused when the config (or a run's "
         "saved config) is read, before any work, with the reason below. The inference column names the family's "
         "verb (`speechtrain synthesize`, `vocode`, `classify`); the UI API column the web UI's endpoints: `jobs` "
-        f"(`{UI_JOBS}`, the CLI in a background process) and the Listen tab's.",
+        f"(`{UI_JOBS}`, the CLI in a background process) and the Listen tab's. A model of your own goes through the "
+        "UI when the UI was started with its name (`speechtrain ui --allow-model MODULE:FACTORY`): the page imports "
+        "no other code.",
         "",
         *table,
         "",

@@ -23,7 +23,16 @@ __all__ = ["CSS", "Workspace", "build_app", "launch", "parse_trials", "switch_ov
 
 log = get_logger(__name__)
 
-CSS = ".st-error {color: #b00020; font-weight: 600}"
+CSS = """
+.st-error {color: #b00020; font-weight: 600}
+#bench-table {overflow-x: auto}
+#bench-table th, #bench-table td {word-break: normal; overflow-wrap: normal; hyphens: none}
+#bench-table td {white-space: nowrap}
+#bench-table td:first-child, #bench-table td:nth-child(3) {white-space: normal; min-width: 9em}
+#bench-table td:last-child {white-space: normal; min-width: 22em}
+"""
+#: addresses that reach this machine only: any other --host needs a password
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 _series_df = series_df  # the tests' name for it
 
 
@@ -57,6 +66,7 @@ def build_app(ws: Workspace) -> gr.Blocks:
         listen.wire(ws, listen_tab)
         runs.wire(ws, runs_tab)
         runs.reattach(app, ws, train_tab.run_pick, listen_tab.run, runs_tab)
+        bench.reattach(app, ws, bench_tab)
     return app
 
 
@@ -67,22 +77,49 @@ def launch(
     data_root: str | Path = "data",
     block: bool = True,
     quiet: bool = False,
+    password: str | None = None,
+    user: str = "speechtrain",
+    allow_models: tuple[str, ...] | list[str] = (),
+    also: tuple[str | Path, ...] | list[str | Path] = (),
 ) -> tuple[gr.Blocks, str]:
-    """Build and start the page; returns the app and its local URL (``block=False`` returns at once)."""
-    ws = Workspace(runs_root, data_root)
+    """Build and start the page; returns the app and its local URL (``block=False`` returns at once).
+
+    Off this machine (``host`` not in :data:`LOCAL_HOSTS`) a ``password`` is required: Gradio's login (``user``,
+    ``password``) then guards the page, its API and its files; on this machine it is optional. A port already in
+    use is a UserError. ``allow_models``: the ``package.module:factory`` models the page may build (every other one
+    is refused); ``also``: more folders whose runs the page lists. The server serves the files the page shows and
+    nothing else under ``runs_root`` and ``data_root`` (:class:`Workspace`)."""
+    from speechtrain.errors import UserError
+
+    if host not in LOCAL_HOSTS and not password:
+        raise UserError(
+            f"serving on {host} reaches other machines: it needs a password (speechtrain ui --password ..., or "
+            "SPEECHTRAIN_UI_PASSWORD; `speechtrain ui` makes one and prints it when neither is given)"
+        )
+    ws = Workspace(runs_root, data_root, also=also, allow_models=allow_models)
     app = build_app(ws)
     app.queue(default_concurrency_limit=4)
-    _, url, _ = app.launch(
-        server_name=host,
-        server_port=port,
-        prevent_thread_lock=True,
-        allowed_paths=[str(ws.runs), str(ws.data)],
-        quiet=quiet,
-        show_error=True,
-        css=CSS,
-        footer_links=["api"],
-    )
-    log.info("speechtrain ui on %s (runs in %s, data in %s)", url, ws.runs, ws.data)
+    try:
+        _, url, _ = app.launch(
+            server_name=host,
+            server_port=port,
+            prevent_thread_lock=True,
+            auth=(user, password) if password else None,
+            allowed_paths=[str(ws.shown)],
+            quiet=True,
+            show_error=True,
+            css=CSS,
+            footer_links=["api"],
+        )
+    except OSError as exc:
+        if "Cannot find empty port" not in str(exc) and getattr(exc, "errno", None) not in (98, 48):
+            raise
+        which = f"port {port}" if port is not None else "every port from 7860 to 7959"
+        raise UserError(
+            f"{which} on {host} is in use: stop what listens there, or choose another with --port N"
+        ) from None
+    if not quiet:
+        log.info("speechtrain ui on %s (runs in %s, data in %s)", url, ws.runs, ws.data)
     if block:
         app.block_thread()
     return app, url

@@ -10,6 +10,7 @@ vocode, classify) is called in the UI process. Bad input raises the library's ow
 
 from __future__ import annotations
 
+import math
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -87,11 +88,46 @@ def parse_overrides(text: str | None) -> list[str]:
     return out
 
 
-def load_config(recipe: str, overrides: list[str]) -> Any:
-    """The recipe's config with overrides, checked as ``speechtrain train --config`` checks it."""
+def load_config(recipe: str, overrides: list[str], allow_models: tuple[str, ...] = ()) -> Any:
+    """The recipe's config with overrides, checked as ``speechtrain train --config`` checks it, and as the web UI
+    checks what it may run (:func:`check_runnable`)."""
     from speechtrain.config import load_config as _load
 
-    return _load(recipe_path(recipe), overrides)
+    cfg = _load(recipe_path(recipe), overrides)
+    check_runnable(cfg, allow_models)
+    return cfg
+
+
+def load_run_config(run_dir: str | Path, overrides: list[str], allow_models: tuple[str, ...] = ()) -> Any:
+    """A run's saved config with overrides (what ``speechtrain train --resume`` and the inference doors read),
+    checked by :func:`check_runnable`."""
+    from speechtrain.recipes.common import load_run_config as _load
+
+    cfg = _load(run_dir, overrides)
+    check_runnable(cfg, allow_models)
+    return cfg
+
+
+def check_runnable(cfg: Any, allow_models: tuple[str, ...] = ()) -> None:
+    """What the web UI refuses to run, whoever reaches the page: a ``model.name`` that imports code
+    (``package.module:factory``) unless the person who started the UI named it (``speechtrain ui --allow-model``),
+    and loading pickled objects (``train.init_trust_pickle``). Reading a config imports nothing, so this runs
+    before any code of the config's could."""
+    from speechtrain import registry
+
+    name = cfg.model.name
+    if name is not None and registry.is_user_factory(str(name)) and str(name) not in allow_models:
+        allowed = f"; allowed here: {', '.join(allow_models)}" if allow_models else ""
+        raise UserError(
+            f"model.name={name}: the web UI builds the registered families ({', '.join(registry.families())}) and "
+            f"only the models of your own named when it was started (speechtrain ui --allow-model {name}){allowed}; "
+            "it imports no other code"
+        )
+    if getattr(cfg.train, "init_trust_pickle", False):
+        raise UserError(
+            "train.init_trust_pickle=true: loading pickled objects can run code, so the web UI never does; "
+            "start that run from the command line (speechtrain train ... train.init_trust_pickle=true)"
+        )
 
 
 def config_value(cfg: Any, dotted: str) -> Any:
@@ -117,20 +153,33 @@ def make_demo_corpus(out: str | Path, utterances: int = 120) -> Path:
     return Path(_make(out, utterances=utterances, seed=0, labelled=True))
 
 
-def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
-    """Unpack an uploaded dataset zip into ``dest_root/<zip stem>``; the dataset folder inside it.
+#: files a dataset upload never needs and that Python could load as code (a module, a compiled one, a .pth hook)
+CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".pyo", ".pyd", ".so", ".pth", ".dll", ".dylib")
 
-    Members that would land outside the folder (``../``, absolute paths) are an error."""
+
+def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
+    """Unpack an uploaded dataset zip into a new folder ``dest_root/<zip stem>`` (``-2``, ``-3`` ... when taken);
+    the dataset folder inside it.
+
+    Refused before anything is written: members that would land outside the folder (``../``, absolute paths) and
+    files Python could load as code (:data:`CODE_SUFFIXES`: a dataset is audio and text)."""
     zip_file = Path(zip_file)
     if not zipfile.is_zipfile(zip_file):
         raise DataError(f"{zip_file.name}: not a zip file (upload a .zip of the dataset folder)")
-    dest = Path(dest_root) / zip_file.stem
-    dest.mkdir(parents=True, exist_ok=True)
-    root = dest.resolve()
     with zipfile.ZipFile(zip_file) as zf:
-        for member in zf.namelist():
-            target = (dest / member).resolve()
+        members = zf.namelist()
+        code = [m for m in members if m.lower().endswith(CODE_SUFFIXES)]
+        if code:
+            raise DataError(
+                f"{zip_file.name}: holds {len(code)} file(s) of code ({', '.join(code[:3])}); a dataset upload is "
+                "audio and text only: remove them and upload again"
+            )
+        dest = _new_folder(Path(dest_root), zip_file.stem)
+        root = dest.resolve()
+        for member in members:
+            target = (root / member).resolve()
             if root != target and root not in target.parents:
+                dest.rmdir()
                 raise DataError(f"{zip_file.name}: member '{member}' would be written outside {dest}; refusing it")
         zf.extractall(dest)
     # a zip of one folder: the dataset is that folder
@@ -138,6 +187,33 @@ def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
     if len(inner) == 1 and inner[0].is_dir():
         return inner[0]
     return dest
+
+
+def _new_folder(root: Path, stem: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        folder = root / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            folder.mkdir()
+            return folder
+        except FileExistsError:
+            continue
+    raise DataError(f"{root}: no free folder name for {stem}")
+
+
+def unpack_upload(zip_file: str | Path, uploads: str | Path) -> tuple[Path, str]:
+    """An uploaded dataset zip unpacked under ``uploads`` and its detected format; a rejected upload (not a zip,
+    code inside, a member outside, no dataset layout found) leaves nothing on disk."""
+    import shutil
+
+    before = set(Path(uploads).iterdir()) if Path(uploads).is_dir() else set()
+    try:
+        folder = extract_zip(zip_file, uploads)
+        return folder, detect_format(folder)
+    except UserError:
+        for made in set(Path(uploads).iterdir()) - before if Path(uploads).is_dir() else ():
+            shutil.rmtree(made, ignore_errors=True)
+        raise
 
 
 def detect_format(path: str | Path) -> str:
@@ -247,16 +323,18 @@ def symbol_inventory(
     return rows, unknown
 
 
-def histogram(values: list[float], bins: int = 20) -> list[tuple[str, int]]:
-    """(bin label in seconds, count) for a bar chart."""
+def histogram(values: list[float], bins: int = 20) -> tuple[float, list[tuple[float, int]]]:
+    """``(width, [(bin centre in seconds, count), ...])`` of ``values``, centres ascending, bins of no value left
+    out. The width is a round number (1, 2 or 5 times a power of ten) giving about ``bins`` bins, and the bins
+    start at its multiples, as the page's plot bins its numeric axis (``x_bin``)."""
     if not values:
-        return []
+        return 1.0, []
     lo, hi = min(values), max(values)
-    width = (hi - lo) / bins or 1.0
-    counts = [0] * bins
-    for v in values:
-        counts[min(bins - 1, int((v - lo) / width))] += 1
-    return [(f"{lo + i * width:.2f}", n) for i, n in enumerate(counts)]
+    raw = (hi - lo) / bins or 1.0
+    power = 10.0 ** math.floor(math.log10(raw))
+    width = min((m * power for m in (1.0, 2.0, 5.0, 10.0)), key=lambda w: abs(math.log(w / raw)))
+    counts = Counter(math.floor(v / width + 1e-9) for v in values)
+    return width, [(round((k + 0.5) * width, 6), n) for k, n in sorted(counts.items())]
 
 
 # --------------------------------------------------------------------------------- probe, estimate, plan
@@ -372,12 +450,12 @@ def tune_table(report_json: Path) -> str:
     import json
 
     d = json.loads(Path(report_json).read_text())
-    lines = ["bucket  longest  batch  padded  audio s/s  limited by"]
+    lines = ["bucket  items  longest  batch  padded  audio s/s  limited by"]
     for b in sorted(d["buckets"], key=lambda r: -r["max_item_frames"]):
         aps = b.get("audio_seconds_per_second")
         lines.append(
-            f"{b['bucket']:>6} {b['max_item_frames']:>8} {b['batch_size']:>6} {b['batch_frames']:>7} "
-            f"{'-' if aps is None else f'{aps:.1f}':>10}  {b['limited_by']}"
+            f"{b['bucket']:>6} {b.get('items', 0):>6} {b['max_item_frames']:>8} {b['batch_size']:>6} "
+            f"{b['batch_frames']:>7} {'-' if aps is None else f'{aps:.1f}':>10}  {b['limited_by']}"
         )
     lines.append(f"grad_accum {d.get('grad_accum')}; device {d.get('device')}; tuned in {d.get('seconds', 0):.1f} s")
     return "\n".join(lines)

@@ -28,15 +28,31 @@ SWITCH_COLUMNS = ["setting", "recommended", "recipe", "use", "why"]
 
 class Workspace:
     """Where the UI keeps things: run directories under ``runs``, datasets under ``data``; its own
-    job folders (prepare, tune, bench, listen) under ``runs/.ui``."""
+    job folders (prepare, tune, bench, listen) under ``runs/.ui``.
 
-    def __init__(self, runs_root: str | Path = "runs", data_root: str | Path = "data") -> None:
+    ``also``: more folders whose runs the page lists (the demo's report folder, ``reports``); ``allow_models``: the
+    ``package.module:factory`` models the person who started the UI allows (every other one is refused,
+    :func:`speechtrain.ui.backend.check_runnable`). Uploaded zips are unpacked in ``runs/.ui/uploads`` (a folder
+    no import name reaches: its path holds ``.ui``), and the server serves files from ``runs/.ui/shown`` only:
+    the copies of what the page shows (eval audio, the ladder's chart, the Listen tab's output)."""
+
+    def __init__(
+        self,
+        runs_root: str | Path = "runs",
+        data_root: str | Path = "data",
+        also: tuple[str | Path, ...] | list[str | Path] = (),
+        allow_models: tuple[str, ...] | list[str] = (),
+    ) -> None:
         self.runs = Path(runs_root).resolve()
         self.data = Path(data_root).resolve()
         self.ui = self.runs / ".ui"
         self.tuned = self.ui / "tuned"
-        for d in (self.runs, self.data, self.ui):
+        self.uploads = self.ui / "uploads"
+        self.shown = self.ui / "shown"
+        for d in (self.runs, self.data, self.ui, self.shown):
             d.mkdir(parents=True, exist_ok=True)
+        self.also = [Path(p).resolve() for p in also if Path(p).resolve() != self.runs]
+        self.allow_models = tuple(allow_models)
         self.gpu: deque[dict[str, Any]] = deque(maxlen=600)
         self.t0 = time.time()
 
@@ -50,18 +66,67 @@ class Workspace:
     def recipes(self) -> list[str]:
         return backend.list_recipes([self.tuned])
 
+    def load_config(self, recipe: str, overrides: list[str]) -> Any:
+        """:func:`backend.load_config` with the models this UI allows."""
+        return backend.load_config(recipe, overrides, self.allow_models)
+
+    def load_run_config(self, run_dir: Path, overrides: list[str] | None = None) -> Any:
+        return backend.load_run_config(run_dir, overrides or [], self.allow_models)
+
+    # ------------------------------------------------------------------ runs
+    def run_paths(self) -> list[Path]:
+        """Every run directory the page lists: under ``runs``, then under each of ``also`` that exists."""
+        found = runs.find_runs(self.runs)
+        for root in self.also:
+            found += [p for p in runs.find_runs(root) if p not in found]
+        return found
+
+    def run_name(self, path: Path) -> str:
+        """A run as the page names it: its path under ``runs``, else under the working directory, else absolute."""
+        for root in (self.runs, Path.cwd().resolve()):
+            if path.is_relative_to(root):
+                return str(path.relative_to(root))
+        return str(path)
+
     def resolve_run(self, run: str | None) -> Path:
+        """The run directory the page names ``run``: one the page lists (by its name or path), else a UserError."""
         if not run:
             raise UserError("choose a run (Train or Runs tab)")
-        path = Path(run)
-        if not path.is_absolute():
-            path = self.runs / run
-        if not runs.is_run_dir(path):
-            raise UserError(f"{path} is not a speechtrain run directory (no config.yaml)")
-        return path
+        listed = self.run_paths()
+        for path in listed:
+            if run in (self.run_name(path), str(path)):
+                return path
+        asked = Path(run) if Path(run).is_absolute() else self.runs / run
+        if asked.resolve() in listed:
+            return asked.resolve()
+        where = " or ".join(str(r) for r in [self.runs, *self.also])
+        raise UserError(f"{run}: no run of that name under {where} (choose one from the run list)")
 
     def run_names(self) -> list[str]:
-        return [str(r.path.relative_to(self.runs)) for r in runs.list_runs(self.runs)]
+        return [self.run_name(r.path) for r in self.list_runs()]
+
+    def list_runs(self) -> list[runs.RunInfo]:
+        """:func:`runs.list_runs` of every folder the page lists, most recently updated first."""
+        return sorted((runs.run_info(p) for p in self.run_paths()), key=lambda r: -r.updated)
+
+    # ------------------------------------------------------------------ served files
+    def show(self, path: str | Path | None) -> str | None:
+        """A copy of ``path`` in ``runs/.ui/shown`` (the one folder the server serves), made when missing or older."""
+        if path is None:
+            return None
+        import hashlib
+        import shutil
+
+        src = Path(path).resolve()
+        if src.is_relative_to(self.shown):
+            return str(src)
+        copy = self.shown / f"{hashlib.sha1(str(src).encode()).hexdigest()[:12]}-{src.name}"
+        stat = src.stat()
+        if not copy.is_file() or copy.stat().st_mtime < stat.st_mtime or copy.stat().st_size != stat.st_size:
+            tmp = copy.with_name(copy.name + ".tmp")
+            shutil.copyfile(src, tmp)
+            tmp.replace(copy)
+        return str(copy)
 
 
 @dataclass
@@ -145,6 +210,32 @@ def series_df(series: list[tuple[Any, str, float]], x: str = "step") -> pd.DataF
         return None
     frame = pd.DataFrame(series, columns=[x, "series", "value"])
     return frame.astype({x: "float64", "series": object, "value": "float64"})
+
+
+#: the plots' series colours, in order of first appearance: Vega's own ten (its first, #4c78a8, is what a plot of
+#: one series draws)
+PALETTE = (
+    "#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"
+)  # fmt: skip
+
+
+def colour_map(frame: pd.DataFrame | None, column: str = "series") -> dict[str, str] | None:
+    """A colour per series of a plot's frame (None without rows).
+
+    Gradio's plot (6.31) draws its legend and colour scale from the series of the frame it had when the chart was
+    last built, and rebuilds the chart only when a setting such as ``color_map`` changes, never for new data: a
+    run with other series (another run picked, a series that starts later) drew nothing under the old legend.
+    Setting this map in an event after the data's (``.then``) rebuilds the chart with the new series; the same
+    series give the same map, and no rebuild."""
+    if frame is None or frame.empty:
+        return None
+    names = list(dict.fromkeys(str(v) for v in frame[column]))
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def recolour(maps: list[dict[str, str] | None]) -> tuple[Any, ...]:
+    """The plots' ``color_map`` updates of :func:`colour_map` results (a skip where there is no data)."""
+    return tuple(gr.skip() if m is None else gr.update(color_map=m) for m in maps)
 
 
 def _switch_rows(table: Any) -> list[list[Any]]:

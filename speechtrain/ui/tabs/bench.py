@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -37,8 +38,8 @@ def layout(ws: Workspace) -> BenchTab:
         bench = gr.Button("Run the ablation ladder", variant="primary", elem_id="bench")
     status = gr.Markdown(elem_id="bench-status")
     log = gr.Textbox(label="progress", lines=5, autoscroll=True)
-    table = gr.Markdown()
-    plot = gr.Image(label="ladder", type="filepath", interactive=False)
+    table = gr.Markdown(elem_id="bench-table")  # its numbers never wrap (app.CSS)
+    plot = gr.Image(label="ladder", type="filepath", interactive=False, elem_id="bench-plot")
     diagnosis = gr.Textbox(label="diagnosis", lines=6)
     return BenchTab(steps, limit, skip, bench, status, log, table, plot, diagnosis)
 
@@ -47,7 +48,7 @@ def wire(ws: Workspace, tab: BenchTab, inputs: Inputs) -> None:
     @guarded(4)
     def do_bench(r: str, d: str, f: str, sw: str, ex: str, steps: float, limit: float, leave_out: str):  # noqa: ANN202
         overrides = all_overrides(r, d, f, sw, ex)
-        backend.load_config(r, overrides)
+        ws.load_config(r, overrides)
         folder = ws.job("bench")
         jobs.start(
             folder,
@@ -60,15 +61,7 @@ def wire(ws: Workspace, tab: BenchTab, inputs: Inputs) -> None:
         if state.status != "done":
             yield err_line(state), jobs.log_tail(folder), *skip
             return
-        table, diagnosis = backend.bench_outputs(folder / "bench.json")
-        png = folder / "bench.png"
-        yield (
-            ok(f"ladder done: {folder}"),
-            jobs.log_tail(folder, 8),
-            table,
-            str(png) if png.is_file() else None,
-            diagnosis,
-        )
+        yield (ok(f"ladder done: {folder}"), jobs.log_tail(folder, 8), *_results(ws, folder))
 
     tab.bench.click(
         do_bench,
@@ -76,3 +69,23 @@ def wire(ws: Workspace, tab: BenchTab, inputs: Inputs) -> None:
         [tab.status, tab.log, tab.table, tab.plot, tab.diagnosis],
         api_name="bench",
     )
+
+
+def _results(ws: Workspace, folder: Path) -> tuple[str, str | None, str]:
+    """The ladder's table, chart (a copy the page may show) and diagnosis of a finished bench job."""
+    table, diagnosis = backend.bench_outputs(folder / "bench.json")
+    png = folder / "bench.png"
+    return table, ws.show(png) if png.is_file() else None, diagnosis
+
+
+def reattach(app: gr.Blocks, ws: Workspace, tab: BenchTab) -> None:
+    """On page load: the newest finished ladder, as the page showed it when it ended (a reloaded page or a
+    restarted UI loses nothing)."""
+
+    def on_load() -> tuple[Any, ...]:
+        done = [f for f in sorted((ws.ui / "jobs").glob("bench-*")) if (f / "bench.json").is_file()]
+        if not done:
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+        return (ok(f"ladder done: {done[-1]}"), *_results(ws, done[-1]))
+
+    app.load(on_load, None, [tab.status, tab.table, tab.plot, tab.diagnosis], api_visibility="private")

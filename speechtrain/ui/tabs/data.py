@@ -27,13 +27,16 @@ class DataTab:
     hist: Any
     symbols: Any
     unknown: Any
+    hist_bin: Any
 
 
 def layout(ws: Workspace) -> DataTab:
     with gr.Row():
         utterances = gr.Number(120, label="demo utterances", precision=0, minimum=8, elem_id="utterances")
         make_demo = gr.Button("Make demo corpus", elem_id="make-demo")
-        upload = gr.File(label="or upload a dataset .zip", file_types=[".zip"], type="filepath", height=120)
+        upload = gr.File(
+            label="or upload a dataset .zip", file_types=[".zip"], type="filepath", height=120, elem_id="upload"
+        )
     prepare = gr.Button("Prepare", variant="primary", elem_id="prepare")
     status = gr.Markdown(elem_id="data-status")
     with gr.Row():
@@ -41,13 +44,26 @@ def layout(ws: Workspace) -> DataTab:
         log = gr.Textbox(label="prepare output", lines=7, max_lines=12, autoscroll=True)
     with gr.Row():
         skipped = gr.Dataframe(headers=["reason", "count", "first ids"], label="skipped", interactive=False)
-        hist = gr.BarPlot(x="seconds", y="utterances", title="durations", label="durations (s)")
+        # a numeric axis binned by the histogram's own width, from zero: bins in order, a bin of one drawn
+        hist = gr.BarPlot(
+            x="seconds",
+            y="utterances",
+            x_bin=1.0,
+            y_aggregate="sum",
+            y_lim=[0, None],
+            title="durations",
+            label="durations (s)",
+            elem_id="durations",
+        )
     with gr.Row():
         symbols = gr.Dataframe(
             headers=["symbol", "count", "known"], label="symbol inventory", interactive=False, max_height=300
         )
         unknown = gr.Textbox(label="characters the text front end cannot map", lines=2)
-    return DataTab(utterances, make_demo, upload, prepare, status, summary, log, skipped, hist, symbols, unknown)
+    hist_bin = gr.State(None)
+    return DataTab(
+        utterances, make_demo, upload, prepare, status, summary, log, skipped, hist, symbols, unknown, hist_bin
+    )
 
 
 def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
@@ -62,13 +78,12 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
     def do_upload(path: str | None) -> tuple[str, str, str]:
         if not path:
             raise UserError("upload a .zip of the dataset folder")
-        folder = backend.extract_zip(path, ws.data / "uploads")
-        found = backend.detect_format(folder)
+        folder, found = backend.unpack_upload(path, ws.uploads)
         return ok(f"unpacked to {folder}; detected format: {found}"), str(folder), "auto"
 
     tab.upload.upload(do_upload, [tab.upload], [tab.status, inputs.data, inputs.fmt], api_name="upload_zip")
 
-    @guarded(7)
+    @guarded(8)
     def do_prepare(r: str, d: str, f: str, sw: str, ex: str):  # noqa: ANN202 - a generator
         if not d:
             raise UserError("choose a dataset folder or manifest (or make the demo corpus)")
@@ -76,9 +91,11 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
             backend.detect_format(d)  # the same error as the CLI, before starting anything
         folder = ws.job("prepare")
         report_json = folder / "report.json"
-        argv = backend.prepare_argv(r, d, f, report_json, backend.parse_overrides(sw) + backend.parse_overrides(ex))
+        extra = backend.parse_overrides(sw) + backend.parse_overrides(ex)
+        ws.load_config(r, backend.data_overrides(r, d, f) + extra)  # prepare imports the model's family
+        argv = backend.prepare_argv(r, d, f, report_json, extra)
         jobs.start(folder, argv)
-        skip = [gr.skip()] * 5
+        skip = [gr.skip()] * 6
         while (state := jobs.status(folder)).status == "running":
             yield ok(f"preparing ... (`{state.command}`)"), jobs.log_tail(folder), *skip
             time.sleep(POLL_SECONDS)
@@ -87,23 +104,30 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
             yield err_line(state), tail, *skip
             return
         rep = backend.data_report(report_json)
-        hist_df = df(backend.histogram(rep.durations), ["seconds", "utterances"])
+        width, bins = backend.histogram(rep.durations)
+        hist = df(bins, ["seconds", "utterances"])
         yield (
             ok(f"prepared: kept {rep.kept} utterances"),
             tail,
             rep.summary,
             df(rep.skipped, ["reason", "count", "first ids"]),
-            hist_df,
+            hist,
             df([[_shown(s), n, k] for s, n, k in rep.symbols], ["symbol", "count", "known"]),
             " ".join(rep.unknown) or "(none)",
+            width,
         )
 
     tab.prepare.click(
         do_prepare,
         inputs.all(),
-        [tab.status, tab.log, tab.summary, tab.skipped, tab.hist, tab.symbols, tab.unknown],
+        [tab.status, tab.log, tab.summary, tab.skipped, tab.hist, tab.symbols, tab.unknown, tab.hist_bin],
         api_name="prepare",
-    )
+    ).then(_bin_width, [tab.hist_bin], [tab.hist], api_visibility="private", show_progress="hidden")
+
+
+def _bin_width(width: float | None) -> Any:
+    """The histogram's bin width, set after its data (the plot rebuilds for a new ``x_bin``, never for new data)."""
+    return gr.update(x_bin=width) if width else gr.skip()
 
 
 def _shown(symbol: str) -> str:

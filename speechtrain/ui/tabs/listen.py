@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gradio as gr
@@ -43,11 +44,18 @@ def layout(ws: Workspace) -> ListenTab:
     return ListenTab(run, text, synthesize, audio_in, vocode, classify, status, audio_out, labels)
 
 
+def _run(ws: Workspace, run: str) -> Path:
+    """The run picked, once its saved config passes what the UI runs (a model of its own only when allowed)."""
+    path = ws.resolve_run(run)
+    ws.load_run_config(path)
+    return path
+
+
 def wire(ws: Workspace, tab: ListenTab) -> None:
     @guarded(2)
     def do_synthesize(run: str, sentence: str) -> tuple[str, str]:
-        path = ws.resolve_run(run)
-        out = ws.ui / "listen" / f"{path.name}-{time.strftime('%H%M%S')}-{time.time_ns() % 1000:03d}.wav"
+        path = _run(ws, run)
+        out = ws.shown / "listen" / f"{path.name}-{time.strftime('%H%M%S')}-{time.time_ns() % 1000:03d}.wav"
         res = backend.synthesize(path, sentence, out)
         return ok(_rtf_line("synthesized", res)), str(res.audio_path)
 
@@ -57,8 +65,8 @@ def wire(ws: Workspace, tab: ListenTab) -> None:
     def do_vocode(run: str, wav: str | None) -> tuple[str, str]:
         if not wav:
             raise UserError("give an audio file to vocode")
-        path = ws.resolve_run(run)
-        out = ws.ui / "listen" / f"{path.name}-vocoded-{time.strftime('%H%M%S')}.wav"
+        path = _run(ws, run)
+        out = ws.shown / "listen" / f"{path.name}-vocoded-{time.strftime('%H%M%S')}.wav"
         res = backend.vocode(path, wav, out)
         return ok(_rtf_line("vocoded", res)), str(res.audio_path)
 
@@ -68,7 +76,7 @@ def wire(ws: Workspace, tab: ListenTab) -> None:
     def do_classify(run: str, wav: str | None) -> tuple[str, pd.DataFrame]:
         if not wav:
             raise UserError("give an audio file to classify")
-        label, probs, seconds = backend.classify(ws.resolve_run(run), wav)
+        label, probs, seconds = backend.classify(_run(ws, run), wav)
         rows = sorted(probs.items(), key=lambda kv: -kv[1])
         return ok(f"label **{label}** ({probs[label]:.3f}) in {seconds * 1000:.0f} ms"), df(
             [[k, round(v, 4)] for k, v in rows], ["label", "probability"]

@@ -62,7 +62,7 @@ def layout(ws: Workspace) -> RecipeTab:
 def wire(ws: Workspace, tab: RecipeTab, inputs: Inputs) -> None:
     @guarded(3)
     def do_probe(r: str) -> tuple[str, str, pd.DataFrame]:
-        cfg = backend.load_config(r, []) if r else None
+        cfg = ws.load_config(r, []) if r else None
         head, rows = backend.probe_switches(cfg)
         table = df([[s.key, s.recommended, s.recipe, s.recommended, s.reason] for s in rows], SWITCH_COLUMNS)
         return ok("probed; 'use' starts at the recommendation, edit it to override"), f"**{head}**", table
@@ -74,14 +74,14 @@ def wire(ws: Workspace, tab: RecipeTab, inputs: Inputs) -> None:
 
     @guarded(2)
     def do_estimate(r: str, d: str, f: str, sw: str, ex: str) -> tuple[str, str]:
-        cfg = backend.load_config(r, all_overrides(r, d, f, sw, ex))
+        cfg = ws.load_config(r, all_overrides(r, d, f, sw, ex))
         return ok("estimate done (`speechtrain estimate`)"), backend.estimate_text(cfg)
 
     tab.estimate.click(do_estimate, inputs.all(), [tab.status, tab.estimate_out], api_name="estimate")
 
     @guarded(2)
     def do_plan(r: str, d: str, f: str, sw: str, ex: str) -> tuple[str, str]:
-        cfg = backend.load_config(r, all_overrides(r, d, f, sw, ex))
+        cfg = ws.load_config(r, all_overrides(r, d, f, sw, ex))
         return ok("plan done (`speechtrain plan`)"), backend.plan_text(cfg)
 
     tab.plan.click(do_plan, inputs.all(), [tab.status, tab.plan_out], api_name="plan")

@@ -21,13 +21,13 @@ class RunsTab:
 
 def layout(ws: Workspace) -> RunsTab:
     refresh = gr.Button("Refresh", elem_id="runs-refresh")
-    table = gr.Dataframe(headers=runs.COLUMNS, label="runs", interactive=False, wrap=True)
+    table = gr.Dataframe(headers=runs.COLUMNS, label="runs", interactive=False, wrap=True, elem_id="runs-table")
     return RunsTab(refresh, table)
 
 
 def wire(ws: Workspace, tab: RunsTab) -> None:
     def do_runs() -> pd.DataFrame:
-        return df([r.row() for r in runs.list_runs(ws.runs)], runs.COLUMNS)
+        return df([_row(ws, r) for r in ws.list_runs()], runs.COLUMNS)
 
     tab.refresh.click(do_runs, None, [tab.table], api_name="runs")
 
@@ -36,15 +36,20 @@ def reattach(app: gr.Blocks, ws: Workspace, train_run: Any, listen_run: Any, tab
     """On page load: list the runs found on disk and pick the running one (else the newest)."""
 
     def on_load():  # noqa: ANN202
-        found = runs.list_runs(ws.runs)
-        names = [str(r.path.relative_to(ws.runs)) for r in found]
+        found = ws.list_runs()
+        names = [ws.run_name(r.path) for r in found]
         live = [n for n, r in zip(names, found) if r.status in ("running", "starting")]
         done = [n for n, r in zip(names, found) if r.status in ("finished", "stopped")]
         pick = live[0] if live else (names[0] if names else None)
         return (
             gr.update(choices=names, value=pick),
             gr.update(choices=names, value=done[0] if done else pick),
-            df([r.row() for r in found], runs.COLUMNS),
+            df([_row(ws, r) for r in found], runs.COLUMNS),
         )
 
     app.load(on_load, None, [train_run, listen_run, tab.table], api_name="reattach")
+
+
+def _row(ws: Workspace, info: runs.RunInfo) -> list[Any]:
+    """The run's table row, named as the run lists name it (``reports/demo/run`` for the demo's)."""
+    return [ws.run_name(info.path), *info.row()[1:]]

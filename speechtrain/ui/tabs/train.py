@@ -1,6 +1,10 @@
 """The Train tab: start a run (``speechtrain train`` as a job in its run directory), stop it (SIGTERM: it saves a
-checkpoint), resume it, and watch it: losses, eval, speed, memory and GPU plots, events, the latest eval audio
-and its output, refreshed every two seconds from the run directory (so a reloaded page sees the same)."""
+checkpoint), resume it, and watch it: losses, eval, speed, memory and (on a machine with a GPU) GPU plots, events,
+the latest eval audio and its output, refreshed every two seconds from the run directory (so a reloaded page sees
+the same).
+
+What the buttons say (``status``) and what the run view shows (``head``) are two lines: the view's refresh never
+overwrites a button's message, so an error stays until the next click."""
 
 from __future__ import annotations
 
@@ -10,11 +14,23 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import pandas as pd
 
 from speechtrain.errors import UserError
 from speechtrain.train.rundir import lock_holder
 from speechtrain.ui import backend, jobs, runs
-from speechtrain.ui.page import Inputs, Workspace, all_overrides, df, err, guarded, ok, series_df
+from speechtrain.ui.page import (
+    Inputs,
+    Workspace,
+    all_overrides,
+    colour_map,
+    df,
+    err,
+    guarded,
+    ok,
+    recolour,
+    series_df,
+)
 
 EVENT_COLUMNS = ["step", "event", "detail"]
 
@@ -29,6 +45,7 @@ class TrainTab:
     stop: Any
     resume: Any
     status: Any
+    head: Any
     loss_plot: Any
     eval_plot: Any
     speed_plot: Any
@@ -38,11 +55,16 @@ class TrainTab:
     eval_audio: Any
     log: Any
     timer: Any
+    colours: Any
+
+    def plots(self) -> list[Any]:
+        """The plots whose colours :func:`colour_maps` sets, in its order."""
+        return [self.loss_plot, self.eval_plot, self.speed_plot, self.mem_plot, self.gpu_plot]
 
     def view(self) -> list[Any]:
         """What :func:`read_run_view` fills, in its order."""
         return [
-            self.status,
+            self.head,
             self.loss_plot,
             self.eval_plot,
             self.speed_plot,
@@ -65,20 +87,31 @@ def layout(ws: Workspace) -> TrainTab:
         stop = gr.Button("Stop", elem_id="stop")
         resume = gr.Button("Resume", elem_id="resume")
     status = gr.Markdown(elem_id="train-status")
+    head = gr.Markdown(elem_id="run-head")
     with gr.Row():
         loss_plot = gr.LinePlot(
             x="step", y="value", color="series", title="train losses", height=260, elem_id="loss-plot"
         )
-        eval_plot = gr.LinePlot(x="step", y="value", color="series", title="eval", height=260)
+        # points: an eval every N steps is one point per series at first, which a line does not draw
+        eval_plot = gr.ScatterPlot(x="step", y="value", color="series", title="eval", height=260, elem_id="eval-plot")
     with gr.Row():
         speed_plot = gr.LinePlot(x="step", y="value", color="series", title="audio-s/s and data wait %", height=260)
         mem_plot = gr.LinePlot(x="step", y="value", color="series", title="memory (GiB)", height=260)
-    gpu_plot = gr.LinePlot(x="seconds", y="value", color="series", title="GPU (NVML)", height=220)
+    gpu_plot = gr.LinePlot(
+        x="seconds",
+        y="value",
+        color="series",
+        title="GPU (NVML)",
+        height=220,
+        visible=backend.gpu_stats() is not None,  # no GPU (or no NVML): no plot that can only stay empty
+        elem_id="gpu-plot",
+    )
     with gr.Row():
         events = gr.Dataframe(headers=EVENT_COLUMNS, label="events", interactive=False)
         eval_audio = gr.Audio(label="latest eval audio", type="filepath", interactive=False)
     log = gr.Textbox(label="output", lines=8, max_lines=14, autoscroll=True)
     timer = gr.Timer(2.0)
+    colours = gr.State([])
     return TrainTab(
         run_name,
         max_steps,
@@ -88,6 +121,7 @@ def layout(ws: Workspace) -> TrainTab:
         stop,
         resume,
         status,
+        head,
         loss_plot,
         eval_plot,
         speed_plot,
@@ -97,6 +131,7 @@ def layout(ws: Workspace) -> TrainTab:
         eval_audio,
         log,
         timer,
+        colours,
     )
 
 
@@ -105,7 +140,7 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
     def do_start(r: str, d: str, f: str, sw: str, ex: str, name: str, steps: float) -> tuple[str, Any]:
         overrides = all_overrides(r, d, f, sw, ex)
         name = (name or "").strip() or f"{Path(r).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if "/" in name or name.startswith("."):
+        if "/" in name or "\\" in name or name.startswith("."):
             raise UserError(f"run name '{name}': use a plain folder name (no '/', not starting with '.')")
         run_dir = ws.runs / name
         if runs.is_run_dir(run_dir):
@@ -113,7 +148,7 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
         overrides += [f"train.output_dir={run_dir}"]
         if steps and int(steps) > 0:
             overrides.append(f"train.max_steps={int(steps)}")
-        backend.load_config(r, overrides)  # config errors before any process starts
+        ws.load_config(r, overrides)  # config errors (and what the UI refuses) before any process starts
         jobs.start(runs.job_folder(run_dir), backend.train_argv(r, overrides))
         return ok(f"started {name}"), gr.update(choices=ws.run_names(), value=name)
 
@@ -134,6 +169,8 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
     @guarded(1)
     def do_resume(run: str, more: str) -> str:
         path = ws.resolve_run(run)
+        overrides = backend.parse_overrides(more)
+        ws.load_run_config(path, overrides)  # what `train --resume` reads, checked before it starts
         info = runs.run_info(path)
         holder = lock_holder(path)
         if holder is not None and info.status != "starting":
@@ -141,16 +178,25 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
             raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
         if info.status in ("running", "starting"):
             raise UserError(f"{path.name} is already running")
-        jobs.start(runs.job_folder(path), backend.resume_argv(path, backend.parse_overrides(more)))
+        jobs.start(runs.job_folder(path), backend.resume_argv(path, overrides))
         return ok(f"resuming {path.name} from step {info.step}")
 
     tab.resume.click(do_resume, [tab.run_pick, tab.resume_extra], [tab.status], api_name="resume_train")
 
     def run_view(run: str | None) -> tuple[Any, ...]:
-        return read_run_view(ws, run)
+        view = read_run_view(ws, run)
+        return (*view, [colour_map(frame) if isinstance(frame, pd.DataFrame) else None for frame in view[1:6]])
 
-    tab.timer.tick(run_view, [tab.run_pick], tab.view(), api_name="run_view", show_progress="hidden")
-    tab.run_pick.change(run_view, [tab.run_pick], tab.view(), api_visibility="private")
+    def colours(maps: list[dict[str, str] | None]) -> tuple[Any, ...]:
+        return recolour(maps) if maps else tuple(gr.skip() for _ in tab.plots())
+
+    outputs = [*tab.view(), tab.colours]
+    tab.timer.tick(run_view, [tab.run_pick], outputs, api_name="run_view", show_progress="hidden").then(
+        colours, [tab.colours], tab.plots(), api_visibility="private", show_progress="hidden"
+    )
+    tab.run_pick.change(run_view, [tab.run_pick], outputs, api_visibility="private").then(
+        colours, [tab.colours], tab.plots(), api_visibility="private", show_progress="hidden"
+    )
 
 
 def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
@@ -181,7 +227,7 @@ def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
         series_df(runs.memory_series(rows)),
         gpu_df,
         df(runs.events(rows), EVENT_COLUMNS),
-        str(samples[-1]) if samples else None,
+        ws.show(samples[-1]) if samples else None,
         jobs.log_tail(runs.job_folder(path), 30),
     )
 

@@ -29,7 +29,7 @@ def layout(ws: Workspace) -> TuneTab:
     tune = gr.Button("Tune batch sizes per bucket", variant="primary", elem_id="tune")
     status = gr.Markdown(elem_id="tune-status")
     trials = gr.Dataframe(headers=TRIAL_COLUMNS, label="trials", interactive=False)
-    table = gr.Textbox(label="tuned per-bucket table", lines=8)
+    table = gr.Textbox(label="tuned per-bucket table", lines=8, elem_id="tune-table")
     return TuneTab(tune, status, trials, table)
 
 
@@ -37,7 +37,7 @@ def wire(ws: Workspace, tab: TuneTab, inputs: Inputs) -> None:
     @guarded(4)
     def do_tune(r: str, d: str, f: str, sw: str, ex: str):  # noqa: ANN202 - a generator
         overrides = all_overrides(r, d, f, sw, ex)
-        backend.load_config(r, overrides)  # bad overrides fail here, with the CLI's message
+        ws.load_config(r, overrides)  # bad overrides (and what the UI refuses) fail here, with the CLI's message
         folder = ws.job("tune")
         out_yaml = ws.tuned / f"{Path(r).stem}-tuned-{time.strftime('%H%M%S')}.yaml"
         jobs.start(folder, backend.tune_argv(r, overrides, out_yaml, folder / "tune.json"))
