@@ -1,8 +1,11 @@
 """The tiny GPT-TTS on held-out corpora made here (issue 29): sentences no built-in list has, in languages
 the built-in tests do not train on (Kazakh, with and without espeak-ng phonemes) and in Uzbek Cyrillic.
-After 40 steps the recipe said different sentences identically on such corpora (Kazakh: 4 of 15 sentence
-pairs identical with characters, 6 of 15 with espeak phonemes, measured 2026-11-24 with this test's
-corpus); trained 120 steps, every pair of six sentences must come out different under greedy decoding."""
+
+After 40 steps the recipe says different sentences identically: of the 15 pairs of six sentences, 2 to 15 came
+out identical under greedy decoding for 15, 13 and 15 of 20 training seeds (uz-Cyrl, kk, kk with espeak). After
+120 steps at most one pair did, for each of the 60 seeds: 0 pairs for 51, 1 pair for 9 (tiny greedy decoding
+still collapses one pair now and then, so requiring none failed the suite when another test's seed order
+shifted the run). Measured 2026-11-24 with this test's corpora, train.seed=1..20, 1 thread."""
 
 from __future__ import annotations
 
@@ -87,4 +90,4 @@ def test_tiny_gpt_tts_says_held_out_sentences_differently(tmp_path: Path, langua
         for i, j in itertools.combinations(range(len(said)), 2)
         if said[i].shape == said[j].shape and np.array_equal(said[i], said[j])
     ]
-    assert not alike, f"said identically after {STEPS} steps: {alike}"
+    assert len(alike) <= 1, f"{len(alike)} of 15 sentence pairs said identically after {STEPS} steps: {alike}"
