@@ -110,10 +110,12 @@ def _free_groups_at_exit() -> None:
     collection of ``Py_FinalizeEx``, where the gloo group's worker thread, releasing a finished all-reduce
     whose tensors need the GIL, aborts the process ("terminate called without an active exception", exit -6
     after a run that stopped cleanly: 4 of 6 runs of the two-rank SIGTERM test before this). Collected here,
-    the group is freed while its threads can still finish."""
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
-        gc.collect()
-        release_meshes()
+    the group is freed while its threads can still finish. (``destroy_process_group`` clears every record that a
+    group was ever made, so this runs in every process: one collection, silent.)"""
+    if not torch.distributed.is_available() or torch.distributed.is_initialized():
+        return
+    gc.collect()
+    release_meshes()
 
 
 atexit.register(_free_groups_at_exit)
@@ -176,7 +178,9 @@ def release_meshes() -> None:
     from torch.distributed.device_mesh import DeviceMesh
 
     for obj in gc.get_objects():
-        if isinstance(obj, DeviceMesh):
+        # by the type's MRO, not isinstance: isinstance runs torch's opaque-type metaclass check on every
+        # object (deprecation warnings from torch.distributed's attributes, a ReferenceError on dead proxies)
+        if DeviceMesh in type(obj).__mro__:
             groups = getattr(obj, "_pg_registry", None)
             if isinstance(groups, dict):
                 groups.clear()
