@@ -72,7 +72,7 @@ from speechtrain.data.pitch import F0Settings
 from speechtrain.data.text.frontend import TextSettings
 from speechtrain.data.text.inventory import TextItem
 from speechtrain.data.validate import Probe
-from speechtrain.errors import DataError
+from speechtrain.errors import DataError, free_space
 from speechtrain.logs import get_logger
 
 if TYPE_CHECKING:
@@ -352,21 +352,9 @@ def not_written(path: Path, exc: OSError) -> DataError:
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
     why = f"the disk is full ({os.strerror(exc.errno or 0)})" if full else (exc.strerror or str(exc))
     return DataError(
-        f"could not write {path}: {why}; {_free_gib(path)} free there. Free some space, or point data.cache_dir at "
+        f"could not write {path}: {why}; {free_space(path)} free there. Free some space, or point data.cache_dir at "
         "a larger disk, and run prepare again (what was computed so far is reused)"
     )
-
-
-def _free_gib(path: Path) -> str:
-    import shutil
-
-    p = Path(path).absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    try:
-        return f"{shutil.disk_usage(p).free / 2**30:.2f} GiB"
-    except OSError:
-        return "unknown"
 
 
 def load_feature(path: Path, shape: tuple[int, ...] | None, item_id: str) -> np.ndarray:

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from speechtrain.config import Config, save_config
-from speechtrain.errors import CheckpointError, UserError
+from speechtrain.errors import CheckpointError, UserError, free_space
 from speechtrain.export.common import ExportFiles, ExportResult
 from speechtrain.export.formats import FORMATS, format_for
 from speechtrain.export.job import ExportJob
@@ -246,7 +246,7 @@ def _fsync(path: Path) -> None:
 def _not_exported(out: Path, exc: BaseException) -> UserError:
     return UserError(
         f"could not write the export to {out}: {ckpt.failure_reason(exc, out.parent)}; "
-        f"{ckpt.free_space(out.parent)} free there. Nothing in {out} was changed: free some space (or choose "
+        f"{free_space(out.parent)} free there. Nothing in {out} was changed: free some space (or choose "
         "another disk) and export again"
     )
 

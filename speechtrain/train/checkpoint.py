@@ -51,7 +51,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from speechtrain.errors import CheckpointError
+from speechtrain.errors import CheckpointError, free_space
 from speechtrain.logs import get_logger
 
 log = get_logger(__name__)
@@ -74,17 +74,6 @@ def first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message (its type name when the message is empty)."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return lines[0].strip() if lines else type(exc).__name__
-
-
-def free_space(path: str | os.PathLike[str]) -> str:
-    """Free space on the disk holding ``path`` (or its nearest existing parent), as ``"1.23 GiB"``."""
-    p = Path(path).absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    try:
-        return f"{shutil.disk_usage(p).free / 2**30:.2f} GiB"
-    except OSError:
-        return "unknown"
 
 
 def _os_error_in(exc: BaseException) -> OSError | None:

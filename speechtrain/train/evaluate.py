@@ -13,8 +13,8 @@ import torch
 
 from speechtrain.config import TrainConfig
 from speechtrain.data.batch import Batch
+from speechtrain.errors import free_space
 from speechtrain.logs import get_logger
-from speechtrain.train.checkpoint import free_space
 from speechtrain.train.metrics import MetricsWriter
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.task import Task

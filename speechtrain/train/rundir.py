@@ -40,7 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from speechtrain.errors import CheckpointError, UserError
+from speechtrain.errors import CheckpointError, UserError, free_space
 from speechtrain.logs import get_logger
 from speechtrain.train import checkpoint as ckpt
 
@@ -81,8 +81,6 @@ def _write_fd(fd: int, data: bytes) -> int:
 
 def _not_written(path: Path, exc: OSError) -> UserError:
     """The one-line error for a lock file that could not be written (a full disk, a read-only folder)."""
-    from speechtrain.train.checkpoint import free_space
-
     full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
     why = f"the disk is full ({os.strerror(exc.errno or 0)})" if full else (exc.strerror or str(exc))
     return UserError(
