@@ -822,11 +822,44 @@ def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: the recipes shipped with a checkout (absent in an installed wheel: then only the user's own folder is searched)
+SHIPPED_RECIPES = Path(__file__).resolve().parents[1] / "recipes"
+
+
+def missing_config_hint(path: Path) -> str:
+    """What the user probably meant by a config path that is no file: the same name with ``.yaml``/``.yml``,
+    a recipe of that name (``vits_tiny`` -> ``recipes/vits_tiny.yaml``), a close name in the same folder or among
+    the shipped recipes; else whether the folder itself exists."""
+    if path.is_dir():
+        return f": {path} is a folder; name a YAML file in it"
+    candidates = [path.with_suffix(sfx) for sfx in (".yaml", ".yml") if path.suffix != sfx]
+    if len(path.parts) == 1:
+        candidates += [Path("recipes") / f"{path.stem}.yaml", SHIPPED_RECIPES / f"{path.stem}.yaml"]
+    for cand in candidates:
+        if cand.is_file():
+            return f"; did you mean {cand}?"
+    for folder in dict.fromkeys((path.parent, SHIPPED_RECIPES)):
+        if not folder.is_dir():
+            continue
+        files = {p.stem: p.name for p in sorted(folder.iterdir()) if p.suffix in (".yaml", ".yml")}
+        hit = difflib.get_close_matches(path.stem, list(files), n=1, cutoff=0.75)
+        if hit:
+            name = files[hit[0]]
+            return f"; did you mean {path.with_name(name) if folder == path.parent else folder / name}?"
+    if not path.parent.is_dir():
+        return f" (the folder {path.parent} does not exist either)"
+    return ""
+
+
 def read_yaml(path: str | os.PathLike[str], _chain: tuple[Path, ...] = ()) -> dict[str, Any]:
     """Read a config YAML file; ``extends: other.yaml`` (relative to this file) merges a base first."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}" + (f" (extended by {_chain[-1]})" if _chain else ""))
+        raise ConfigError(
+            f"config file not found: {path}"
+            + (f" (extended by {_chain[-1]})" if _chain else "")
+            + missing_config_hint(path)
+        )
     resolved = path.resolve()
     if resolved in _chain:
         loop = " -> ".join(str(p) for p in (*_chain[_chain.index(resolved) :], resolved))

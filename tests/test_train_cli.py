@@ -82,7 +82,7 @@ def test_injected_oom_run_finishes_and_reports(demo_data: list[str], tmp_path: P
 
 def test_resume_of_a_missing_run_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert train("--resume", str(tmp_path / "nope")) == 2
-    assert "not a speechtrain run directory" in capsys.readouterr().err
+    assert "does not exist" in capsys.readouterr().err
 
 
 def _spawn_train(args: list[str]) -> subprocess.Popen:

@@ -224,7 +224,7 @@ def test_a_failing_job_shows_the_clis_error_text(tmp_path: Path) -> None:
     )
     assert state.status == "failed" and state.exit_code == cli.returncode == 2
     assert state.error == cli.stderr.strip().splitlines()[-1]
-    assert "is not a speechtrain run directory" in state.error
+    assert "missing_run does not exist" in state.error
     assert json.loads((folder / "process.json").read_text())["command"].startswith("speechtrain train --resume")
 
 

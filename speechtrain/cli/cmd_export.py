@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import argparse
 
-FORMATS_HELP = (
-    "piper (vits: a Piper voice NAME.onnx + NAME.onnx.json), onnx (hifigan, nsf_hifigan with OpenUtau's "
-    "vocoder.yaml, cnn_lstm), jik876 (hifigan: g_ file + config.json), coqui (xtts: a Coqui XTTS-v2 folder); "
-    "default: the family's first"
-)
+from speechtrain.cli.common import help_from_table
+
+
+def formats_help() -> str:
+    """Every format of the export table, the families it serves and what it writes."""
+    from speechtrain.export.formats import FORMATS
+
+    rows = [f"{f.key} ({', '.join(f.families)}: {f.summary})" for f in FORMATS.values()]
+    return "; ".join(rows) + "; default: the family's first"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -27,7 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("run_dir", help="run directory (holds config.yaml and checkpoints)")
     p.add_argument("out_dir", help="output folder")
-    p.add_argument("--format", dest="fmt", default=None, help=FORMATS_HELP)
+    p.add_argument("--format", dest="fmt", default=None, help="the runtime's format (listed by --help)")
+    help_from_table(p, "fmt", formats_help)
     p.add_argument("--which", choices=("best", "last"), default="best", help="best.pt (default) or the newest step")
     p.add_argument(
         "--text",

@@ -7,7 +7,7 @@ import re
 import sys
 from typing import Any
 
-from speechtrain.cli.common import write_json
+from speechtrain.cli.common import help_from_table, write_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -18,7 +18,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "token features computed once into the cache in parallel worker processes; with --config, the model "
         "family's derived features too (XTTS: the DVAE codes of every utterance).",
     )
-    p.add_argument("data", nargs="?", default=None, metavar="DATA", help="LJSpeech folder/csv, JSONL, or ROOT/<label>/")
+    p.add_argument("data", nargs="?", default=None, metavar="DATA", help="a corpus folder or metadata file")
+    help_from_table(p, "data", layouts_help)
     p.add_argument("--config", "-c", help="YAML config (its data.* settings are used)")
     p.add_argument("--workers", "-j", type=int, default=None, help="feature processes (default: up to 8)")
     p.add_argument("--strict", action="store_true", help="any bad item is an error (exit 2) instead of a skip")
@@ -33,6 +34,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted overrides, e.g. data.n_mels=64")
     _allow_overrides_anywhere(p, takes_value=("--config", "-c", "--workers", "-j", "--json"))
     return p
+
+
+def layouts_help() -> str:
+    """DATA's help: every layout of the table, with what DATA points at (data.format picks one by name)."""
+    from speechtrain.data.layouts import layouts
+
+    rows = [f"{lay.name} ({lay.title}: {lay.points_at})".replace("\\|", "|") for lay in layouts()]
+    return "a corpus in one of the layouts, found by its files (or data.format=NAME): " + "; ".join(rows)
 
 
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w]*(\.[\w]+)*=")

@@ -11,7 +11,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="real-time factor of a TTS run (synthesis time / audio duration) or of a vocoder run (eval mels)",
     )
     p.add_argument("run_dir", help="run directory of a TTS model (vits, gpt_tts) or a vocoder (hifigan)")
-    p.add_argument("--texts", default=None, help="sentences, one per line (default: 8 built-in sentences)")
+    p.add_argument(
+        "--texts",
+        default=None,
+        help="sentences, one per line (default: 8 in the run's language: model.eval_texts, the built-in ones, "
+        "its transcripts)",
+    )
     p.add_argument("--warmup", type=int, default=2, help="untimed calls before timing (default 2)")
     p.add_argument("--json", default=None, help="also write the result to this JSON file")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")

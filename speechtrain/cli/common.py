@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,19 @@ def recipe_hint(command: str) -> str:
         "or your own model with model.name=package.module:build_task"
         + ("; `speechtrain train --resume RUN_DIR` continues a run" if command == "train" else "")
     )
+
+
+def help_from_table(p: argparse.ArgumentParser, dest: str, text: Callable[[], str]) -> None:
+    """The help of ``p``'s argument ``dest`` is ``text()``, computed when the help is shown: the tables it lists
+    (layouts, export formats) import their modules, which every other command should not pay for."""
+    action = next(a for a in p._actions if a.dest == dest)
+    format_help = p.format_help
+
+    def with_table() -> str:
+        action.help = text().replace("%", "%%")
+        return format_help()
+
+    p.format_help = with_table  # type: ignore[method-assign]
 
 
 def write_json(path: str | None, obj: Any) -> None:

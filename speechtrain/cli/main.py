@@ -13,6 +13,7 @@ one-line message, 130 interrupted (Ctrl-C or SIGTERM outside training).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import logging
 import signal
@@ -111,13 +112,31 @@ def _honour_stop_signals() -> None:
         pass
 
 
+def unknown_command(argv: list[str]) -> str | None:
+    """The one-line error for a command name that is not one (``speechtrain trian``: did you mean ``train``?),
+    else None. Global options may stand before the command; anything that is not an option is taken as it."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None or word in COMMANDS:
+        return None
+    hint = difflib.get_close_matches(word, list(COMMANDS), n=1, cutoff=0.6)
+    if not hint:  # a prefix (``synth``) or a command said with underscores (``make_dataset``)
+        hint = [c for c in COMMANDS if c.startswith(word) or c == word.replace("_", "-")][:1]
+    said = f": did you mean '{hint[0]}'?" if hint else ""
+    return f"unknown command '{word}'{said} (commands: {', '.join(COMMANDS)}; speechtrain --help describes them)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``speechtrain`` console script."""
     from speechtrain.errors import UserError
     from speechtrain.logs import logging_for_command
 
+    words = list(sys.argv[1:] if argv is None else argv)
+    unknown = unknown_command(words)
+    if unknown is not None:
+        print(f"error: {unknown}", file=sys.stderr)
+        return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(words)
     if not getattr(args, "command", None):
         parser.print_help()
         return 2

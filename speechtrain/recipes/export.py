@@ -33,28 +33,11 @@ from speechtrain.export.common import ExportFiles, ExportResult
 from speechtrain.export.formats import FORMATS, format_for
 from speechtrain.export.job import ExportJob
 from speechtrain.logs import get_logger
-from speechtrain.recipes.common import load_run_config
+from speechtrain.recipes.common import load_run_config, run_transcripts
 from speechtrain.recipes.inference import load_task
 from speechtrain.train import checkpoint as ckpt
 
 log = get_logger(__name__)
-
-CHECK_SENTENCES = 24  # transcripts of the run offered to a TTS export's checks
-
-
-def run_transcripts(cfg: Config, limit: int = CHECK_SENTENCES) -> list[str]:
-    """Sentences for a TTS export's checks: ``model.eval_texts``, else the run's manifest transcripts."""
-    texts = [t for t in (getattr(cfg.model, "eval_texts", None) or []) if t.strip()]
-    if len(texts) < limit and cfg.data.manifest:
-        from speechtrain.data.manifest import read_manifest
-
-        try:
-            entries, _ = read_manifest(cfg.data.manifest, cfg.data.format)
-        except (OSError, UserError) as exc:
-            log.warning(f"warning: cannot read {cfg.data.manifest} for check sentences ({exc}); use --text")
-            entries = []
-        texts += [e.text for e in entries if e.text and e.text.strip()][: limit - len(texts)]
-    return texts
 
 
 def run_speakers(cfg: Config) -> list[str]:

@@ -36,7 +36,7 @@ from speechtrain.capabilities import (
 from speechtrain.config import Config
 from speechtrain.errors import CheckpointError, DataError, UserError
 from speechtrain.logs import get_logger
-from speechtrain.recipes.common import build_task, load_run_config
+from speechtrain.recipes.common import build_task, language_sentences, load_run_config
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.task import Task
@@ -430,7 +430,7 @@ class InferenceRecipe:
         :func:`speechtrain.bench.rtf.measure_rtf`. ``runtime="onnx"``: the run's exported graph is timed in
         onnxruntime (CPU, ``threads``) on the same inputs in the same call, beside PyTorch (``result["onnx"]``,
         ``result["onnx_speedup"]``); a family without an ONNX runner is refused before any timing."""
-        from speechtrain.bench.rtf import DEFAULT_SENTENCES, measure_rtf
+        from speechtrain.bench.rtf import measure_rtf
 
         if warmup < 0:
             raise UserError("--warmup must be >= 0")
@@ -446,7 +446,11 @@ class InferenceRecipe:
             if seed is not None and "seed" in task.synthesize_options:
                 options["seed"] = seed
             opts = self.synthesis_options(options)
-            inputs: list[Any] = list(texts) if texts else list(DEFAULT_SENTENCES)
+            if texts:
+                inputs: list[Any] = list(texts)
+            else:
+                inputs, source = language_sentences(self.cfg, items)
+                log.info(f"rtf: {len(inputs)} sentences from {source}")
             rate, mode, describe = int(task.output_sample_rate), "synthesize", None
             call: Callable[[Any], Any] = lambda text: task.synthesize(text, **opts)  # noqa: E731
             plain = {k: v for k, v in opts.items() if k not in ("vocoder_run", "seed")}
