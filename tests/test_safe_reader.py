@@ -269,7 +269,7 @@ def _exported_step(fmt: str, out: Path) -> int | None:
     import json
 
     if fmt == "piper":
-        return int(json.loads(next(out.glob("*.onnx.json")).read_text())["step"])
+        return int(json.loads(next(out.glob("*.onnx.json")).read_text())["speechtrain"]["step"])
     if fmt == "onnx":
         return int(json.loads((out / "config.json").read_text())["step"])
     if fmt == "jik876":
