@@ -77,7 +77,8 @@ def code_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
         value = getattr(section, name, None)
         key = f"{prefix}{name}"
         if marks_code(field):
-            found += [(key, v) for v in (value if isinstance(value, (list, tuple)) else [value]) if names_code(v)]
+            values = value if isinstance(value, (list, tuple)) else [value]
+            found += [(key, v) for v in values if isinstance(v, str) and names_code(v)]
         elif isinstance(value, BaseModel):
             found += code_values(value, f"{key}.")
     return found
