@@ -51,6 +51,39 @@ class ConfigError(UserError, ValueError):
     """A configuration problem, with a message that names the key and the fix."""
 
 
+#: the schema mark of a field whose value may name code to import (``package.module:function``): every such field
+#: carries it (``Field(..., json_schema_extra=NAMES_CODE)``), so that a network-facing door (the web UI) can refuse
+#: each one its operator did not allow (:func:`code_values`); tests/test_code_fields.py fails on an unmarked one
+NAMES_CODE: dict[str, Any] = {"names_code": True}
+
+
+def marks_code(field: Any) -> bool:
+    """A pydantic field (``FieldInfo``) declared with :data:`NAMES_CODE`."""
+    extra = getattr(field, "json_schema_extra", None)
+    return isinstance(extra, dict) and extra.get("names_code") is True
+
+
+def names_code(value: Any) -> bool:
+    """A value of a :data:`NAMES_CODE` field that names code: ``package.module:function`` (its loaders import what
+    holds a colon, and take every other value as a built-in name)."""
+    return isinstance(value, str) and ":" in value
+
+
+def code_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, value)`` of every :data:`NAMES_CODE` field of ``section`` (a whole Config, or one section,
+    walked into its sub-sections) whose value names code (:func:`names_code`); list values one by one."""
+    found: list[tuple[str, str]] = []
+    for name, field in type(section).model_fields.items():
+        value = getattr(section, name, None)
+        key = f"{prefix}{name}"
+        if marks_code(field):
+            values = value if isinstance(value, (list, tuple)) else [value]
+            found += [(key, v) for v in values if isinstance(v, str) and names_code(v)]
+        elif isinstance(value, BaseModel):
+            found += code_values(value, f"{key}.")
+    return found
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated."""
 
@@ -515,14 +548,16 @@ class ModelSection(Section):
     #: auto`` then picks fp16 with a grad scaler where it would pick bf16, and says so in accel.json
     avoid_bf16: ClassVar[str | None] = None
 
-    name: str | None = Field(None, description="Model family: a built-in name or 'package.module:factory'.")
+    name: str | None = Field(
+        None, description="Model family: a built-in name or 'package.module:factory'.", json_schema_extra=NAMES_CODE
+    )
 
 
 class OpaqueModelConfig(ModelSection):
     """Config of a user model given as 'package.module:factory': keys pass through unchecked."""
 
     model_config = ConfigDict(extra="allow")
-    name: str | None = None
+    name: str | None = Field(None, json_schema_extra=NAMES_CODE)
 
 
 class OptimConfig(Section):

@@ -316,10 +316,13 @@ def _ui_job(client: Any, family: str, run: Path, corpora: dict[str, list[str]]) 
 
     spec = SPECS[family]
     manifest, *more = corpora[spec.corpus]
-    data = manifest.split("=", 1)[1]
+    corpus = Path(manifest.split("=", 1)[1])
+    data = run.parent.parent / "data" / f"{spec.corpus}-{corpus.name}"  # the page reads datasets under --data only
+    if not data.exists():
+        data.symlink_to(corpus, target_is_directory=True)  # as an operator links a corpus there
     name = f"{run.name}_ui"
     overrides = " ".join([*more, *spec.extra, *TINY, *steps(1)])
-    status, _ = client.predict(str(spec.recipe), data, "auto", "", overrides, name, 1, api_name="/start_train")
+    status, _ = client.predict(str(spec.recipe), str(data), "auto", "", overrides, name, 1, api_name="/start_train")
     assert status == f"started {name}", status
     end = time.monotonic() + 300
     view = client.predict(name, api_name="/run_view")

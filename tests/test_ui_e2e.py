@@ -71,7 +71,7 @@ def test_prepare_train_stop_resume_synthesize_through_the_http_api(served: tuple
     assert "demo corpus in" in status and Path(data, "metadata.csv").is_file()
 
     # bad input: the CLI's own message, in the page
-    status = c.predict("gpt_tts_tiny", str(root / "nowhere"), "auto", "", "", api_name="/prepare")[0]
+    status = c.predict("gpt_tts_tiny", str(root / "data" / "nowhere"), "auto", "", "", api_name="/prepare")[0]
     assert status.startswith("error: data not found:") and "nowhere" in status
     status = c.predict("gpt_tts_tiny", data, "auto", "", "train.max_step=3", "x", 0, api_name="/start_train")[0]
     assert status.startswith("error:") and "max_step" in status and "max_steps" in status  # names the closest key

@@ -1,4 +1,5 @@
-"""speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR] [--password P] [--allow-model M:F]"""
+"""speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR] [--password P] [--allow-model M:F]
+[--allow-code KEY=M:F]"""
 
 from __future__ import annotations
 
@@ -41,6 +42,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="a model of your own the page may build (model.name=MODULE:FACTORY; repeatable). Without it the page "
         "builds the registered families only and imports no other code",
     )
+    p.add_argument(
+        "--allow-code",
+        action="append",
+        default=[],
+        metavar="KEY=MODULE:FUNCTION",
+        help="a config value naming code that the page may run, e.g. model.text_front_end=speechtrain.data.text."
+        "amharic:g2p (repeatable; model.name=M:F is --allow-model M:F). Every other value naming code is refused",
+    )
     return p
 
 
@@ -59,6 +68,9 @@ def run(args: argparse.Namespace) -> int:
         if ":" not in name:
             raise UserError(f"--allow-model {name}: give the model as model.name names it, MODULE:FACTORY")
     from speechtrain.ui.app import LOCAL_HOSTS
+    from speechtrain.ui.backend import parse_allow_code
+
+    allow_code = parse_allow_code(args.allow_code)  # a malformed entry stops here, before the server starts
 
     local = args.host in LOCAL_HOSTS
     password, made = args.password or os.environ.get(PASSWORD_ENV) or None, False
@@ -75,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         password=password,
         allow_models=args.allow_model,
         also=also,
+        allow_code=allow_code,
     )
     port = url.rstrip("/").rsplit(":", 1)[-1]
     there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""

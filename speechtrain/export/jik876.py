@@ -1,11 +1,12 @@
 """``--format jik876``: a HiFi-GAN run as jik876/hifi-gan's files, ``g_XXXXXXXX`` + ``config.json``.
 
-jik876's ``inference.py`` / ``inference_e2e.py`` build their ``Generator`` from ``config.json`` and load
-``torch.load(g_file)["generator"]``; their layers use torch's original weight norm (``weight_g`` and
-``weight_v`` per layer), ours the parametrization API (``parametrizations.weight.original0/1``), so the
-state dict is renamed back (the inverse of :mod:`speechtrain.models.hifigan.importers`). The check builds
-our generator with torch's original weight norm, which names every tensor as jik876's does, loads the
-file into it strictly and compares its audio with the run's at two mel lengths.
+jik876's ``inference.py`` / ``inference_e2e.py`` build their ``Generator`` from ``config.json`` and load the
+``"generator"`` entry of ``g_file`` (the check reads it back with :func:`speechtrain.ckptio.load`); their
+layers use torch's original weight norm (``weight_g`` and ``weight_v`` per layer), ours the parametrization API
+(``parametrizations.weight.original0/1``), so the state dict is renamed back (the inverse of
+:mod:`speechtrain.models.hifigan.importers`). The check builds our generator with torch's original weight norm,
+which names every tensor as jik876's does, loads the file into it strictly and compares its audio with the run's at
+two mel lengths.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from speechtrain import ckptio
 from speechtrain.export.common import AUDIO_TOLERANCE, ExportResult, compare
 from speechtrain.export.job import ExportFormat, ExportJob
 from speechtrain.export.onnx import CHECK_FRAMES, fixed_mel
@@ -91,7 +93,7 @@ def export_jik876(job: ExportJob) -> ExportResult:
     job.files.write_json("config.json", jik876_config(job))
     result.files = list(job.files.written)
     if job.check:
-        loaded = torch.load(g_path, map_location="cpu", weights_only=True)["generator"]
+        loaded = ckptio.load(g_path)["generator"]  # read back as jik876 reads it, tensors only
         gen = original_weight_norm_generator(job)
         gen.load_state_dict(loaded, strict=True)  # every tensor, no more and no fewer, under jik876's names
         for k, frames in enumerate(CHECK_FRAMES):

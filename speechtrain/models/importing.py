@@ -17,7 +17,6 @@ the parametrization names pass unchanged.
 from __future__ import annotations
 
 import os
-import pickle
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from speechtrain import ckptio
 from speechtrain.errors import CheckpointError
 
 StateDict = dict[str, torch.Tensor]
@@ -159,8 +159,9 @@ def check_state_dict(module: nn.Module, sd: Mapping[str, torch.Tensor], what: st
 def read_checkpoint(source: str | os.PathLike[str] | Mapping[str, Any], trust_pickle: bool = False) -> tuple[Any, str]:
     """``(object, name)`` of a checkpoint given as a path or an already loaded dict.
 
-    Files are read with ``torch.load(weights_only=True)``; files holding pickled Python objects (configs,
-    trainer state: Coqui and Lightning checkpoints often do) are refused unless ``trust_pickle=True``.
+    Files are read by :func:`speechtrain.ckptio.load` (tensors and plain containers only); files holding
+    pickled Python objects (configs, trainer state: Coqui and Lightning checkpoints often do) are refused
+    unless ``trust_pickle=True``.
     """
     if isinstance(source, Mapping):
         return source, "state dict"
@@ -168,15 +169,14 @@ def read_checkpoint(source: str | os.PathLike[str] | Mapping[str, Any], trust_pi
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        return torch.load(path, map_location="cpu", weights_only=not trust_pickle), str(path)
-    except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return ckptio.load(path, trust_pickle=trust_pickle), str(path)
+    except ckptio.PickledObjects as exc:
         raise CheckpointError(
-            f"{path}: holds pickled Python objects besides tensors ({first}); loading it could run code. If you "
-            f"trust the file, allow it with train.init_trust_pickle=true (Python: trust_pickle=True)"
+            f"{path}: holds pickled Python objects besides tensors ({exc.detail}); loading it could run code. If "
+            f"you trust the file, allow it with train.init_trust_pickle=true (Python: trust_pickle=True)"
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as exc:
-        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint ({type(exc).__name__}: {exc})") from None
+    except ckptio.Unreadable as exc:
+        raise CheckpointError(f"{path}: not a readable PyTorch checkpoint ({exc.detail})") from None
 
 
 def tensors_only(obj: Any, what: str, source: str) -> StateDict:

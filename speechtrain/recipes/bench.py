@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from speechtrain import ckptio
 from speechtrain.bench.measure import (
     NOT_APPLICABLE_EXIT,
     RowNotApplicable,
@@ -475,7 +476,7 @@ def _setup(task: Task, dataset: Any, state_path: str | None) -> None:
     if first and size > 1:
         barrier()
     if not (first and rank == 0):
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = ckptio.load(path)
         for name, module in task.modules().items():
             module.load_state_dict(state[name])
 

@@ -8,16 +8,18 @@ its first in that table (xtts: ``coqui``, vits: ``piper``, vocoders and the clas
 any number of ranks) are assembled in one process. ``model.pt`` loads with ``train.init_from=OUT/model.pt``
 and with :func:`speechtrain.train.checkpoint.safe_load`.
 
-Every export is written to a temporary folder beside the target and moved into place only once every file is
-whole and its checks passed (a full disk or a kill leaves the target as it was; an export whose check fails is
-left in ``OUT.rejected`` for inspection). The target may be a new or an empty folder; one holding files is
-refused unless ``force`` (then the exported files replace theirs one by one, each atomically). A folder the
+Every export is written to a temporary folder beside the target (``.OUT.export-tmp-PID``) and moved into place
+only once every file is whole and its checks passed (a full disk or a kill leaves the target as it was, and the
+next export to the same target removes, and says, the temporary folders whose writer is gone; an export whose
+check fails is left in ``OUT.rejected`` for inspection). The target may be a new or an empty folder; one holding
+files is refused unless ``force`` (then the exported files replace theirs one by one, each atomically). A folder the
 run's config reads from (XTTS's ``model.checkpoint_dir``, the base weights it was fine-tuned from; a
 ``train.init_from`` source) and the run directory itself are always refused.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -34,7 +36,7 @@ from speechtrain.export.formats import FORMATS, format_for
 from speechtrain.export.job import ExportJob
 from speechtrain.logs import get_logger
 from speechtrain.recipes.common import load_run_config, run_transcripts
-from speechtrain.recipes.inference import load_task
+from speechtrain.recipes.inference import load_run
 from speechtrain.train import checkpoint as ckpt
 
 log = get_logger(__name__)
@@ -51,23 +53,6 @@ def run_speakers(cfg: Config) -> list[str]:
         return list(index.speakers) if index is not None else []
     except (OSError, UserError, ValueError, KeyError):
         return []
-
-
-def checkpoint_step(run_dir: Path, which: str) -> int | None:
-    """The training step of the weights ``load_task`` takes (``best.pt`` read memory-mapped)."""
-    import torch
-
-    from speechtrain.train import checkpoint as ckpt
-
-    best = run_dir / "best.pt"
-    if which == "best" and best.is_file():
-        try:
-            state = torch.load(best, map_location="cpu", mmap=True, weights_only=False)
-            return int(state["step"]) if isinstance(state, dict) and "step" in state else None
-        except (OSError, RuntimeError, ValueError, KeyError):
-            return None
-    steps = ckpt.list_checkpoints(run_dir / "checkpoints")
-    return int(steps[-1][0]) if steps else None
 
 
 def export_run(
@@ -90,7 +75,8 @@ def export_run(
         write_folder(out, lambda tmp: consolidated(run_dir, cfg, which, tmp), force)
         return ExportResult("consolidated", out, files=[out / "model.pt", out / "config.yaml"])
     export_format = format_for(str(load_run_config(run_dir).model.name), fmt)  # refused before any loading
-    cfg, task = load_task(run_dir, device="cpu", which=which)
+    loaded = load_run(run_dir, device="cpu", which=which)
+    cfg, task = loaded.cfg, loaded.task
     check_target(out, run_dir, cfg, force)
     results: list[ExportResult] = []
 
@@ -104,7 +90,7 @@ def export_run(
             name=name or re.sub(r"[^\w.-]+", "_", run_dir.resolve().name) or "model",
             texts=list(texts) if texts else run_transcripts(cfg),
             speakers=run_speakers(cfg),
-            step=checkpoint_step(run_dir, which),
+            step=loaded.step,  # of the file whose weights are exported, never of one that was refused
             check=check,
         )
         result = export_format.run(job)
@@ -189,7 +175,8 @@ def check_target(out: Path, run_dir: Path, cfg: Config, force: bool) -> None:
 def write_folder(out: Path, write: Callable[[Path], Any], force: bool = False) -> Path:
     """``write(folder)`` into a temporary folder beside ``out``, then move its files into ``out`` (the whole
     folder at once when ``out`` is new or empty). A failed write leaves ``out`` as it was: a one-line error."""
-    tmp = out.parent / f".{out.name}.export-tmp-{os.getpid()}"
+    clean_stale_temporaries(out)
+    tmp = out.parent / f"{export_tmp_prefix(out)}{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         tmp.mkdir(parents=True)
@@ -218,6 +205,39 @@ def write_folder(out: Path, write: Callable[[Path], Any], force: bool = False) -
         shutil.rmtree(tmp, ignore_errors=True)
         raise _not_exported(out, exc) from None
     return out
+
+
+def export_tmp_prefix(out: Path) -> str:
+    """The name of an export's temporary folders beside ``out``, less the writer's process id."""
+    return f".{out.name}.export-tmp-"
+
+
+def clean_stale_temporaries(out: Path) -> list[Path]:
+    """Remove the temporary folders of earlier exports to ``out`` whose writer is gone (killed mid-export: they
+    hold a partial model, gigabytes for XTTS) and say so, one line each; a live writer's folder is kept."""
+    prefix = export_tmp_prefix(out)
+    removed = []
+    for path in sorted(out.parent.glob(f"{glob.escape(prefix)}*")) if out.parent.is_dir() else []:
+        pid = path.name[len(prefix) :]
+        if not pid.isdigit() or not _writer_gone(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        removed.append(path)
+        log.info(f"removed {path}: the temporary folder of an export whose process ({pid}) is gone")
+    return removed
+
+
+def _writer_gone(pid: int) -> bool:
+    """No process ``pid`` runs on this machine (this process's own folder is not stale: write_folder replaces it)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's process: alive
+        return False
+    return False
 
 
 def _fsync(path: Path) -> None:

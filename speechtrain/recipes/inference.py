@@ -120,14 +120,38 @@ def load_modules(task: Task, state: dict[str, Any], path: Path, model_name: str)
 
 def load_weights(
     task: Task, run: RunDir, model_name: str, device: str | torch.device | None = None, which: str = "best"
-) -> None:
+) -> tuple[Path, int | None]:
     """Load a run's weights into its freshly built ``task`` (:meth:`RunDir.load_weights`: ``best.pt`` if present,
-    else the newest step checkpoint that loads) and put its modules in eval mode on ``device``."""
+    else the newest step checkpoint that loads) and put its modules in eval mode on ``device``; the file the
+    weights came from and its training step (what an export records: never another file's)."""
     path, state = run.load_weights(which)
     dev = torch.device(device) if device else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     load_modules(task, state, path, model_name)
     for module in task.modules().values():
         module.to(dev).eval()
+    step = state.get("step")
+    return path, int(step) if isinstance(step, int) else None
+
+
+@dataclass
+class LoadedRun:
+    """A run's config and task with trained weights, and the checkpoint file they were read from."""
+
+    cfg: Config
+    task: Task
+    checkpoint: Path  # the file whose weights the task holds (best.pt, or the step file a broken best.pt gave way to)
+    step: int | None  # that file's training step
+
+
+def load_run(
+    run_dir: str | os.PathLike[str], device: str | torch.device | None = None, which: str = "best"
+) -> LoadedRun:
+    """:func:`load_task`, with the checkpoint file the weights came from and its step."""
+    run = RunDir(run_dir)
+    cfg = load_run_config(run)
+    task = build_task(cfg)
+    path, step = load_weights(task, run, str(cfg.model.name), device, which)
+    return LoadedRun(cfg, task, path, step)
 
 
 def load_task(
@@ -136,11 +160,8 @@ def load_task(
     """Config and Task of a run with trained weights (``best.pt`` if present, else the newest), in eval mode
     (:meth:`RunDir.load_weights`: a checkpoint that does not load is skipped with a warning for the next; one that
     loads but does not hold this run's modules is a :class:`CheckpointError`)."""
-    run = RunDir(run_dir)
-    cfg = load_run_config(run)
-    task = build_task(cfg)
-    load_weights(task, run, str(cfg.model.name), device, which)
-    return cfg, task
+    loaded = load_run(run_dir, device, which)
+    return loaded.cfg, loaded.task
 
 
 @dataclass

@@ -6,8 +6,8 @@ failed write (full disk, I/O error) is a :class:`~speechtrain.errors.CheckpointE
 and the free space. Every checkpoint carries a SHA-256 digest of its content (``checksum``), checked
 on load, so a flipped byte in tensor data is caught instead of loaded.
 
-Loading uses ``torch.load(weights_only=True)``: only tensors and plain containers are accepted, so
-a checkpoint carrying a pickled callable is refused instead of executed.
+Loading goes through :mod:`speechtrain.ckptio` (the package's one reader of pickled files): only tensors and
+plain containers are accepted, so a checkpoint carrying a pickled callable is refused instead of executed.
 
 In a run's ``checkpoints/`` folder the newest *loadable* checkpoint is the one a resume uses; newer
 broken files are renamed ``*.corrupt`` (kept for inspection, out of the way of pruning), and pruning
@@ -37,7 +37,6 @@ import errno
 import functools
 import hashlib
 import os
-import pickle
 import random
 import re
 import shutil
@@ -51,6 +50,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
+from speechtrain import ckptio
 from speechtrain.errors import CheckpointError, free_space
 from speechtrain.logs import get_logger
 
@@ -193,22 +193,15 @@ def safe_load(path: str | os.PathLike[str], map_location: str | torch.device = "
             f"torch checkpoint ends with; cut short, overwritten, or another kind of file). {corrupt}"
         )
     try:
-        obj = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as exc:
-        globals_line = [line for line in str(exc).splitlines() if "GLOBAL" in line]
-        if not globals_line:
-            raise CheckpointError(
-                f"{path}: not a readable checkpoint (corrupt: {first_line(exc)}). {corrupt}"
-            ) from None
+        obj = ckptio.load(path, map_location=map_location)  # tensors and plain containers only
+    except ckptio.PickledObjects as exc:
         raise CheckpointError(
             f"{path}: refused: it holds Python objects other than tensors and plain containers "
             f"(a pickled callable or class), which could run code when loaded. Only load checkpoints "
-            f"you trust, and re-save them with speechtrain. ({globals_line[0].strip()})"
+            f"you trust, and re-save them with speechtrain. ({exc.detail})"
         ) from None
-    except Exception as exc:  # noqa: BLE001 - a damaged archive fails in many ways inside torch.load
-        raise CheckpointError(
-            f"{path}: not a readable checkpoint (truncated or corrupt: {first_line(exc)}). {corrupt}"
-        ) from None
+    except ckptio.Unreadable as exc:
+        raise CheckpointError(f"{path}: not a readable checkpoint ({exc.detail}). {corrupt}") from None
     if not isinstance(obj, dict) or obj.get(FORMAT_KEY) != FORMAT_VERSION:
         raise CheckpointError(
             f"{path}: not a speechtrain checkpoint (no '{FORMAT_KEY}: {FORMAT_VERSION}' marker); "
@@ -227,39 +220,6 @@ def safe_load(path: str | os.PathLike[str], map_location: str | torch.device = "
 
 
 # ---------------------------------------------------------------------------------------------- sharded (DCP)
-
-#: the globals a DCP ``.metadata`` pickle is made of (torch dtypes are accepted besides)
-_DCP_METADATA_GLOBALS = {
-    *(
-        ("torch.distributed.checkpoint.metadata", name)
-        for name in (
-            "Metadata",
-            "MetadataIndex",
-            "StorageMeta",
-            "TensorProperties",
-            "TensorStorageMetadata",
-            "ChunkStorageMetadata",
-            "BytesStorageMetadata",
-            "_MEM_FORMAT_ENCODING",
-        )
-    ),
-    ("torch.distributed.checkpoint.filesystem", "_StorageInfo"),
-    ("torch", "Size"),
-    ("torch.serialization", "_get_layout"),
-    ("collections", "OrderedDict"),
-    *(("pathlib", name) for name in ("PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath")),
-}
-
-
-class _MetadataUnpickler(pickle.Unpickler):
-    """Unpickles DCP's metadata classes and nothing else (no callable of another module can run)."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _DCP_METADATA_GLOBALS or (
-            module == "torch" and isinstance(getattr(torch, name, None), torch.dtype)
-        ):
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(f"GLOBAL {module}.{name} is not one of DCP's metadata classes")
 
 
 def shard_folder(path: str | os.PathLike[str]) -> Path:
@@ -307,16 +267,15 @@ def _read_metadata(owner: Path, folder: Path) -> Any:
         raise CheckpointError(f"{owner}: its shard folder {folder} has no .metadata (the save never finished). {fix}")
     try:
         with open(meta, "rb") as fh:
-            return _MetadataUnpickler(fh).load()
-    except pickle.UnpicklingError as exc:
-        if "GLOBAL" in str(exc):
-            raise CheckpointError(
-                f"{meta}: refused: it holds Python objects other than DCP's metadata, which could run code when "
-                f"loaded. Only load checkpoints you trust. ({first_line(exc)})"
-            ) from None
-        raise CheckpointError(f"{meta}: not readable (corrupt: {first_line(exc)}). {fix}") from None
-    except Exception as exc:  # noqa: BLE001 - a damaged pickle fails in many ways
-        raise CheckpointError(f"{meta}: not readable (corrupt: {first_line(exc)}). {fix}") from None
+            return ckptio.load_dcp_metadata(fh, meta)  # DCP's own metadata classes only
+    except ckptio.PickledObjects as exc:
+        raise CheckpointError(
+            f"{meta}: refused: it holds Python objects other than DCP's metadata, which could run code when "
+            f"loaded. Only load checkpoints you trust. ({exc.detail})"
+        ) from None
+    except (ckptio.Unreadable, OSError) as exc:
+        detail = exc.detail if isinstance(exc, ckptio.Unreadable) else first_line(exc)
+        raise CheckpointError(f"{meta}: not readable ({detail}). {fix}") from None
 
 
 def check_shards(owner: str | os.PathLike[str], folder: str | os.PathLike[str], digest: str | None = None) -> Any:

@@ -81,14 +81,17 @@ def launch(
     user: str = "speechtrain",
     allow_models: tuple[str, ...] | list[str] = (),
     also: tuple[str | Path, ...] | list[str | Path] = (),
+    allow_code: tuple[str, ...] | list[str] = (),
 ) -> tuple[gr.Blocks, str]:
     """Build and start the page; returns the app and its local URL (``block=False`` returns at once).
 
     Off this machine (``host`` not in :data:`LOCAL_HOSTS`) a ``password`` is required: Gradio's login (``user``,
     ``password``) then guards the page, its API and its files; on this machine it is optional. A port already in
-    use is a UserError. ``allow_models``: the ``package.module:factory`` models the page may build (every other one
-    is refused); ``also``: more folders whose runs the page lists. The server serves the files the page shows and
-    nothing else under ``runs_root`` and ``data_root`` (:class:`Workspace`)."""
+    use is a UserError. ``allow_models``: the ``package.module:factory`` models the page may build, ``allow_code``:
+    the other config values naming code it may run (``KEY=module:function``); every other one is refused. ``also``:
+    more folders whose runs the page lists. The server serves the files the page shows and nothing else under
+    ``runs_root`` and ``data_root`` (:class:`Workspace`); datasets are read under ``data_root`` and the uploads
+    only."""
     from speechtrain.errors import UserError
 
     if host not in LOCAL_HOSTS and not password:
@@ -96,7 +99,7 @@ def launch(
             f"serving on {host} reaches other machines: it needs a password (speechtrain ui --password ..., or "
             "SPEECHTRAIN_UI_PASSWORD; `speechtrain ui` makes one and prints it when neither is given)"
         )
-    ws = Workspace(runs_root, data_root, also=also, allow_models=allow_models)
+    ws = Workspace(runs_root, data_root, also=also, allow_models=allow_models, allow_code=allow_code)
     app = build_app(ws)
     app.queue(default_concurrency_limit=4)
     try:

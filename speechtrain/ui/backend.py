@@ -88,40 +88,71 @@ def parse_overrides(text: str | None) -> list[str]:
     return out
 
 
-def load_config(recipe: str, overrides: list[str], allow_models: tuple[str, ...] = ()) -> Any:
+def load_config(
+    recipe: str, overrides: list[str], allow_models: tuple[str, ...] = (), allow_code: tuple[str, ...] = ()
+) -> Any:
     """The recipe's config with overrides, checked as ``speechtrain train --config`` checks it, and as the web UI
     checks what it may run (:func:`check_runnable`)."""
     from speechtrain.config import load_config as _load
 
     cfg = _load(recipe_path(recipe), overrides)
-    check_runnable(cfg, allow_models)
+    check_runnable(cfg, allow_models, allow_code)
     return cfg
 
 
-def load_run_config(run_dir: str | Path, overrides: list[str], allow_models: tuple[str, ...] = ()) -> Any:
+def load_run_config(
+    run_dir: str | Path, overrides: list[str], allow_models: tuple[str, ...] = (), allow_code: tuple[str, ...] = ()
+) -> Any:
     """A run's saved config with overrides (what ``speechtrain train --resume`` and the inference doors read),
     checked by :func:`check_runnable`."""
     from speechtrain.recipes.common import load_run_config as _load
 
     cfg = _load(run_dir, overrides)
-    check_runnable(cfg, allow_models)
+    check_runnable(cfg, allow_models, allow_code)
     return cfg
 
 
-def check_runnable(cfg: Any, allow_models: tuple[str, ...] = ()) -> None:
-    """What the web UI refuses to run, whoever reaches the page: a ``model.name`` that imports code
-    (``package.module:factory``) unless the person who started the UI named it (``speechtrain ui --allow-model``),
-    and loading pickled objects (``train.init_trust_pickle``). Reading a config imports nothing, so this runs
-    before any code of the config's could."""
-    from speechtrain import registry
+def parse_allow_code(entries: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """``speechtrain ui --allow-code KEY=MODULE:FUNCTION`` entries, checked: each names a config key that takes code
+    (declared so in the schema) and a ``module:function``; a UserError naming the entry otherwise."""
+    out = []
+    for entry in entries:
+        key, _, value = entry.partition("=")
+        if not value or ":" not in value or not key.strip():
+            raise UserError(
+                f"--allow-code {entry}: give the key and the code as the config names them, "
+                "KEY=MODULE:FUNCTION (e.g. model.text_front_end=speechtrain.data.text.amharic:g2p)"
+            )
+        out.append(f"{key.strip()}={value.strip()}")
+    return tuple(out)
 
-    name = cfg.model.name
-    if name is not None and registry.is_user_factory(str(name)) and str(name) not in allow_models:
-        allowed = f"; allowed here: {', '.join(allow_models)}" if allow_models else ""
+
+def check_runnable(cfg: Any, allow_models: tuple[str, ...] = (), allow_code: tuple[str, ...] = ()) -> None:
+    """What the web UI refuses to run, whoever reaches the page: every config value that names code (the fields the
+    schema declares with :data:`speechtrain.config.NAMES_CODE`: ``model.name=package.module:factory``,
+    ``model.text_front_end=package.module:function`` ...) unless the person who started the UI named it
+    (``speechtrain ui --allow-model M:F`` for ``model.name``, ``--allow-code KEY=M:F`` for any), and loading pickled
+    objects (``train.init_trust_pickle``). Reading a config imports nothing, so this runs before any code of the
+    config's could."""
+    from speechtrain import registry
+    from speechtrain.config import code_values
+
+    allowed = {f"model.name={m}" for m in allow_models} | set(allow_code)
+    for key, value in code_values(cfg):
+        if f"{key}={value}" in allowed:
+            continue
+        if key == "model.name":
+            listed = f"; allowed here: {', '.join(allow_models)}" if allow_models else ""
+            raise UserError(
+                f"model.name={value}: the web UI builds the registered families ({', '.join(registry.families())}) "
+                f"and only the models of your own named when it was started (speechtrain ui --allow-model {value})"
+                f"{listed}; it imports no other code"
+            )
+        listed = f"; allowed here: {', '.join(sorted(allowed))}" if allowed else ""
         raise UserError(
-            f"model.name={name}: the web UI builds the registered families ({', '.join(registry.families())}) and "
-            f"only the models of your own named when it was started (speechtrain ui --allow-model {name}){allowed}; "
-            "it imports no other code"
+            f"{key}={value} names code to import (package.module:function): the web UI runs only the code its "
+            f"operator named when starting it (speechtrain ui --allow-code {key}={value}){listed}; the command line "
+            "runs it as given"
         )
     if getattr(cfg.train, "init_trust_pickle", False):
         raise UserError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -31,8 +32,9 @@ class Workspace:
     job folders (prepare, tune, bench, listen) under ``runs/.ui``.
 
     ``also``: more folders whose runs the page lists (the demo's report folder, ``reports``); ``allow_models``: the
-    ``package.module:factory`` models the person who started the UI allows (every other one is refused,
-    :func:`speechtrain.ui.backend.check_runnable`). Uploaded zips are unpacked in ``runs/.ui/uploads`` (a folder
+    ``package.module:factory`` models the person who started the UI allows, ``allow_code``: the other config values
+    naming code it allows (``KEY=module:function``); every other one is refused
+    (:func:`speechtrain.ui.backend.check_runnable`). Uploaded zips are unpacked in ``runs/.ui/uploads`` (a folder
     no import name reaches: its path holds ``.ui``), and the server serves files from ``runs/.ui/shown`` only:
     the copies of what the page shows (eval audio, the ladder's chart, the Listen tab's output)."""
 
@@ -42,6 +44,7 @@ class Workspace:
         data_root: str | Path = "data",
         also: tuple[str | Path, ...] | list[str | Path] = (),
         allow_models: tuple[str, ...] | list[str] = (),
+        allow_code: tuple[str, ...] | list[str] = (),
     ) -> None:
         self.runs = Path(runs_root).resolve()
         self.data = Path(data_root).resolve()
@@ -53,6 +56,7 @@ class Workspace:
             d.mkdir(parents=True, exist_ok=True)
         self.also = [Path(p).resolve() for p in also if Path(p).resolve() != self.runs]
         self.allow_models = tuple(allow_models)
+        self.allow_code = backend.parse_allow_code(allow_code)
         self.gpu: deque[dict[str, Any]] = deque(maxlen=600)
         self.t0 = time.time()
 
@@ -66,12 +70,48 @@ class Workspace:
     def recipes(self) -> list[str]:
         return backend.list_recipes([self.tuned])
 
-    def load_config(self, recipe: str, overrides: list[str]) -> Any:
-        """:func:`backend.load_config` with the models this UI allows."""
-        return backend.load_config(recipe, overrides, self.allow_models)
+    def load_config(self, recipe: str, overrides: list[str], reads_data: bool = True) -> Any:
+        """:func:`backend.load_config` with the code this UI allows; with ``reads_data`` (every job but the probe)
+        its dataset paths must be under the data roots (:meth:`data_path`)."""
+        cfg = backend.load_config(recipe, overrides, self.allow_models, self.allow_code)
+        if reads_data:
+            self.check_data_paths(cfg)
+        return cfg
 
     def load_run_config(self, run_dir: Path, overrides: list[str] | None = None) -> Any:
-        return backend.load_run_config(run_dir, overrides or [], self.allow_models)
+        """A run's config with the page's overrides; a dataset path the overrides name must be under the data roots
+        (the run's own, written by whoever started it, is kept)."""
+        cfg = backend.load_run_config(run_dir, overrides or [], self.allow_models, self.allow_code)
+        if any(o.split("=", 1)[0].strip() in self.DATA_KEYS for o in overrides or []):
+            self.check_data_paths(cfg)
+        return cfg
+
+    # ------------------------------------------------------------------ data roots
+    #: the config keys naming files or folders a job reads as a dataset
+    DATA_KEYS = ("data.manifest", "data.eval_manifest")
+
+    def data_roots(self) -> list[Path]:
+        """The folders the page reads datasets from: ``--data`` and its uploads."""
+        return [self.data, self.uploads]
+
+    def data_path(self, path: str | Path, key: str = "dataset") -> Path:
+        """``path`` (absolute, ``..`` resolved) when it is under one of :meth:`data_roots`, else a one-line UserError
+        naming the roots: the page must not read any file of the machine as a dataset (``/etc/passwd`` as an
+        LJSpeech manifest would show its lines as errors). Links the operator put under a root are followed."""
+        full = Path(os.path.normpath(Path(path).expanduser().absolute()))
+        if any(full.is_relative_to(root) for root in self.data_roots()):
+            return full
+        raise UserError(
+            f"{key} {path}: the web UI reads datasets only under its data folder {self.data} (speechtrain ui --data) "
+            f"and its uploads {self.uploads}: upload a .zip, or put the dataset under {self.data}"
+        )
+
+    def check_data_paths(self, cfg: Any) -> None:
+        """Every dataset path of ``cfg`` (:attr:`DATA_KEYS`) is under the data roots (:meth:`data_path`)."""
+        for key in self.DATA_KEYS:
+            value = backend.config_value(cfg, key)
+            if value:
+                self.data_path(str(value), key)
 
     # ------------------------------------------------------------------ runs
     def run_paths(self) -> list[Path]:

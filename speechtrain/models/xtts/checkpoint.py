@@ -2,8 +2,8 @@
 
 A folder holds ``model.pth`` (``{"model": state_dict}`` of Coqui's ``Xtts``: ``mel_stats``, ``gpt.*``,
 ``hifigan_decoder.*``), ``dvae.pth`` (the DVAE's state dict), ``mel_stats.pth`` (80 per-band mel norms),
-``vocab.json`` (a ``tokenizers`` BPE file) and ``config.json`` (Coqui's ``XttsConfig``). Everything is read
-with ``torch.load(weights_only=True)``.
+``vocab.json`` (a ``tokenizers`` BPE file) and ``config.json`` (Coqui's ``XttsConfig``). Every file is read
+by :func:`speechtrain.ckptio.load` (tensors and plain containers only).
 
 Every tensor of a file is classified:
 
@@ -24,9 +24,7 @@ export writes the same keys in the same order and a loaded-then-exported folder 
 from __future__ import annotations
 
 import json
-import pickle
 import re
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from speechtrain import ckptio
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.models.xtts.config import COQUI_ARCH_KEYS, XttsArch
@@ -201,31 +200,16 @@ def arch_from_config(config: dict[str, Any], tokenizer: XttsTokenizer, directory
         raise UserError(f"{directory / 'config.json'}: unusable XTTS sizes: {exc}") from None
 
 
-def _torch_load(path: Path) -> Any:
+def _read_file(path: Path) -> Any:
     try:
-        try:
-            return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except RuntimeError as exc:
-            if "mmap" not in str(exc):
-                raise
-            return torch.load(path, map_location="cpu", weights_only=True)  # the legacy (pre zip) format
-    except pickle.UnpicklingError as exc:
-        if "Unsupported global" not in str(exc):  # not a pickle of objects at all: damaged or foreign bytes
-            raise UserError(f"{path}: not a readable torch file (truncated or foreign: {_last_line(exc)})") from None
+        return ckptio.load(path, mmap=True)  # tensors and plain containers only
+    except ckptio.PickledObjects as exc:
         raise UserError(
             f"{path}: refused: it holds Python objects other than tensors and plain containers, which could run "
-            f"code when loaded ({str(exc).splitlines()[0]}); re-save it as a plain state dict"
+            f"code when loaded ({exc.detail}); re-save it as a plain state dict"
         ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise UserError(
-            f"{path}: not a readable torch file (truncated or foreign: {str(exc).splitlines()[0]})"
-        ) from None
-
-
-def _last_line(exc: BaseException) -> str:
-    """The telling line of torch.load's message (its weights-only explanation comes first)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip() and not line.startswith("Check the doc")]
-    return lines[-1] if lines else type(exc).__name__
+    except ckptio.Unreadable as exc:
+        raise UserError(f"{path}: not a readable torch file ({exc.detail}; or another kind of file)") from None
 
 
 def _state_dict_of(obj: Any, path: Path, container: str | None) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -438,7 +422,7 @@ def load_coqui_weights(directory: str | Path, mods: XttsModules, strict: bool = 
     dvae_targets: dict[str, tuple[nn.Module, str]] = {k: (mods.dvae, k) for k in mods.dvae.state_dict()}
     for file, container, targets in (("model.pth", "model", model_targets), ("dvae.pth", "model", dvae_targets)):
         fr = FileReport(file)
-        sd, fr.ignored_entries = _state_dict_of(_torch_load(d / file), d / file, container)
+        sd, fr.ignored_entries = _state_dict_of(_read_file(d / file), d / file, container)
         per_module, layout[file], file_kept, aliases = _load_tensors(fr, sd, targets, file)
         kept.update(file_kept)
         loads += list(per_module.items())
@@ -446,7 +430,7 @@ def load_coqui_weights(directory: str | Path, mods: XttsModules, strict: bool = 
         report.files.append(fr)
 
     fr = FileReport("mel_stats.pth")
-    stats = _torch_load(d / "mel_stats.pth")
+    stats = _read_file(d / "mel_stats.pth")
     fr.tensors = 1
     if not isinstance(stats, torch.Tensor):
         raise UserError(f"{d / 'mel_stats.pth'}: expected one tensor of {mods.coqui.mel_norms.numel()} mel norms")
@@ -493,7 +477,7 @@ def load_dvae(directory: str | Path, arch: XttsArch) -> tuple[DiscreteVAE, torch
     fr = FileReport("dvae.pth")
     fix = f"put the dvae.pth and mel_stats.pth of this XTTS checkpoint (download them again) in {d}"
     try:
-        sd, fr.ignored_entries = _state_dict_of(_torch_load(d / "dvae.pth"), d / "dvae.pth", "model")
+        sd, fr.ignored_entries = _state_dict_of(_read_file(d / "dvae.pth"), d / "dvae.pth", "model")
     except UserError as exc:
         raise UserError(f"{exc}; the DVAE codes are computed with it: {fix}") from None
     targets: dict[str, tuple[nn.Module, str]] = {k: (dvae, k) for k in dvae.state_dict()}
@@ -505,7 +489,7 @@ def load_dvae(directory: str | Path, arch: XttsArch) -> tuple[DiscreteVAE, torch
         )
     dvae.load_state_dict(per_module.get(dvae, {}), strict=True)
     try:
-        stats = _torch_load(d / "mel_stats.pth")
+        stats = _read_file(d / "mel_stats.pth")
     except UserError as exc:
         raise UserError(f"{exc}; the DVAE mel is normalised with it: {fix}") from None
     if not isinstance(stats, torch.Tensor) or tuple(stats.shape) != (arch.n_mels,):

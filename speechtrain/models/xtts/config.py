@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from speechtrain.config import ModelSection, Section
+from speechtrain.config import NAMES_CODE, ModelSection, Section
 
 #: ``model_args`` keys of Coqui's config.json that the architecture reads
 COQUI_ARCH_KEYS = (
@@ -223,6 +223,7 @@ class XttsConfig(ModelSection):
         "rules), basic (NFC, lowercase, no double quotes, one space), none (NFC, one space), or "
         "package.module:function taking (text, language) or (text) -> text (e.g. a G2P: "
         "speechtrain.data.text.amharic:g2p, or the Amharic cleaners speechtrain.data.text.amharic:clean).",
+        json_schema_extra=NAMES_CODE,  # the web UI refuses a package.module:function unless its operator allowed it
     )
     add_transcript_chars: bool = Field(
         True,

@@ -45,7 +45,7 @@ def layout(ws: Workspace) -> BenchTab:
 
 
 def wire(ws: Workspace, tab: BenchTab, inputs: Inputs) -> None:
-    @guarded(4)
+    @guarded(5)  # status, log, table, plot, diagnosis: a refusal answered 4 and the page showed gradio's error
     def do_bench(r: str, d: str, f: str, sw: str, ex: str, steps: float, limit: float, leave_out: str):  # noqa: ANN202
         overrides = all_overrides(r, d, f, sw, ex)
         ws.load_config(r, overrides)

@@ -87,6 +87,7 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
     def do_prepare(r: str, d: str, f: str, sw: str, ex: str):  # noqa: ANN202 - a generator
         if not d:
             raise UserError("choose a dataset folder or manifest (or make the demo corpus)")
+        ws.data_path(d)  # under the data roots, before anything reads it
         if f == "auto":
             backend.detect_format(d)  # the same error as the CLI, before starting anything
         folder = ws.job("prepare")

@@ -62,7 +62,7 @@ def layout(ws: Workspace) -> RecipeTab:
 def wire(ws: Workspace, tab: RecipeTab, inputs: Inputs) -> None:
     @guarded(3)
     def do_probe(r: str) -> tuple[str, str, pd.DataFrame]:
-        cfg = ws.load_config(r, []) if r else None
+        cfg = ws.load_config(r, [], reads_data=False) if r else None  # the probe reads no data
         head, rows = backend.probe_switches(cfg)
         table = df([[s.key, s.recommended, s.recipe, s.recommended, s.reason] for s in rows], SWITCH_COLUMNS)
         return ok("probed; 'use' starts at the recommendation, edit it to override"), f"**{head}**", table
