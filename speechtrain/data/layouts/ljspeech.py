@@ -144,5 +144,6 @@ LAYOUT = Layout(
     hint="metadata.csv (LJSpeech)",
     points_at="a folder with `metadata.csv`, or the csv itself",
     items="lines `id\\|text\\|normalized_text` (or `id\\|text`); audio `wavs/ID.wav` beside the csv; normalized_text "
-    "is used when present, else text; an optional header `id\\|text\\|speaker` makes the third column the speaker",
+    "is used when present, else text; an optional header `id\\|text\\|speaker` makes the third column the speaker "
+    "(without it, a third column of speaker names is an error); quotes around a `\\|` or a line break are read as CSV",
 )

@@ -104,5 +104,6 @@ LAYOUT = Layout(
     hint="train.csv/eval.csv (XTTS)",
     points_at="a folder with `train.csv` + `eval.csv` (or `metadata_train.csv` + `metadata_eval.csv`), or one such csv",
     items="XTTS/Coqui: a header row naming the columns (`audio_file\\|text\\|speaker_name`; `\\|`, tab or `,` "
-    "separated), paths relative to the csv; the pair is the train/eval split",
+    "separated; quoted fields as CSV reads them, line breaks inside quotes included), paths relative to the csv; "
+    "the pair is the train/eval split",
 )
