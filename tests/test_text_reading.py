@@ -185,6 +185,7 @@ def test_swahili_amounts_and_dates_without_a_normaliser_fail_strict(tmp_path: Pa
 def test_a_phoneme_string_far_from_the_corpus_median_is_reported() -> None:
     items = [TextItem(f"u{i}", "abcdefgh", "", "abcdefgh") for i in range(6)]
     items.append(TextItem("long", "x" * 40, "", "abcdefgh"))  # 5x the phonemes per letter of the others
+    items.append(TextItem("digits", "x" * 40, "", "abc 1999"))  # numbers written out: judged by the number notes
     report = text_report(items, learn_symbols(items), source="learned", language="xx", phonemizer="espeak")
     assert [uid for uid, _ in report.ratio_outliers] == ["long"]
     assert any("long (5.0x)" in w for w in report.warnings())

@@ -79,8 +79,7 @@ TATWEEL = "\u0640"
 #: per script, the compatibility characters NFKC would change in a way that changes the reading (checked by
 #: phonemizing both forms with espeak-ng: tests/test_text_reading.py); every other fold reads the same or better
 KEEP_COMPAT: dict[str, frozenset[str]] = {
-    "Latin": frozenset("\u00aa\u00ba"),  # ª º: ordinal indicators, not the letters a o
-    "Greek": frozenset("\u00b5"),  # µ: micro, not mu
+    "Latin": frozenset("\u00aa\u00ba\u00b5"),  # ª º: ordinal indicators, not the letters a o; µ: micro, not mu
     "Hangul": frozenset(chr(c) for c in range(0x3130, 0x3190)),  # compatibility jamo: syllable parts
     # SARA AM is one vowel; NFKC's NIKHAHIT + SARA AA is read by espeak-ng as English letter names
     "Thai": frozenset("\u0e33"),
@@ -91,7 +90,7 @@ ESPEAK_KEEP_COMPAT = frozenset("\u00bc\u00bd\u00be\u2189") | frozenset(chr(c) fo
 #: languages whose writing uses ZWNJ between the parts of a word (Persian خانه‌ام "my house" is read apart
 #: from خانهام): kept as a symbol there, removed (reported) elsewhere
 ZWNJ = "\u200c"
-ZWNJ_LANGUAGES = frozenset({"fa", "ps", "ur", "ckb", "ku", "sd", "ug", "ks", "bal", "glk", "mzn", "prs", "tg-arab"})
+ZWNJ_LANGUAGES = frozenset({"fa", "ps", "ur", "ckb", "ku", "sd", "ug", "ks", "bal", "glk", "mzn", "prs"})
 #: Arabic-script letter variants mapped to the declared language's own forms (keyboards of one language type the
 #: other's: Arabic ك ي in Persian text); listed in the report as mapped
 LETTER_FORMS: dict[str, dict[str, str]] = {

@@ -395,11 +395,12 @@ def text_report(
 
 def _ratio_outliers(items: Sequence[TextItem]) -> list[tuple[str, float]]:
     """Utterances whose phonemes per letter are :data:`RATIO_FAR` times the corpus median or more (or less):
-    a reading of letter names is several times longer than the words, a skipped script much shorter."""
+    a reading of letter names is several times longer than the words, a skipped script much shorter. Texts
+    with digits are left out (their numbers are written out first; the number notes judge them)."""
     ratios = {}
     for it in items:
         letters = sum(1 for c in it.text if c.isalpha())
-        if letters >= 3 and it.symbols:
+        if letters >= 3 and it.symbols and not any(c.isdigit() for c in it.text):
             ratios[it.id] = sum(1 for c in it.symbols if c.isalpha() and c not in _NOT_PHONES) / letters
     if len(ratios) < RATIO_MIN_ITEMS:
         return []
