@@ -90,8 +90,9 @@ def _own_header(line: str) -> str | None:
 
 
 def _refuse_speaker_column(src: Path, lines: list[tuple[int, str]]) -> None:
-    """A third column of speaker names is never read as the transcript: most 3-field lines hold one word
-    there where the text has several, and few distinct values repeat."""
+    """A third column of speaker names is never read as the transcript, judged by the column's statistics in
+    any script: most 3-field lines hold one word there, shorter than the text and not part of it, and few
+    distinct values repeat across the ids."""
     rows = [f for f in (split_fields(line, "|") for _, line in lines) if len(f) == 3]
     if not rows:
         return
@@ -109,7 +110,8 @@ def _refuse_speaker_column(src: Path, lines: list[tuple[int, str]]) -> None:
         )
     raise DataError(
         f"{src}: the third column looks like speaker names, not normalized text ({len(speaker_like)} of {len(rows)} "
-        f"lines hold one word there where the text has several; {len(distinct)} distinct values, e.g. {example}): "
+        f"lines hold one word there, shorter than the text and not part of it; {len(distinct)} distinct values, "
+        f"e.g. {example}): "
         "the speaker would become the transcript. Add the header row 'id|text|speaker' at the top (or "
         "'id|text|normalized_text' if it is normalized text)"
     )
