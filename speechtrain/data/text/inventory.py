@@ -444,7 +444,7 @@ def _look(language: str, texts: Sequence[str]) -> str | None:
     often = sum(n for c, n in letters.items() if c in profile.often) / total
     rare = sum(n for c, n in letters.items() if c in profile.rare) / total
     signs = []
-    if profile.often and often < profile.min_share:
+    if profile.often and often < profile.min_share and total >= sc.MIN_OFTEN_LETTERS:
         shown = " ".join(sorted({c.lower() for c in profile.often}))
         signs.append(
             f"{shown} are {100 * often:.1f}% of its letters ({language} text has {100 * profile.min_share:g}% or more)"

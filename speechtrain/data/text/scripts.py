@@ -343,4 +343,5 @@ PROFILES: dict[str, LetterProfile] = {
     "yo": LetterProfile(_YORUBA_OFTEN, 0.03, frozenset("cqvxzCQVXZ"), 0.01, "en"),
     "cy": LetterProfile(frozenset("wyWYŵŷ"), 0.08, frozenset("kqvxzjKQVXZJ"), 0.01, "en"),
 }
-MIN_PROFILE_LETTERS = 40  # fewer letters than this: too few to judge a language by
+MIN_PROFILE_LETTERS = 40  # fewer letters than this: too few to judge a language by letters it should not have
+MIN_OFTEN_LETTERS = 200  # ... and by the share of letters it uses often (گ پ چ are ~3% of Persian's letters)
