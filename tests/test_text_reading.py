@@ -182,6 +182,16 @@ def test_swahili_amounts_and_dates_without_a_normaliser_fail_strict(tmp_path: Pa
     assert expand_numbers("Habari za asubuhi.", "sw") == ("Habari za asubuhi.", [])
 
 
+@needs_espeak
+def test_symbols_espeak_says_nothing_for_are_reported() -> None:
+    ru = TextFrontEnd(TextSettings(language="ru", phonemizer="espeak")).process("Сегодня 20° тепла.")
+    ar = TextFrontEnd(TextSettings(language="ar", phonemizer="espeak")).process("خصم 50% اليوم")
+    assert any("'°'" in why and "skips" in why for why in ru.reading), ru.reading
+    assert any("'%'" in why and "skips" in why for why in ar.reading), ar.reading
+    en = TextFrontEnd(TextSettings(language="en", phonemizer="espeak")).process("It is 20° and 50% off.")
+    assert not en.reading  # the English voice says "degrees" and "percent"
+
+
 def test_a_phoneme_string_far_from_the_corpus_median_is_reported() -> None:
     items = [TextItem(f"u{i}", "abcdefgh", "", "abcdefgh") for i in range(6)]
     items.append(TextItem("long", "x" * 40, "", "abcdefgh"))  # 5x the phonemes per letter of the others

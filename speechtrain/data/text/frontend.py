@@ -31,8 +31,8 @@ Steps, in order:
    ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
    is reported) or ``rules`` (the language's own G2P: ``am``). Before espeak-ng, amounts and numbers are
    written out in the language where num2words has it (:mod:`.numbers`); each suspect reading is noted on
-   its text (:attr:`Processed.reading`: a language switch, "letter" + a code point, a date, a number with
-   no normaliser, a Hebrew abbreviation) and prepare reports it.
+   its text (:attr:`Processed.reading`: a language switch, "letter" + a code point, a symbol the voice
+   skips, a date, a number with no normaliser, a Hebrew abbreviation) and prepare reports it.
 """
 
 from __future__ import annotations
@@ -274,6 +274,12 @@ class TextFrontEnd:
             text, notes = expand_numbers(out[i].symbols, self.language)
             out[i].reading += notes + abbreviation_notes(text)
             given.append(text)
+        skipped = skipped_symbols(given, self.settings.language)
+        for i, text in zip(todo, given):
+            here = sorted({c for c in text if c in skipped})
+            if here:
+                shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in here)
+                out[i].reading.append(f"espeak-ng skips {shown}: write it as a word")
         for i, text, reading in zip(todo, given, read(given, self.settings.language)):
             out[i].unmapped.update(punctuation_lost(text, reading.phonemes, self.settings.language))
             note = reading_note(text, reading, self.language)
@@ -288,6 +294,21 @@ class TextFrontEnd:
     def __call__(self, text: str) -> str:
         """The symbol string of ``text``."""
         return self.process(text).symbols
+
+
+_SPOKEN_SIGNS = frozenset("%&@#*")  # ASCII punctuation that stands for a word (percent, and, at ...)
+
+
+def skipped_symbols(texts: list[str], language: str) -> set[str]:
+    """The symbols of ``texts`` (currency, maths, degrees, %, ...) that espeak-ng's voice for ``language``
+    says nothing for: each read alone, the empty ones (a mark, an apostrophe or a hyphen is no candidate)."""
+    from speechtrain.data.text.phonemize import read
+
+    candidates = sorted(
+        {c for t in texts for c in t if unicodedata.category(c)[0] == "S" or unicodedata.category(c) == "No"}
+        | {c for t in texts for c in t if c in _SPOKEN_SIGNS}
+    )
+    return {c for c, r in zip(candidates, read(candidates, language)) if not r.phonemes}
 
 
 _HEBREW_ABBREVIATION = re.compile("[\u05d0-\u05ea][\u05f3\u05f4\"'][\u05d0-\u05ea]")
