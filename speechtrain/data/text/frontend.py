@@ -85,6 +85,7 @@ KEEP_COMPAT: dict[str, frozenset[str]] = {
     "Thai": frozenset("\u0e33"),
 }
 _KEEP_COMPAT = frozenset().union(*KEEP_COMPAT.values())
+_KEEP_COMPAT_V2 = _KEEP_COMPAT - KEEP_COMPAT["Thai"]  # front end 2 folded SARA AM
 #: kept for espeak-ng only: it reads the vulgar fractions as words (½ "a half"); NFKC's 1⁄2 reads "one slash two"
 ESPEAK_KEEP_COMPAT = frozenset("\u00bc\u00bd\u00be\u2189") | frozenset(chr(c) for c in range(0x2150, 0x2160))
 #: languages whose writing uses ZWNJ between the parts of a word (Persian خانه‌ام "my house" is read apart
@@ -164,8 +165,9 @@ class TextSettings:
     strip_accents: bool = False
     transliterate: bool = False
     #: the front end's rules: 3 (this module: folds checked against espeak-ng, Persian ZWNJ, letter forms,
-    #: numbers); 2 before those; 1 for caches and runs made before compatibility forms, removals and case
-    #: after espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
+    #: numbers; a run trained with 2 keeps 2's reading: NFKC's Thai, ZWNJ removed, letter forms as written,
+    #: digits to espeak-ng); 1 for caches and runs made before compatibility forms, removals and case after
+    #: espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
     front_end: int = FRONT_END_VERSION
 
     @classmethod
@@ -221,22 +223,27 @@ class TextFrontEnd:
         self.settings = settings or TextSettings()
         self.settings.check()
         self.language = primary_language(self.settings.language)
+        #: version 3's rules (runs trained with 2 read their text as they were trained)
+        self.v3 = self.settings.front_end >= 3
+        self.keep = _KEEP_COMPAT_V2
+        if self.v3:
+            self.keep = _KEEP_COMPAT | (ESPEAK_KEEP_COMPAT if self.settings.phonemizer == "espeak" else frozenset())
 
     def normalize(self, text: str) -> Processed:
         """Steps 1-4 (no phonemes)."""
         s = self.settings
-        keep = _KEEP_COMPAT | ESPEAK_KEEP_COMPAT if s.phonemizer == "espeak" else _KEEP_COMPAT
-        text = compat_fold(unicodedata.normalize("NFC", text), keep)
+        text = compat_fold(unicodedata.normalize("NFC", text), self.keep)
         unmapped: Counter[str] = Counter()
+        language = self.language if self.v3 else "und"  # ZWNJ removed everywhere before version 3
         if not text.isascii() or not text.isprintable():
             kept = []
             for c in text:
-                if removable(c, self.language):
+                if removable(c, language):
                     unmapped[c] += 1
                 else:
                     kept.append(c)
             text = "".join(kept)
-        if self.language in _LETTER_FORMS:
+        if self.v3 and self.language in _LETTER_FORMS:
             text = text.translate(_LETTER_FORMS[self.language])
         if self.language == "uz":
             text = uzbek.unify_apostrophes(text)
@@ -271,7 +278,7 @@ class TextFrontEnd:
         todo = [i for i, p in enumerate(out) if p.symbols]
         given = []
         for i in todo:
-            text, notes = expand_numbers(out[i].symbols, self.language)
+            text, notes = expand_numbers(out[i].symbols, self.language) if self.v3 else (out[i].symbols, [])
             out[i].reading += notes + abbreviation_notes(text)
             given.append(text)
         skipped = skipped_symbols(given, self.settings.language)
