@@ -50,6 +50,7 @@ import numpy as np
 
 from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
+from speechtrain.data.layouts.base import reading_language
 from speechtrain.data.limits import REASON as LIMIT_REASON
 from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
@@ -333,23 +334,11 @@ def prepare_dataset(
     if workers is not None and workers < 1:
         raise DataError(f"workers must be >= 1, got {workers}")
     start = time.perf_counter()
-    rt = _require_text(data, require_text)
-    store = FeatureStore.from_data(data, derived, limits)
+    with reading_language(data.language):  # a not-UTF-8 file is told data.language's code page
+        store = FeatureStore.from_data(data, derived, limits)
+        plans = _read_plans(store, data, _require_text(data, require_text))
     front_end = TextFrontEnd(store.settings.text)
     checks = _LimitChecks(store.limits)
-
-    plans = []
-    for ref in store.manifests():
-        previous = store.latest_index(ref)
-        entries, problems = read_manifest(ref.path, ref.format, data.encoding)
-        kept, vproblems, probes = validate_entries(
-            entries,
-            min_duration=data.min_duration,
-            max_duration=data.max_duration,
-            require_text=rt,
-            probes=previous.probes if previous is not None else None,
-        )
-        plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
 
     for plan in plans:  # text limits first: no features for what the model cannot take
         where = {c.entry.id: c.entry.where for c in plan.kept}
@@ -446,6 +435,23 @@ def prepare_dataset(
     return report
 
 
+def _read_plans(store: FeatureStore, data: DataConfig, require_text: bool | None) -> list[_ManifestPlan]:
+    """Each manifest read and validated (headers only)."""
+    plans = []
+    for ref in store.manifests():
+        previous = store.latest_index(ref)
+        entries, problems = read_manifest(ref.path, ref.format, data.encoding)
+        kept, vproblems, probes = validate_entries(
+            entries,
+            min_duration=data.min_duration,
+            max_duration=data.max_duration,
+            require_text=require_text,
+            probes=previous.probes if previous is not None else None,
+        )
+        plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
+    return plans
+
+
 def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd) -> dict[str, Processed]:
     """Every kept transcript through the front end, once per distinct text; what an earlier index
     with the same text settings made of a text is reused (phonemes are the costly part)."""
@@ -453,7 +459,7 @@ def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd) -> dict[
     for plan in plans:
         if plan.previous is not None and plan.previous.settings.text == front_end.settings:
             for it in plan.previous.items:
-                known[it.text] = Processed(it.symbols, Counter(it.unmapped))
+                known[it.text] = Processed(it.symbols, Counter(it.unmapped), it.reading.splitlines())
     texts = sorted({c.entry.text for plan in plans for c in plan.kept if c.entry.text} - set(known))
     if texts:
         log.info("text front end: %d transcript(s) (%s)", len(texts), front_end.settings)
@@ -473,7 +479,7 @@ def _report_of(plans: list[_ManifestPlan], processed: dict[str, Processed], data
         for c in plan.kept:
             p = processed.get(c.entry.text)
             rows.append(
-                TextItem(c.entry.id, p.symbols, "".join(p.unmapped.elements()), c.entry.text)
+                TextItem(c.entry.id, p.symbols, "".join(p.unmapped.elements()), c.entry.text, "\n".join(p.reading))
                 if p
                 else TextItem(c.entry.id, "", "", c.entry.text or "")
             )
@@ -582,6 +588,7 @@ def _index_of(
                 f0_key=store.f0_key(c.entry.audio_path, c.sig),
                 derived=(dkeys := store.derived_keys(akey)),
                 shapes={name: shapes[k] for name, k in dkeys.items() if shapes and k in shapes},
+                reading="\n".join(text.reading) if text is not None else "",
             )
         )
     if checks is not None:

@@ -210,6 +210,7 @@ class CachedItem:
     f0_key: str | None = None  # cached f0 (T_frames,), with data.f0_method
     derived: dict[str, str] = field(default_factory=dict)  # derived feature name -> its key
     shapes: dict[str, list[int]] = field(default_factory=dict)  # derived feature name -> its array's shape
+    reading: str = ""  # why the phonemizer's reading is suspect, one reason a line (the text report lists them)
 
     def feature_keys(self) -> list[str]:
         """Every feature file key of this item (mel, audio, f0, derived)."""
@@ -219,7 +220,7 @@ class CachedItem:
         return {f.name: dict(v) if isinstance(v := getattr(self, f.name), dict) else v for f in fields(self)}
 
     def text_item(self) -> TextItem:
-        return TextItem(self.id, self.symbols, self.unmapped, self.text)
+        return TextItem(self.id, self.symbols, self.unmapped, self.text, self.reading)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> CachedItem:
@@ -240,6 +241,7 @@ class CachedItem:
             f0_key=None if raw.get("f0_key") is None else str(raw["f0_key"]),
             derived={str(k): str(v) for k, v in (raw.get("derived") or {}).items()},
             shapes={str(k): [int(n) for n in v] for k, v in (raw.get("shapes") or {}).items()},
+            reading=str(raw.get("reading") or ""),
         )
 
     def expected_shapes(self, n_mels: int) -> dict[str, tuple[int, ...] | None]:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import codecs
 import csv
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from enum import IntEnum
 from pathlib import Path
@@ -203,10 +205,74 @@ def columns(src: Path, encoding: str | None, required: tuple[str, ...], fmt: str
 
 
 def split_row(line: str, sep: str) -> list[str]:
-    """The fields of a data line (``,``: CSV quoting rules)."""
+    """The fields of a data line (``,``: CSV quoting rules; ``|`` and tab: :func:`split_fields`)."""
     if sep != ",":
-        return line.split(sep)
+        return split_fields(line, sep)
     return next(csv.reader([line]))
+
+
+def _quoted_split(line: str, sep: str) -> tuple[list[str], bool] | None:
+    """CSV's reading of ``line`` (``sep``-separated, ``"`` quotes a field from its start, ``""`` inside is a quote):
+    (fields, still inside a quote at the end), or None where the quotes are not CSV's (a quote closed just
+    after a ``|``: LJSpeech's own open quotes in both text columns)."""
+    fields, field, i, quoted, opened = [], [], 0, False, False
+    while i < len(line):
+        c = line[i]
+        if quoted:
+            if c == '"' and line[i + 1 : i + 2] == '"':
+                field.append('"')
+                i += 1
+            elif c == '"':
+                if i > 0 and line[i - 1] == sep:
+                    return None
+                quoted = False
+            else:
+                field.append(c)
+        elif c == '"' and not field and not opened:
+            quoted = opened = True
+        elif c == sep:
+            fields.append("".join(field))
+            field, opened = [], False
+        else:
+            field.append(c)
+        i += 1
+    fields.append("".join(field))
+    return fields, quoted
+
+
+def split_fields(line: str, sep: str) -> list[str]:
+    """The fields of one row: CSV's quoting where a quote encloses a ``|`` or a line break, else plain ``|``."""
+    if '"' not in line:
+        return line.split(sep)
+    parsed = _quoted_split(line, sep)
+    if parsed is None or parsed[1]:
+        return line.split(sep)
+    fields, _ = parsed
+    plain = line.split(sep)
+    return fields if len(fields) != len(plain) or "\n" in line else plain
+
+
+def join_quoted_rows(lines: list[tuple[int, str]], sep: str = "|") -> list[tuple[int, str]]:
+    """Physical lines joined where a quoted field goes on over a line break (the next lines hold its closing
+    quote before any separator)."""
+    out: list[tuple[int, str]] = []
+    i = 0
+    while i < len(lines):
+        n, line = lines[i]
+        j = i
+        while '"' in line and (parsed := _quoted_split(line, sep)) is not None and parsed[1] and j + 1 < len(lines):
+            following = lines[j + 1][1]
+            if '"' not in following.split(sep)[0]:
+                break
+            line, j = line + "\n" + following, j + 1
+        parsed = _quoted_split(line, sep) if j > i else None
+        if parsed is not None and not parsed[1]:
+            out.append((n, line))
+            i = j + 1
+        else:
+            out.append(lines[i])
+            i += 1
+    return out
 
 
 def relative_audio(listed: str, base: Path) -> str:
@@ -216,6 +282,20 @@ def relative_audio(listed: str, base: Path) -> str:
 
 
 # ---------------------------------------------------------------------------------- encodings
+_LANGUAGE: ContextVar[str | None] = ContextVar("manifest_language", default=None)
+
+
+@contextmanager
+def reading_language(language: str | None) -> Iterator[None]:
+    """Manifests read inside are in ``language`` (data.language): a file that is not UTF-8 is told that
+    language's code page (cp1255 for Hebrew, cp1256 for Persian ...) instead of a Latin one."""
+    token = _LANGUAGE.set(language)
+    try:
+        yield
+    finally:
+        _LANGUAGE.reset(token)
+
+
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32"),
     (codecs.BOM_UTF32_BE, "utf-32"),
@@ -278,6 +358,18 @@ def _decode_message(src: Path, blob: bytes, exc: UnicodeDecodeError, encoding: s
         return (
             f"{src}:{line_no}: cannot be decoded as data.encoding={encoding} "
             f"(byte 0x{blob[exc.start]:02x}); {bad} line(s) fail. Set data.encoding to the file's encoding"
+        )
+    from speechtrain.data.text.scripts import code_page
+
+    language = _LANGUAGE.get()
+    page = code_page(language) if language and language != "und" else None
+    if page is not None and page != "cp1252" and _decodes(blob, page):
+        preview = raw.decode(page, errors="replace")[:80]
+        return (
+            f"{src}:{line_no}: not UTF-8 text (byte 0x{blob[exc.start]:02x} at column {exc.start - start + 1}; "
+            f"{bad} line(s) are not UTF-8). Read as {page}, the usual code page of data.language={language}, that "
+            f"line says {preview!r}. Save the file as UTF-8 (e.g. iconv -f {page} -t utf-8), or set "
+            f"data.encoding={page}"
         )
     preview = raw.decode("cp1252", errors="replace")[:80]
     return (

@@ -4,9 +4,13 @@
 An id with an audio extension (``wavs/a.wav``) is read as that file's path relative to the csv. A header
 row is an error naming the layout it belongs to (any layout that recognises the file by its header),
 except LJSpeech's own optional one, ``id|text|normalized_text`` or ``id|text|speaker`` (``speaker_name``),
-which says what the third column holds. Without it, a third column that reads as speaker names (one
-word where the text has several, few distinct values) is an error naming that header: it is never taken
-for the transcript.
+which says what the third column holds. Without it, a third column that reads as speaker names (by its
+statistics, in any script: few distinct values repeated across many ids, none of them the text) is an error
+naming that header: it is never taken for the transcript.
+
+Quotes are read as CSV reads them where they enclose a ``|`` or a line break: ``sw05|"Alisema | habari yako"
+kisha akaondoka.`` is one text, and a quoted field may go on over the next lines. A quote that encloses
+nothing of the kind (LJSpeech's own ``"The earliest book...``) is part of the text, as before.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from speechtrain.data.layouts.base import (
     Problem,
     Strength,
     first_line,
+    join_quoted_rows,
     read_text_lines,
+    split_fields,
 )
 from speechtrain.errors import DataError
 
@@ -43,7 +49,7 @@ THIRD = {"normalized_text": "normalized_text", "speaker": "speaker", "speaker_na
 def read(src: Path, encoding: str | None = None) -> Listing:
     entries, problems = [], []
     wavs = src.parent / "wavs"
-    lines = read_text_lines(src, encoding)
+    lines = join_quoted_rows(read_text_lines(src, encoding))
     third = "normalized_text"
     if lines and _own_header(lines[0][1]):
         third = THIRD[_own_header(lines[0][1]) or "normalized_text"]
@@ -53,7 +59,7 @@ def read(src: Path, encoding: str | None = None) -> Listing:
         _refuse_speaker_column(src, lines)
     for n, line in lines:
         where = f"{src}:{n}"
-        fields = line.split("|")
+        fields = split_fields(line, "|")
         if len(fields) not in (2, 3):
             detail = f"expected 3 fields id|text|normalized_text (or id|text), got {len(fields)}"
             if len(fields) == 4:
@@ -84,9 +90,10 @@ def _own_header(line: str) -> str | None:
 
 
 def _refuse_speaker_column(src: Path, lines: list[tuple[int, str]]) -> None:
-    """A third column of speaker names is never read as the transcript: most 3-field lines hold one word
-    there where the text has several, and few distinct values repeat."""
-    rows = [f for f in (line.split("|") for _, line in lines) if len(f) == 3]
+    """A third column of speaker names is never read as the transcript, judged by the column's statistics in
+    any script: most 3-field lines hold one word there, shorter than the text and not part of it, and few
+    distinct values repeat across the ids."""
+    rows = [f for f in (split_fields(line, "|") for _, line in lines) if len(f) == 3]
     if not rows:
         return
     speaker_like = [f for f in rows if _looks_like_speaker(f[1], f[2])]
@@ -103,7 +110,8 @@ def _refuse_speaker_column(src: Path, lines: list[tuple[int, str]]) -> None:
         )
     raise DataError(
         f"{src}: the third column looks like speaker names, not normalized text ({len(speaker_like)} of {len(rows)} "
-        f"lines hold one word there where the text has several; {len(distinct)} distinct values, e.g. {example}): "
+        f"lines hold one word there, shorter than the text and not part of it; {len(distinct)} distinct values, "
+        f"e.g. {example}): "
         "the speaker would become the transcript. Add the header row 'id|text|speaker' at the top (or "
         "'id|text|normalized_text' if it is normalized text)"
     )
@@ -122,12 +130,10 @@ def _refuse_header(src: Path, line: str, where: str, encoding: str | None) -> No
 
 
 def _looks_like_speaker(text: str, third: str) -> bool:
-    """Whether the third field of a line reads as a speaker name rather than normalised text: one word
-    where the text has several, and not a word of the text."""
+    """Whether the third field of a line reads as a speaker name rather than normalised text, in any script
+    (Thai and Japanese put no spaces between words): one word, shorter than the text and not in it."""
     third, text = third.strip(), text.strip()
-    return (
-        bool(third) and len(third.split()) == 1 and len(text.split()) > 1 and third.lower() not in text.lower().split()
-    )
+    return bool(third) and len(third.split()) == 1 and len(third) < len(text) and third.lower() not in text.lower()
 
 
 LAYOUT = Layout(
@@ -140,5 +146,6 @@ LAYOUT = Layout(
     hint="metadata.csv (LJSpeech)",
     points_at="a folder with `metadata.csv`, or the csv itself",
     items="lines `id\\|text\\|normalized_text` (or `id\\|text`); audio `wavs/ID.wav` beside the csv; normalized_text "
-    "is used when present, else text; an optional header `id\\|text\\|speaker` makes the third column the speaker",
+    "is used when present, else text; an optional header `id\\|text\\|speaker` makes the third column the speaker "
+    "(without it, a third column of speaker names is an error); quotes around a `\\|` or a line break are read as CSV",
 )

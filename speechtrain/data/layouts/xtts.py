@@ -1,7 +1,7 @@
 """XTTS/Coqui CSV: a header row naming the columns (``audio_file|text|speaker_name``; ``|``, tab or ``,``
-separated), paths relative to the csv. A folder with ``train.csv`` + ``eval.csv`` (or
-``metadata_train.csv`` + ``metadata_eval.csv``) uses that pair as the train/eval split; a folder with one
-``metadata.csv`` that has such a header is read as one listing."""
+separated; quoted fields as CSV reads them, line breaks inside quotes included), paths relative to the csv.
+A folder with ``train.csv`` + ``eval.csv`` (or ``metadata_train.csv`` + ``metadata_eval.csv``) uses that pair
+as the train/eval split; a folder with one ``metadata.csv`` that has such a header is read as one listing."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from speechtrain.data.layouts.base import (
     columns,
     first_line,
     header_names,
+    join_quoted_rows,
     split_row,
 )
 
@@ -69,7 +70,7 @@ def read(src: Path, encoding: str | None = None) -> Listing:
     names, sep, lines = columns(src, encoding, (KEY, "text"), "xtts")
     col = {name: i for i, name in enumerate(names)}
     entries, problems = [], []
-    for n, line in lines:
+    for n, line in join_quoted_rows(lines, sep):  # a quoted text may go on over a line break
         where = f"{src}:{n}"
         fields = split_row(line, sep)
         if len(fields) != len(names):
@@ -103,5 +104,6 @@ LAYOUT = Layout(
     hint="train.csv/eval.csv (XTTS)",
     points_at="a folder with `train.csv` + `eval.csv` (or `metadata_train.csv` + `metadata_eval.csv`), or one such csv",
     items="XTTS/Coqui: a header row naming the columns (`audio_file\\|text\\|speaker_name`; `\\|`, tab or `,` "
-    "separated), paths relative to the csv; the pair is the train/eval split",
+    "separated; quoted fields as CSV reads them, line breaks inside quotes included), paths relative to the csv; "
+    "the pair is the train/eval split",
 )

@@ -4,14 +4,19 @@ Steps, in order:
 
 1. Unicode NFC (a letter and its combining accent become the one precomposed letter), then the
    compatibility forms of NFKC: full-width and half-width letters, ligatures (``ﬁ`` -> ``fi``), circled and
-   super-/subscript digits, Arabic presentation forms, no-break spaces, fractions. Left alone: Hangul
-   compatibility jamo, the ordinal indicators ª º and the micro sign µ (NFKC would change their reading).
+   super-/subscript digits, Arabic presentation forms, no-break spaces, fractions. Left alone, per script
+   (:data:`KEEP_COMPAT`, each checked by phonemizing both forms with espeak-ng): Hangul compatibility jamo,
+   the ordinal indicators ª º, the micro sign µ and Thai SARA AM ำ (NFKC's NIKHAHIT + SARA AA is read as
+   English letter names); with ``data.phonemizer=espeak`` also the vulgar fractions (½ is "a half").
 2. Characters that are not speech are removed and *reported* (:attr:`Processed.unmapped`; the report
    says which class each one is): format and invisible characters (ZWJ, ZWNJ, LRM/RLM, soft hyphen,
    zero-width space, byte-order mark), emoji with their joiners and variation selectors, the Arabic
    tatweel (it stretches a letter, it is not a sound), control, private-use and unassigned code points,
-   U+FFFD from a decoding accident.
-3. The language's cleaners (``data.language``, a BCP-47 code):
+   U+FFFD from a decoding accident. ZWNJ is kept where the language writes it inside words
+   (:data:`ZWNJ_LANGUAGES`: Persian خانه‌ام "my house" is read apart from خانهام).
+3. The language's cleaners (``data.language``, a BCP-47 code): Arabic-script letter variants to the
+   language's own forms (:data:`LETTER_FORMS`: Arabic ك ي in Persian or Urdu text -> ک ی; Persian ک ی in
+   Arabic text -> ك ي; the report lists them as mapped);
    ``uz`` / ``uz-Latn`` / ``uz-Cyrl``: apostrophes of oʻ gʻ and the tutuq belgisi as one symbol each
    (word-final oʻ gʻ too); with ``data.transliterate`` Cyrillic to Latin. ``am``: Ethiopic punctuation,
    numbers as words. Any other code (``und`` included): the generic rules only.
@@ -24,7 +29,10 @@ Steps, in order:
 5. ``data.phonemizer``: ``none`` (the characters), ``espeak`` (IPA from espeak-ng; the punctuation of
    scripts espeak-ng drops, such as Arabic ``، ؟``, Devanagari ``।``, Urdu ``۔``, CJK ``，。？`` and Armenian
    ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
-   is reported) or ``rules`` (the language's own G2P: ``am``).
+   is reported) or ``rules`` (the language's own G2P: ``am``). Before espeak-ng, amounts and numbers are
+   written out in the language where num2words has it (:mod:`.numbers`); each suspect reading is noted on
+   its text (:attr:`Processed.reading`: a language switch, "letter" + a code point, a symbol the voice
+   skips, a date, a number with no normaliser, a Hebrew abbreviation) and prepare reports it.
 """
 
 from __future__ import annotations
@@ -41,9 +49,10 @@ from speechtrain.errors import UserError
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
+    from speechtrain.data.text.phonemize import Reading
 
 PHONEMIZERS = ("none", "espeak", "rules")
-FRONT_END_VERSION = 2
+FRONT_END_VERSION = 3
 RULE_G2P = {"am": amharic.g2p}  # language -> its rule-based G2P (data.phonemizer=rules)
 
 _TRANSLATE = str.maketrans(
@@ -67,19 +76,44 @@ _TRANSLATE = str.maketrans(
 _SPACES = re.compile(r"\s+")
 _REMOVED_CATEGORIES = ("Cc", "Co", "Cn", "Cs", "Cf")
 TATWEEL = "\u0640"
-#: compatibility characters NFKC would change in a way that changes the reading
-_KEEP_COMPAT = {"\u00aa", "\u00ba", "\u00b5"} | {chr(c) for c in range(0x3130, 0x3190)}
+#: per script, the compatibility characters NFKC would change in a way that changes the reading (checked by
+#: phonemizing both forms with espeak-ng: tests/test_text_reading.py); every other fold reads the same or better
+KEEP_COMPAT: dict[str, frozenset[str]] = {
+    "Latin": frozenset("\u00aa\u00ba\u00b5"),  # ª º: ordinal indicators, not the letters a o; µ: micro, not mu
+    "Hangul": frozenset(chr(c) for c in range(0x3130, 0x3190)),  # compatibility jamo: syllable parts
+    # SARA AM is one vowel; NFKC's NIKHAHIT + SARA AA is read by espeak-ng as English letter names
+    "Thai": frozenset("\u0e33"),
+}
+_KEEP_COMPAT = frozenset().union(*KEEP_COMPAT.values())
+_KEEP_COMPAT_V2 = _KEEP_COMPAT - KEEP_COMPAT["Thai"]  # front end 2 folded SARA AM
+#: kept for espeak-ng only: it reads the vulgar fractions as words (½ "a half"); NFKC's 1⁄2 reads "one slash two"
+ESPEAK_KEEP_COMPAT = frozenset("\u00bc\u00bd\u00be\u2189") | frozenset(chr(c) for c in range(0x2150, 0x2160))
+#: languages whose writing uses ZWNJ between the parts of a word (Persian خانه‌ام "my house" is read apart
+#: from خانهام): kept as a symbol there, removed (reported) elsewhere
+ZWNJ = "\u200c"
+ZWNJ_LANGUAGES = frozenset({"fa", "ps", "ur", "ckb", "ku", "sd", "ug", "ks", "bal", "glk", "mzn", "prs"})
+#: Arabic-script letter variants mapped to the declared language's own forms (keyboards of one language type the
+#: other's: Arabic ك ي in Persian text); listed in the report as mapped
+LETTER_FORMS: dict[str, dict[str, str]] = {
+    "fa": {"\u0643": "\u06a9", "\u064a": "\u06cc", "\u0649": "\u06cc"},  # ك ي ى -> ک ی
+    "ur": {"\u0643": "\u06a9", "\u064a": "\u06cc", "\u0649": "\u06cc"},
+    "ckb": {"\u0643": "\u06a9", "\u064a": "\u06cc", "\u0649": "\u06cc"},
+    "ps": {"\u0643": "\u06a9"},  # Pashto's ي is a letter of its own
+    "ar": {"\u06a9": "\u0643", "\u06cc": "\u064a"},  # Persian ک ی -> ك ي
+}
+_LETTER_FORMS = {lang: str.maketrans(table) for lang, table in LETTER_FORMS.items()}
 _AFTER_COMPAT = str.maketrans({"\u2044": "/"})  # the fraction slash of 1⁄2
 
 
-def compat_fold(text: str) -> str:
-    """Step 1's compatibility forms (NFKC on the characters that have a compatibility decomposition)."""
+def compat_fold(text: str, keep: frozenset[str] = _KEEP_COMPAT) -> str:
+    """Step 1's compatibility forms (NFKC on the characters that have a compatibility decomposition, but
+    ``keep``: :data:`KEEP_COMPAT`, whose fold would change the reading)."""
     if text.isascii():
         return text
     out = []
     changed = False
     for c in text:
-        if ord(c) > 0x7F and c not in _KEEP_COMPAT and unicodedata.decomposition(c).startswith("<"):
+        if ord(c) > 0x7F and c not in keep and unicodedata.decomposition(c).startswith("<"):
             folded = unicodedata.normalize("NFKC", c)
             if len(folded) > 1 and folded[0] == " ":  # a spacing accent (´ ¨ ˜): a space + a combining mark
                 out.append(c)
@@ -91,8 +125,10 @@ def compat_fold(text: str) -> str:
     return unicodedata.normalize("NFC", "".join(out)).translate(_AFTER_COMPAT) if changed else text
 
 
-def removable(c: str) -> bool:
-    """Step 2: a character that cannot stand for speech."""
+def removable(c: str, language: str = "und") -> bool:
+    """Step 2: a character that cannot stand for speech (in ``language``: ZWNJ is part of Persian words)."""
+    if c == ZWNJ and language in ZWNJ_LANGUAGES:
+        return False
     if c.isascii():
         return c != " " and not c.isprintable() and not c.isspace()
     if c.isspace():
@@ -128,8 +164,10 @@ class TextSettings:
     lowercase: bool = True
     strip_accents: bool = False
     transliterate: bool = False
-    #: the front end's rules: 2 (this module); 1 for caches and runs made before compatibility forms,
-    #: removals and case after espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
+    #: the front end's rules: 3 (this module: folds checked against espeak-ng, Persian ZWNJ, letter forms,
+    #: numbers; a run trained with 2 keeps 2's reading: NFKC's Thai, ZWNJ removed, letter forms as written,
+    #: digits to espeak-ng); 1 for caches and runs made before compatibility forms, removals and case after
+    #: espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
     front_end: int = FRONT_END_VERSION
 
     @classmethod
@@ -165,6 +203,8 @@ class Processed:
 
     symbols: str
     unmapped: Counter[str] = field(default_factory=Counter)
+    #: why the phonemizer's reading is suspect (a language switch, a number left to espeak-ng's rules ...)
+    reading: list[str] = field(default_factory=list)
 
 
 def legacy_normalize(text: str, lowercase: bool = True) -> str:
@@ -183,20 +223,28 @@ class TextFrontEnd:
         self.settings = settings or TextSettings()
         self.settings.check()
         self.language = primary_language(self.settings.language)
+        #: version 3's rules (runs trained with 2 read their text as they were trained)
+        self.v3 = self.settings.front_end >= 3
+        self.keep = _KEEP_COMPAT_V2
+        if self.v3:
+            self.keep = _KEEP_COMPAT | (ESPEAK_KEEP_COMPAT if self.settings.phonemizer == "espeak" else frozenset())
 
     def normalize(self, text: str) -> Processed:
         """Steps 1-4 (no phonemes)."""
         s = self.settings
-        text = compat_fold(unicodedata.normalize("NFC", text))
+        text = compat_fold(unicodedata.normalize("NFC", text), self.keep)
         unmapped: Counter[str] = Counter()
+        language = self.language if self.v3 else "und"  # ZWNJ removed everywhere before version 3
         if not text.isascii() or not text.isprintable():
             kept = []
             for c in text:
-                if removable(c):
+                if removable(c, language):
                     unmapped[c] += 1
                 else:
                     kept.append(c)
             text = "".join(kept)
+        if self.v3 and self.language in _LETTER_FORMS:
+            text = text.translate(_LETTER_FORMS[self.language])
         if self.language == "uz":
             text = uzbek.unify_apostrophes(text)
             if s.transliterate:
@@ -219,14 +267,32 @@ class TextFrontEnd:
             for p in out:
                 p.symbols = g2p(p.symbols)
         elif self.settings.phonemizer == "espeak":
-            from speechtrain.data.text.phonemize import phonemize, punctuation_lost
-
-            todo = [i for i, p in enumerate(out) if p.symbols]
-            phones = phonemize([out[i].symbols for i in todo], self.settings.language)
-            for i, ph in zip(todo, phones):
-                out[i].unmapped.update(punctuation_lost(out[i].symbols, ph, self.settings.language))
-                out[i].symbols = ph
+            self._espeak(out)
         return out
+
+    def _espeak(self, out: list[Processed]) -> None:
+        """Phonemes from espeak-ng, numbers written out first; each suspect reading noted on its text."""
+        from speechtrain.data.text.numbers import expand_numbers
+        from speechtrain.data.text.phonemize import punctuation_lost, read
+
+        todo = [i for i, p in enumerate(out) if p.symbols]
+        given = []
+        for i in todo:
+            text, notes = expand_numbers(out[i].symbols, self.language) if self.v3 else (out[i].symbols, [])
+            out[i].reading += notes + abbreviation_notes(text)
+            given.append(text)
+        skipped = skipped_symbols(given, self.settings.language)
+        for i, text in zip(todo, given):
+            here = sorted({c for c in text if c in skipped})
+            if here:
+                shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in here)
+                out[i].reading.append(f"espeak-ng skips {shown}: write it as a word")
+        for i, text, reading in zip(todo, given, read(given, self.settings.language)):
+            out[i].unmapped.update(punctuation_lost(text, reading.phonemes, self.settings.language))
+            note = reading_note(text, reading, self.language)
+            if note:
+                out[i].reading.append(note)
+            out[i].symbols = reading.phonemes
 
     def process(self, text: str) -> Processed:
         """Every step for one text."""
@@ -235,6 +301,53 @@ class TextFrontEnd:
     def __call__(self, text: str) -> str:
         """The symbol string of ``text``."""
         return self.process(text).symbols
+
+
+_SPOKEN_SIGNS = frozenset("%&@#*")  # ASCII punctuation that stands for a word (percent, and, at ...)
+
+
+def skipped_symbols(texts: list[str], language: str) -> set[str]:
+    """The symbols of ``texts`` (currency, maths, degrees, %, ...) that espeak-ng's voice for ``language``
+    says nothing for: each read alone, the empty ones (a mark, an apostrophe or a hyphen is no candidate)."""
+    from speechtrain.data.text.phonemize import read
+
+    candidates = sorted(
+        {c for t in texts for c in t if unicodedata.category(c)[0] == "S" or unicodedata.category(c) == "No"}
+        | {c for t in texts for c in t if c in _SPOKEN_SIGNS}
+    )
+    return {c for c, r in zip(candidates, read(candidates, language)) if not r.phonemes}
+
+
+_HEBREW_ABBREVIATION = re.compile("[\u05d0-\u05ea][\u05f3\u05f4\"'][\u05d0-\u05ea]")
+
+
+def abbreviation_notes(text: str) -> list[str]:
+    """Abbreviations espeak-ng spells letter by letter: Hebrew geresh/gershayim inside a word (צה״ל)."""
+    found = [m.group(0) for m in _HEBREW_ABBREVIATION.finditer(text)]
+    if not found:
+        return []
+    return [
+        f"an abbreviation marked with geresh/gershayim ({', '.join(found[:3])}): espeak-ng reads its letters by "
+        "their names; write it as it is said"
+    ]
+
+
+def reading_note(text: str, reading: Reading, language: str) -> str | None:
+    """Why espeak-ng's reading of ``text`` is suspect (a language switch, "letter" said), with the fix where one
+    is known; None when it is not."""
+    if not reading.switched and not reading.letter_names:
+        return None
+    if reading.switched:
+        spans = ", ".join(f"({flag}) {span!r}" for flag, span in reading.switched[:3])
+        what = f"espeak-ng switched to another language's reading ({spans}; letter names or a foreign word)"
+    else:
+        what = f"espeak-ng said 'letter' {reading.letter_names} time(s) (characters it has no rule for, read by name)"
+    fix = "write those words in the language's own letters, or as they are said"
+    if any(0x0591 <= ord(c) <= 0x05C7 for c in text):
+        fix = "remove the niqqud (vowel points: data.strip_accents=true), which it reads as English names of marks"
+    elif language == "ja" and any(0x4E00 <= ord(c) <= 0x9FFF for c in text):
+        fix = "espeak-ng has no kanji readings ('Chinese letter'): write the transcripts in kana"
+    return f"{what}: {fix}"
 
 
 def normalize_text(

@@ -19,6 +19,7 @@ twice (mojibake). Each suspicious class gives a warning with examples (:meth:`Te
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +34,10 @@ UNKNOWN_WARN_SHARE = 0.01  # above this share of unknown symbols prepare warns (
 OTHER_SCRIPT_WARN_SHARE = 0.02  # above this share of letters not in data.language's scripts it warns
 RARE_COUNT = 3  # symbols seen fewer times than this are listed as rare
 EXAMPLES = 5  # example utterance ids per unknown character
+RATIO_FAR = 2.5  # phonemes per letter this many times the corpus median (or 1/this) is a failed reading
+RATIO_MIN_ITEMS = 5  # fewer phonemized utterances than this: no median to compare with
+_QUESTION_RUN = re.compile(r"\?+")
+_NOT_PHONES = set("ˈˌːˑ")
 
 REASON_UNMAPPED = "cannot stand for speech (control, private-use or unassigned character, U+FFFD)"
 REASON_NOT_IN_SET = "not in the pinned symbol set (data.symbols)"
@@ -54,6 +59,7 @@ class TextItem:
     symbols: str
     unmapped: str = ""  # the characters the front end removed
     text: str = ""  # the transcript as listed (for the script and encoding checks)
+    reading: str = ""  # why the phonemizer's reading is suspect, one reason a line
 
 
 def learn_symbols(items: Iterable[TextItem]) -> list[str]:
@@ -112,6 +118,14 @@ class TextReport:
     mojibake: list[tuple[str, str, str]] = field(default_factory=list)
     #: class -> (symbol, count) examples of learned symbols, for the warnings
     class_examples: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    #: (id, why) of the utterances whose phonemizer reading is suspect (language switches, numbers left ...)
+    readings: list[tuple[str, str]] = field(default_factory=list)
+    #: (id, phonemes per letter / the corpus median) of readings far longer or shorter than the others
+    ratio_outliers: list[tuple[str, float]] = field(default_factory=list)
+    #: (id, word, characters lost) of transcripts with in-word '?' or U+FFFD (lost when the file was saved)
+    lost: list[tuple[str, str, int]] = field(default_factory=list)
+    #: the warning when the letters do not look like data.language's (a same-script mismatch)
+    look: str | None = None
 
     @property
     def unknown_count(self) -> int:
@@ -149,6 +163,9 @@ class TextReport:
             "scripts": dict(self.scripts),
             "declared_scripts": list(self.declared_scripts) if self.declared_scripts else None,
             "mojibake": [{"id": i, "word": w, "meant": m} for i, w, m in self.mojibake],
+            "readings": [{"id": i, "why": w} for i, w in self.readings],
+            "ratio_outliers": [{"id": i, "ratio_to_median": r} for i, r in self.ratio_outliers],
+            "lost": [{"id": i, "word": w, "count": n} for i, w, n in self.lost],
             "warnings": self.warnings(),
         }
 
@@ -187,8 +204,9 @@ class TextReport:
         return lines
 
     def language_hint(self) -> str | None:
-        """A hint when ``data.language`` is unset (``und``) but the letters show the language, by the
-        letters unique to it (Ethiopic script: ``am``; ў/ҳ: Uzbek Cyrillic; ә ң ө ұ ү һ і: Kazakh)."""
+        """A hint when ``data.language`` is unset (``und``) but the letters show the language: Ethiopic script
+        (``am``), or Cyrillic letters beyond Russian's, naming every language written with them (ө ү: mn, kk,
+        ky, tt, ba; ў ҳ: uz-Cyrl)."""
         if self.language.lower() not in ("und", ""):
             return None
         chars = {s for s, _ in self.symbols}
@@ -197,18 +215,20 @@ class TextReport:
                 "the transcripts are in Ethiopic script: for Amharic set data.language=am (its punctuation and "
                 "numerals; data.phonemizer=rules or espeak for phonemes)"
             )
-        kazakh = sorted(chars & set("әңөұүһі"))
-        if kazakh:
-            return (
-                f"the transcripts have Kazakh letters ({' '.join(kazakh)}): set data.language=kk (the script "
-                "check, and the espeak-ng voice with data.phonemizer=espeak)"
-            )
-        if chars & set("ўҳ"):
-            return (
-                "the transcripts have Uzbek Cyrillic letters (ў ҳ): set data.language=uz-Cyrl (one symbol per "
-                "apostrophe form; data.transliterate=true for Latin)"
-            )
-        return None
+        found, languages = sc.languages_of_letters(chars)
+        if not languages:
+            return None
+        which = " or ".join(f"data.language={code}" for code in languages)
+        extra = (
+            "; uz-Cyrl: one symbol per apostrophe form, data.transliterate=true for Latin"
+            if "uz-Cyrl" in languages
+            else ""
+        )
+        return (
+            f"the transcripts have the Cyrillic letters {' '.join(found)}, written in {', '.join(languages)}: set "
+            f"{which}, whichever it is (the script check, the number normaliser and the espeak-ng voice follow "
+            f"it){extra}"
+        )
 
     def warning(self) -> str | None:
         """The unknown-share warning (None when at most 1% of the symbols are unknown)."""
@@ -222,7 +242,9 @@ class TextReport:
 
     def warnings(self) -> list[str]:
         """Every suspicious class, each with examples (``prepare --strict`` fails on any)."""
-        out = [w for w in (self.warning(), self._script_warning(), self._mojibake_warning()) if w]
+        checks = (self.warning(), self._script_warning(), self._mojibake_warning(), self._lost_warning(), self.look)
+        out = [w for w in checks if w]
+        out += self._reading_warnings()
         for u in self.removed:
             if u.reason in (REMOVED_REASONS[sc.EMOJI], REMOVED_REASONS[sc.PUNCTUATION]):
                 out.append(f"removed {u}")
@@ -245,7 +267,7 @@ class TextReport:
         mix = ", ".join(f"{k} {n}" for k, n in sorted(others.items(), key=lambda kv: -kv[1]))
         if declared == 0:
             fix = "check data.language"
-            code_page = sc.CODE_PAGES.get(self.declared_scripts[0])
+            code_page = sc.code_page(self.language)
             if code_page and self.class_examples.get("latin1_letters"):
                 fix = (
                     f"a {self.declared_scripts[0]} file read with the wrong data.encoding looks like this "
@@ -263,6 +285,36 @@ class TextReport:
                 "data.language, or words in another script the model must learn to read"
             )
         return None
+
+    def _lost_warning(self) -> str | None:
+        if not self.lost:
+            return None
+        total = sum(n for _, _, n in self.lost)
+        shown = ", ".join(f"{w!r} in {i}" for i, w, _ in self.lost[:EXAMPLES])
+        code_page = sc.code_page(self.language)
+        advice = f" (for data.language={self.language}: {code_page})" if code_page else ""
+        return (
+            f"{total} character(s) lost before the manifest was read, in {len(self.lost)} transcript(s) (an in-word "
+            f"'?' or U+FFFD where a letter was: {shown}): the file was saved in a code page without those letters"
+            f"{advice}; recover the transcripts from the original"
+        )
+
+    def _reading_warnings(self) -> list[str]:
+        """The phonemizer's suspect readings, one warning per reason with example utterances."""
+        by_reason: dict[str, list[str]] = {}
+        for uid, why in self.readings:
+            by_reason.setdefault(why, []).append(uid)
+        out = [
+            f"{len(ids)} utterance(s) misread by the phonemizer ({', '.join(ids[:EXAMPLES])}): {why}"
+            for why, ids in by_reason.items()
+        ]
+        if self.ratio_outliers:
+            shown = ", ".join(f"{i} ({r:.1f}x)" for i, r in self.ratio_outliers[:EXAMPLES])
+            out.append(
+                f"{len(self.ratio_outliers)} utterance(s) with phonemes per letter far from the corpus median: "
+                f"{shown}: a failed reading (letter names, skipped characters); check their text"
+            )
+        return out
 
     def _mojibake_warning(self) -> str | None:
         if not self.mojibake:
@@ -331,8 +383,81 @@ def text_report(
         utterances=sum(1 for it in train if it.symbols or it.unmapped) + sum(1 for it in eval_items if it.symbols),
         declared_scripts=sc.scripts_of_language(language),
     )
-    _audit(report, [*train, *eval_items], counts, settings)
+    everything = [*train, *eval_items]
+    _audit(report, everything, counts, settings)
+    report.readings = [(it.id, why) for it in everything for why in it.reading.splitlines() if why]
+    if phonemizer == "espeak":
+        report.ratio_outliers = _ratio_outliers(everything)
+    report.lost = [found for it in everything if (found := _lost(it))]
+    report.look = _look(language, [it.text for it in everything])
     return report
+
+
+def _ratio_outliers(items: Sequence[TextItem]) -> list[tuple[str, float]]:
+    """Utterances whose phonemes per letter are :data:`RATIO_FAR` times the corpus median or more (or less):
+    a reading of letter names is several times longer than the words, a skipped script much shorter. Texts
+    with digits are left out (their numbers are written out first; the number notes judge them)."""
+    ratios = {}
+    for it in items:
+        letters = sum(1 for c in it.text if c.isalpha())
+        if letters >= 3 and it.symbols and not any(c.isdigit() for c in it.text):
+            ratios[it.id] = sum(1 for c in it.symbols if c.isalpha() and c not in _NOT_PHONES) / letters
+    if len(ratios) < RATIO_MIN_ITEMS:
+        return []
+    values = sorted(ratios.values())
+    median = values[len(values) // 2]
+    if median <= 0:
+        return []
+    far = [(uid, r / median) for uid, r in ratios.items() if r / median >= RATIO_FAR or r / median <= 1 / RATIO_FAR]
+    return sorted(far, key=lambda x: -abs(x[1] - 1))
+
+
+def _lost(item: TextItem) -> tuple[str, str, int] | None:
+    """(id, the first such word, how many) of a transcript with characters lost in encoding: U+FFFD, and '?'
+    where a letter was (before a letter, or after one with the sentence going on in lower case: ``?в?? малчин``;
+    a question mark ends a sentence)."""
+    text = item.text
+    count = text.count("\ufffd")
+    for m in _QUESTION_RUN.finditer(text):
+        after = text[m.end() : m.end() + 1]
+        rest = text[m.end() :].lstrip()
+        before = text[m.start() - 1 : m.start()]
+        if after.isalpha() or (before.isalpha() and after.isspace() and rest[:1].islower()):
+            count += len(m.group(0))
+    if not count:
+        return None
+    word = next(w for w in text.split() if "?" in w or "\ufffd" in w)
+    return item.id, word, count
+
+
+def _look(language: str, texts: Sequence[str]) -> str | None:
+    """A warning when the transcripts' letters do not look like ``language``'s (:data:`scripts.PROFILES`)."""
+    profile = sc.PROFILES.get(language.replace("_", "-").split("-")[0].lower())
+    if profile is None:
+        return None
+    import unicodedata
+
+    letters = Counter(c for t in texts for c in unicodedata.normalize("NFC", t) if c.isalpha())
+    total = sum(letters.values())
+    if total < sc.MIN_PROFILE_LETTERS:
+        return None
+    often = sum(n for c, n in letters.items() if c in profile.often) / total
+    rare = sum(n for c, n in letters.items() if c in profile.rare) / total
+    signs = []
+    if profile.often and often < profile.min_share and total >= sc.MIN_OFTEN_LETTERS:
+        shown = " ".join(sorted({c.lower() for c in profile.often}))
+        signs.append(
+            f"{shown} are {100 * often:.1f}% of its letters ({language} text has {100 * profile.min_share:g}% or more)"
+        )
+    if profile.rare and rare > profile.max_share:
+        shown = " ".join(sorted(c for c in {c.lower() for c in letters} if c in {r.lower() for r in profile.rare}))
+        signs.append(f"{shown} are {100 * rare:.1f}% of its letters ({language} has almost none)")
+    if not signs:
+        return None
+    return (
+        f"data.language={language}, but the transcripts do not look like it: {'; '.join(signs)}. Is it "
+        f"{profile.instead}? Check data.language (the espeak-ng voice, the number normaliser and the checks follow it)"
+    )
 
 
 def _removed_reason(c: str) -> str | None:
@@ -396,12 +521,13 @@ def _mapped(raw: Counter[str], settings: Any) -> list[tuple[str, str, int]]:
     became, by itself (steps 1-4; context rules such as the Uzbek apostrophes are judged per character)."""
     from dataclasses import replace
 
-    from speechtrain.data.text.frontend import TextFrontEnd, removable
+    from speechtrain.data.text.frontend import ESPEAK_KEEP_COMPAT, TextFrontEnd, removable
 
     front = TextFrontEnd(replace(settings, phonemizer="none", lowercase=False))
+    kept = ESPEAK_KEEP_COMPAT if settings.phonemizer == "espeak" else frozenset()
     out = []
     for c, n in raw.items():
-        if c.isspace() or c.isascii() and c.isalnum() or removable(c):
+        if c.isspace() or c.isascii() and c.isalnum() or removable(c, front.language) or c in kept:
             continue
         became = front.normalize(c).symbols
         if became != c and became.lower() != c.lower():

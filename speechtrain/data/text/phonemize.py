@@ -6,7 +6,10 @@ in ``dev``. Without ``espeakng-loader`` a system espeak-ng is used when phonemiz
 
 The voice is chosen from ``data.language``: ``en`` -> ``en-us``, ``uz``/``uz-Latn``/``uz-Cyrl`` -> ``uz``,
 otherwise the code itself (``pt-BR`` -> ``pt-br``) or its language part (``am-ET`` -> ``am``). Output:
-IPA with stress marks and the punctuation kept; espeak's language-switch flags are removed.
+IPA with stress marks and the punctuation kept. espeak-ng marks where it switched to another language's
+reading (``(en)`` ... ``(ja)``: the English names of letters it has no rules for, "Chinese letter" for
+kanji, "Hebrew qamats" for niqqud, "slash" for ``/``): :func:`read` returns those spans beside the
+phonemes (the flags themselves are removed) so that prepare can report the utterance.
 Uzbek is given to espeak in Latin with ``'`` for ʻ and ʼ, the only forms its voice reads.
 
 espeak-ng keeps only the marks ``; : , . ! ? ¡ ¿ — … " « » “ ” ( ) { } [ ]``: the punctuation of other
@@ -22,6 +25,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from speechtrain.errors import UserError
@@ -137,7 +141,7 @@ def _backend(voice: str) -> Any:
                     voice,
                     preserve_punctuation=True,
                     with_stress=True,
-                    language_switch="remove-flags",
+                    language_switch="keep-flags",
                     words_mismatch="ignore",
                     logger=log,
                 )
@@ -178,12 +182,62 @@ def punctuation_lost(text: str, phonemes: str, language: str) -> Counter[str]:
     return given - kept
 
 
-def phonemize(texts: Sequence[str], language: str) -> list[str]:
-    """IPA phonemes of each text (one call for all: espeak-ng starts once)."""
+_FLAG = re.compile(r"\(([a-z]{2,3}(?:-[a-z0-9]+)*)\)")
+#: espeak-ng's "letter" (said before the code point of a character it has no rule for, and in "Chinese letter"),
+#: as the voices say it: lˈetə, lˈe̞tə, ɭˈetə, lˈetʌ (English's own word "letter", lˈɛɾɚ, is not matched)
+LETTER_WORD = re.compile("[lɭ]ˈe\u031e?t[əʌ]")
+
+
+@dataclass
+class Reading:
+    """espeak-ng's reading of one text: the phonemes, and the spans it read in another language's voice."""
+
+    phonemes: str
+    switched: list[tuple[str, str]] = field(default_factory=list)  # (language flag, phonemes read in it)
+
+    @property
+    def letter_names(self) -> int:
+        """How often espeak-ng said "letter" (a character read by its name or code point, not as a sound)."""
+        return len(LETTER_WORD.findall(self.phonemes))
+
+    @property
+    def failed(self) -> bool:
+        """A reading that is not the text's sound: nothing, a language switch, or letter names."""
+        return not self.phonemes or bool(self.switched) or self.letter_names > 0
+
+
+def parse_flags(raw: str, voice: str) -> Reading:
+    """Phonemes with espeak-ng's language-switch flags removed, and the spans read in another language."""
+    own = voice.split("-")[0]
+    parts = _FLAG.split(raw)
+    phonemes, switched = [parts[0]], []
+    for flag, span in zip(parts[1::2], parts[2::2]):
+        phonemes.append(span)
+        if flag.split("-")[0] != own and span.strip():
+            switched.append((flag, span.strip()))
+    return Reading(" ".join("".join(phonemes).split()), switched)
+
+
+def _raw_phonemes(backend: Any, texts: list[str]) -> list[str]:
+    """One espeak-ng output per text. phonemizer can return more lines than it was given (a clause break inside
+    ``5.99.``): then each text goes alone and its lines are joined, so no reading lands on the next text."""
+    out = backend.phonemize(texts, strip=True, njobs=1)
+    if len(out) == len(texts):
+        return list(out)
+    return [" ".join(backend.phonemize([t], strip=True, njobs=1)) for t in texts]
+
+
+def read(texts: Sequence[str], language: str) -> list[Reading]:
+    """espeak-ng's reading of each text (one call for all: espeak-ng starts once)."""
     if not texts:
         return []
     voice = espeak_voice(language)
     backend = _backend(voice)
     with _lock:  # one espeak-ng instance per voice; it is not re-entrant
-        out = backend.phonemize(espeak_input(texts, voice), strip=True, njobs=1)
-    return [" ".join(p.split()) for p in out]
+        out = _raw_phonemes(backend, espeak_input(texts, voice))
+    return [parse_flags(p, voice) for p in out]
+
+
+def phonemize(texts: Sequence[str], language: str) -> list[str]:
+    """IPA phonemes of each text (language-switch flags removed)."""
+    return [r.phonemes for r in read(texts, language)]

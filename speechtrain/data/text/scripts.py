@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from dataclasses import dataclass
 
 # (first, last, script), sorted by first code point
 _RANGES: list[tuple[int, int, str]] = sorted(
@@ -142,7 +143,36 @@ SCRIPT_SUBTAGS = {
     "hebr": "Hebrew",
 }
 #: the legacy 8-bit code page of each script: what a file in that script was probably saved in
-CODE_PAGES = {"Cyrillic": "cp1251", "Greek": "cp1253", "Arabic": "cp1256", "Hebrew": "cp1255", "Latin": "cp1252"}
+CODE_PAGES = {
+    "Cyrillic": "cp1251",
+    "Greek": "cp1253",
+    "Arabic": "cp1256",
+    "Hebrew": "cp1255",
+    "Latin": "cp1252",
+    "Thai": "cp874",
+    "Han": "gb18030",
+    "Hangul": "cp949",
+}
+#: languages whose legacy code page is not their script's (Windows code pages by region)
+LANGUAGE_CODE_PAGES = {
+    **{code: "cp1250" for code in "bs cs hr hu pl ro sk sl sq".split()},
+    **{code: "cp1257" for code in "et lt lv".split()},
+    "tr": "cp1254",
+    "az": "cp1254",
+    "vi": "cp1258",
+    "ja": "cp932",
+    "zh": "gb18030",
+    "yue": "big5",
+}
+
+
+def code_page(language: str) -> str | None:
+    """The legacy code page a file in ``language`` (BCP-47) was probably saved in (None: not known)."""
+    primary = language.replace("_", "-").split("-")[0].lower()
+    if primary in LANGUAGE_CODE_PAGES:
+        return LANGUAGE_CODE_PAGES[primary]
+    written = scripts_of_language(language)
+    return CODE_PAGES.get(written[0]) if written else None
 
 
 def script_of(c: str) -> str:
@@ -239,3 +269,79 @@ def mojibake(text: str) -> tuple[str, str] | None:
             if fixed != word and any(ord(ch) > 127 for ch in fixed):
                 return word, fixed
     return None
+
+
+# ------------------------------------------------------------------------------- letters of languages
+#: Cyrillic letters beyond Russian's -> the languages written with them (the language hint names them all)
+CYRILLIC_LETTERS: dict[str, tuple[str, ...]] = {
+    "ө": ("mn", "kk", "ky", "tt", "ba"),
+    "ү": ("mn", "kk", "ky", "tt", "ba"),
+    "ң": ("kk", "ky", "tt", "ba"),
+    "ә": ("kk", "tt", "ba"),
+    "һ": ("kk", "tt", "ba"),
+    "ұ": ("kk",),
+    "і": ("kk", "uk", "be"),
+    "ғ": ("kk", "uz-Cyrl", "tg", "ba"),
+    "қ": ("kk", "uz-Cyrl", "tg"),
+    "ў": ("uz-Cyrl", "be"),
+    "ҳ": ("uz-Cyrl", "tg"),
+    "ҷ": ("tg",),
+    "ӣ": ("tg",),
+    "ӯ": ("tg",),
+    "җ": ("tt",),
+    "ҙ": ("ba",),
+    "ҫ": ("ba", "cv"),
+    "ӑ": ("cv",),
+    "ӗ": ("cv",),
+    "ӳ": ("cv",),
+    "ї": ("uk",),
+    "є": ("uk",),
+    "ґ": ("uk",),
+    "ђ": ("sr",),
+    "ћ": ("sr",),
+    "ѓ": ("mk",),
+    "ќ": ("mk",),
+    "ѕ": ("mk",),
+}
+
+
+def languages_of_letters(letters: set[str]) -> tuple[list[str], list[str]]:
+    """(the distinctive letters found, every language written with all of them), from :data:`CYRILLIC_LETTERS`;
+    when no language has them all, those that have the most."""
+    found = sorted(c for c in {c.lower() for c in letters} if c in CYRILLIC_LETTERS)
+    if not found:
+        return [], []
+    order = list(dict.fromkeys(code for c in found for code in CYRILLIC_LETTERS[c]))
+    hits = {code: sum(code in CYRILLIC_LETTERS[c] for c in found) for code in order}
+    best = max(hits.values())
+    return found, [code for code in order if hits[code] == best]
+
+
+@dataclass(frozen=True)
+class LetterProfile:
+    """What a language's text looks like by its letters: letters it uses often (``often``, at least ``min_share``
+    of all letters), letters it has almost never (``rare``, at most ``max_share``), and the language in the same
+    script that a corpus without that look probably is."""
+
+    often: frozenset[str]
+    min_share: float
+    rare: frozenset[str]
+    max_share: float
+    instead: str
+
+
+_YORUBA_OFTEN = frozenset("ẹọṣàáèéìíòóùúńǹḿẸỌṢÀÁÈÉÌÍÒÓÙÚ")
+#: a declared language -> its look (a same-script mismatch is a warning: mn read as ru, fa as ar, yo/cy as en)
+PROFILES: dict[str, LetterProfile] = {
+    "mn": LetterProfile(frozenset("өүӨҮ"), 0.01, frozenset(), 1.0, "ru"),
+    "kk": LetterProfile(frozenset("әіңғүұқөһӘІҢҒҮҰҚӨҺ"), 0.02, frozenset(), 1.0, "ru"),
+    "uk": LetterProfile(frozenset("іїєґІЇЄҐ"), 0.02, frozenset("ыэъёЫЭЪЁ"), 0.002, "ru"),
+    "fa": LetterProfile(frozenset("پچژگ"), 0.005, frozenset("ة"), 0.002, "ar"),
+    "ur": LetterProfile(frozenset("ٹڈڑںےھ"), 0.01, frozenset("ة"), 0.002, "ar"),
+    "ar": LetterProfile(frozenset(), 0.0, frozenset("پچژگ"), 0.003, "fa"),
+    "ru": LetterProfile(frozenset(), 0.0, frozenset(CYRILLIC_LETTERS), 0.002, "mn/kk/uk/..."),
+    "yo": LetterProfile(_YORUBA_OFTEN, 0.03, frozenset("cqvxzCQVXZ"), 0.01, "en"),
+    "cy": LetterProfile(frozenset("wyWYŵŷ"), 0.08, frozenset("kqvxzjKQVXZJ"), 0.01, "en"),
+}
+MIN_PROFILE_LETTERS = 40  # fewer letters than this: too few to judge a language by letters it should not have
+MIN_OFTEN_LETTERS = 200  # ... and by the share of letters it uses often (گ پ چ are ~3% of Persian's letters)
