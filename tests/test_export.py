@@ -44,7 +44,7 @@ def _export(recipe: str, fmt: str, out: Path, *overrides: str, **kw: Any) -> Any
     from speechtrain.export.formats import format_for
 
     cfg, task = _task(recipe, *overrides)
-    result = format_for(str(cfg.model.name), fmt).run(_job(cfg, task, out, **kw))
+    result = format_for(str(cfg.model.name), fmt).export(_job(cfg, task, out, **kw))
     print("\n".join(result.lines()))
     return result
 

@@ -6,8 +6,17 @@ parity with their own Generator is checked in tests/test_models_nsf_export.py (s
 
 from __future__ import annotations
 
+from typing import Any
+
 from speechtrain.export.common import ExportResult
 from speechtrain.export.job import ExportFormat, ExportJob
+
+
+def singingvocoders_contract(model: Any, data: Any) -> list[str]:
+    """What their ``Generator`` can hold: jik876's residual blocks and their fixed harmonic source."""
+    from speechtrain.models.nsf_hifigan.export import exportable_problems
+
+    return exportable_problems(model)
 
 
 def export_singingvocoders(job: ExportJob) -> ExportResult:
@@ -26,4 +35,5 @@ FORMAT = ExportFormat(
     runtime="SingingVocoders / DiffSinger",
     summary="SingingVocoders' export layout (model.ckpt with the generator + config.json)",
     run=export_singingvocoders,
+    contract=singingvocoders_contract,
 )

@@ -106,7 +106,9 @@ def export_run(
         check_target(out, run_dir, cfg, force)
         write_folder(out, lambda tmp: consolidated(run_dir, cfg, which, tmp), force)
         return ExportResult("consolidated", out, files=[out / "model.pt", out / "config.yaml"])
-    export_format = format_for(str(load_run_config(run_dir).model.name), fmt)  # refused before any loading
+    run_cfg = load_run_config(run_dir)
+    export_format = format_for(str(run_cfg.model.name), fmt)  # refused before any loading
+    export_format.require_loadable(run_cfg.model, run_cfg.data)  # what its runtime cannot load: nothing written
     cfg, task = load_task(run_dir, device="cpu", which=which)
     check_target(out, run_dir, cfg, force)
     results: list[ExportResult] = []
@@ -124,7 +126,7 @@ def export_run(
             step=checkpoint_step(run_dir, which),
             check=check,
         )
-        result = export_format.run(job)
+        result = export_format.export(job)
         if not result.ok:  # kept beside the target for inspection; the target is left as it was
             rejected = out.parent / f"{out.name}.rejected"
             shutil.rmtree(rejected, ignore_errors=True)

@@ -99,18 +99,35 @@ def export_config(model: NSFHiFiGANConfig, mel: MelSettings) -> dict[str, Any]:
     return config
 
 
-def check_exportable(model: NSFHiFiGANConfig) -> None:
-    """UserError naming the setting their Generator cannot hold."""
+def exportable_problems(model: NSFHiFiGANConfig) -> list[str]:
+    """Why their Generator cannot hold this model (each with the recipe change; empty: it can)."""
+    from speechtrain.models.hifigan.upstream import resblock_problems
+
+    problems = resblock_problems(
+        model.resblock,
+        model.resblock_kernel_sizes,
+        model.resblock_dilation_sizes,
+        model.upsample_rates,
+        model.upsample_kernel_sizes,
+    )
     if model.mini_nsf:
-        return
+        return problems
     for key, theirs in FIXED_SOURCE.items():
         ours = getattr(model, key)
         if float(ours) != float(theirs):
-            raise UserError(
-                f"--format {FORMAT}: their Generator fixes {key}={theirs} in its harmonic source, this model was "
-                f"trained with model.{key}={ours}: it cannot be written in their layout (train with {key}={theirs}, "
-                f"or use model.mini_nsf=true)"
+            problems.append(
+                f"their Generator fixes {key}={theirs} in its harmonic source, this model was trained with "
+                f"model.{key}={ours}: it cannot be written in their layout (train with {key}={theirs}, or use "
+                "model.mini_nsf=true)"
             )
+    return problems
+
+
+def check_exportable(model: NSFHiFiGANConfig) -> None:
+    """UserError naming the settings their Generator cannot hold."""
+    problems = exportable_problems(model)
+    if problems:
+        raise UserError(f"--format {FORMAT}: " + "; ".join(problems))
 
 
 def export_singingvocoders(
