@@ -23,6 +23,11 @@ def export_singingvocoders(job: ExportJob) -> ExportResult:
     result = job.result("singingvocoders")
     folder = job.task.export(job.files.out_dir)
     result.files = sorted(p for p in folder.iterdir() if p.is_file())
+    from speechtrain.models.nsf_hifigan.export import f0_grid_warning
+
+    warning = f0_grid_warning(float(job.data.f0_frame_offset))
+    if warning:
+        result.notes.append(warning)
     result.notes.append(
         "load it with SingingVocoders' Generator (or DiffSinger / DDSP-SVC / so-vits-svc); no runtime check here"
     )

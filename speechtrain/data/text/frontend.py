@@ -24,7 +24,9 @@ Steps, in order:
 5. ``data.phonemizer``: ``none`` (the characters), ``espeak`` (IPA from espeak-ng; the punctuation of
    scripts espeak-ng drops, such as Arabic ``، ؟``, Devanagari ``।``, Urdu ``۔``, CJK ``，。？`` and Armenian
    ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
-   is reported) or ``rules`` (the language's own G2P: ``am``).
+   is reported), ``rules`` (the language's own G2P: ``am``) or ``piper`` (Piper's own espeak-ng phonemes and
+   id layout, from the text as typed: steps 1-4 are skipped, as Piper's runtime does none of them;
+   :mod:`speechtrain.data.text.piper_text`).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from speechtrain.errors import UserError
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
-PHONEMIZERS = ("none", "espeak", "rules")
+PHONEMIZERS = ("none", "espeak", "rules", "piper")
 FRONT_END_VERSION = 2
 RULE_G2P = {"am": amharic.g2p}  # language -> its rule-based G2P (data.phonemizer=rules)
 
@@ -185,8 +187,10 @@ class TextFrontEnd:
         self.language = primary_language(self.settings.language)
 
     def normalize(self, text: str) -> Processed:
-        """Steps 1-4 (no phonemes)."""
+        """Steps 1-4 (no phonemes); none for ``piper``, whose runtime gives the text to espeak-ng as typed."""
         s = self.settings
+        if s.phonemizer == "piper":
+            return Processed(text)
         text = compat_fold(unicodedata.normalize("NFC", text))
         unmapped: Counter[str] = Counter()
         if not text.isascii() or not text.isprintable():
@@ -218,6 +222,11 @@ class TextFrontEnd:
             g2p = RULE_G2P[self.language]
             for p in out:
                 p.symbols = g2p(p.symbols)
+        elif self.settings.phonemizer == "piper":
+            from speechtrain.data.text.piper_text import piper_symbols
+
+            for p in out:
+                p.symbols = piper_symbols(p.symbols, self.settings.language)
         elif self.settings.phonemizer == "espeak":
             from speechtrain.data.text.phonemize import phonemize, punctuation_lost
 
