@@ -307,6 +307,23 @@ def test_piper_refuses_sentences_it_reads_to_other_ids(tmp_path: Path) -> None:
         FORMATS["piper"].export(_job(cfg, task, tmp_path, texts=[UZ_TEXTS[0], "Qiziq xabar."]))
 
 
+def test_piper_export_notes_where_piper_reads_text_otherwise_than_our_front_end(tmp_path: Path) -> None:
+    """Uzbek's tutuq typed as U+02BC: Piper's espeak-ng reads it as English letter names, where speechtrain's
+    espeak front end gives it ' : the export says so with the sentence and Piper's reading."""
+    pytest.importorskip("piper")
+    from types import SimpleNamespace
+
+    from piper.phonemize_espeak import EspeakPhonemizer
+
+    from speechtrain.export.piper import front_end_differences
+
+    cfg, task = _piper_task()
+    voice = SimpleNamespace(phonemize=lambda text: EspeakPhonemizer().phonemize("uz", text))
+    job = _job(cfg, task, tmp_path, texts=["Maʼno va mazmun bir narsa emas.", UZ_TEXTS[0]])
+    (note,) = front_end_differences(job, voice)
+    assert note.startswith("1 of 2 check sentences") and "U+02BC" in note and "Maʼno" in note
+
+
 def test_vits_graph_equals_synthesis_at_three_lengths(tmp_path: Path) -> None:
     from speechtrain.export.common import ExportFiles, ort_session
 

@@ -182,29 +182,35 @@ def check_text_path(job: ExportJob, voice: Any, result: ExportResult) -> list[st
         f"text path: Piper reads all {len(job.texts)} check sentences to the ids this run trained on "
         f"({len(job.texts) - len(single)} of them as several sentences, chained as Piper's trainer does)"
     )
-    result.notes += front_end_differences(job)
+    result.notes += front_end_differences(job, voice)
     single.sort(key=lambda t: len(task.token_ids(t)))
     return list(dict.fromkeys([single[0], single[-1]])) if single else []
 
 
-def front_end_differences(job: ExportJob) -> list[str]:
-    """Where speechtrain's own front end (language cleaners, NFC, quotes) would have given espeak-ng another
-    text than Piper does: a note with examples (the run was trained as Piper reads, so they agree)."""
+def front_end_differences(job: ExportJob, voice: Any) -> list[str]:
+    """Sentences that Piper's espeak-ng reads otherwise than the text speechtrain's espeak front end would give it
+    (language cleaners: Uzbek apostrophes and tutuq, Amharic numbers as words): a note with examples, the
+    characters concerned and Piper's reading (the run was trained as Piper reads, so the ids agree)."""
     from speechtrain.data.text.frontend import TextFrontEnd, TextSettings
+    from speechtrain.data.text.phonemize import espeak_input
+    from speechtrain.data.text.piper_text import piper_voice
 
     ours = TextFrontEnd(TextSettings(str(job.data.language), "none", lowercase=False))
+    espeak_voice = piper_voice(str(job.data.language))
     changed = []
-    for text in job.texts:
-        normalised = ours.normalize(text).symbols
-        if normalised != text.strip():
-            chars = sorted(set(text) - set(normalised))
-            changed.append(f"{text!r} ({', '.join(f'U+{ord(c):04X} {c}' for c in chars) or 'spacing'})")
+    with QuietLogger("piper"):
+        for text in job.texts:  # what data.phonemizer=espeak gives espeak-ng, against the text as typed
+            normalised = espeak_input([ours.normalize(text).symbols], espeak_voice)[0]
+            as_typed = "".join("".join(p) for p in voice.phonemize(text))
+            if as_typed != "".join("".join(p) for p in voice.phonemize(normalised)):
+                chars = ", ".join(f"U+{ord(c):04X} {c}" for c in sorted(set(text) - set(normalised)))
+                changed.append(f"{text!r} ({chars or 'rewritten'}; Piper reads {as_typed!r})")
     if not changed:
         return []
     return [
-        f"{len(changed)} of {len(job.texts)} check sentences have characters speechtrain's own front end would "
-        f"rewrite and Piper gives espeak-ng as typed (this run was trained as Piper reads them): "
-        + "; ".join(changed[:SHOWN])
+        f"{len(changed)} of {len(job.texts)} check sentences are read by Piper otherwise than after speechtrain's "
+        "own normalisation (this run was trained as Piper reads them; write such text as the voice's users will "
+        "type it): " + "; ".join(changed[:SHOWN])
     ]
 
 
