@@ -280,6 +280,15 @@ def test_piper_refuses_a_run_not_trained_on_pipers_ids_before_writing(tmp_path: 
         _task("vits_tiny", "data.phonemizer=piper")
 
 
+def test_piper_text_path_names_a_language_espeak_lacks() -> None:
+    pytest.importorskip("piper")
+    from speechtrain.data.text.piper_text import piper_symbols
+
+    assert piper_symbols("Salom. Rahmat!", "uz").count("^") == 2  # two sentences, each ^ _ ... $
+    with pytest.raises(UserError, match=r"data.phonemizer=piper: Piper's espeak-ng cannot read voice 'und'"):
+        piper_symbols("hello", "und")
+
+
 def test_piper_json_has_the_keys_piper_writes(tmp_path: Path) -> None:
     pytest.importorskip("piper")
     from piper.config import PhonemeType, PiperConfig

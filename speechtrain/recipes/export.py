@@ -2,7 +2,9 @@
 and put it in place atomically -- never over what the run came from.
 
 The formats are :data:`speechtrain.export.formats.FORMATS` (one module each); a family's default format is
-its first in that table (xtts: ``coqui``, vits: ``piper``, vocoders and the classifier: ``onnx``).
+its first in that table (xtts: ``coqui``, vits: ``piper``, vocoders and the classifier: ``onnx``). A run the
+format's runtime cannot load (:attr:`ExportFormat.contract`, read from the runtime's code) is refused from its
+config alone, before its weights are read or anything is written.
 ``consolidate``: the run's full weights in one speechtrain checkpoint file, ``OUT/model.pt`` (with the run's
 ``config.yaml`` beside it), whatever layout the run saved them in: the shards of an FSDP2 run (DCP, written by
 any number of ranks) are assembled in one process. ``model.pt`` loads with ``train.init_from=OUT/model.pt``

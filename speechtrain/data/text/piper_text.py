@@ -40,7 +40,13 @@ def piper_phonemes(text: str, voice: str) -> list[list[str]]:
     with _lock:  # one espeak-ng instance in the process; it is not re-entrant
         if not _phonemizer:
             _phonemizer.append(EspeakPhonemizer())
-        return [s for s in _phonemizer[0].phonemize(voice, text) if s]
+        try:
+            return [s for s in _phonemizer[0].phonemize(voice, text) if s]
+        except RuntimeError as exc:  # espeakbridge: "Failed to set voice: xx"
+            raise UserError(
+                f"data.phonemizer=piper: Piper's espeak-ng cannot read voice {voice!r} ({exc}); set data.language to "
+                "a language espeak-ng has (en, uz, am, ru, pt-BR, ...)"
+            ) from None
 
 
 def piper_sequence(sentences: list[list[str]]) -> str:
