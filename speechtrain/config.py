@@ -93,7 +93,7 @@ class Section(BaseModel):
 
 
 # ------------------------------------------------------------------------------------------ data
-Phonemizer = Literal["none", "espeak", "rules"]
+Phonemizer = Literal["none", "espeak", "rules", "piper"]
 Symbols = Union[list[str], Literal["ascii"], None]
 NumBuckets = Union[PositiveInt, Literal["auto"]]
 Oversize = Literal["own_batch", "skip"]
@@ -154,7 +154,8 @@ class TextSection(Section):
     phonemizer: Phonemizer = Field(
         "none",
         description="none: train on characters; espeak: IPA phonemes from espeak-ng (extra 'phonemes'); rules: the "
-        "language's own G2P (am).",
+        "language's own G2P (am); piper: Piper's own espeak-ng phonemes and id layout (^ _ p _ ... $ per sentence, "
+        "the ids a Piper voice reads at inference; with model.add_blank=false; extra 'export').",
     )
     transliterate: bool = Field(False, description="Uzbek (uz, uz-Cyrl): Cyrillic to Latin before tokenizing.")
     strip_accents: bool = Field(

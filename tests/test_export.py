@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import unicodedata
 import wave
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from speechtrain.config import load_config
+from speechtrain.config import ConfigError, load_config
 from speechtrain.errors import UserError
 from speechtrain.registry import build_task
 
@@ -44,7 +43,7 @@ def _export(recipe: str, fmt: str, out: Path, *overrides: str, **kw: Any) -> Any
     from speechtrain.export.formats import format_for
 
     cfg, task = _task(recipe, *overrides)
-    result = format_for(str(cfg.model.name), fmt).run(_job(cfg, task, out, **kw))
+    result = format_for(str(cfg.model.name), fmt).export(_job(cfg, task, out, **kw))
     print("\n".join(result.lines()))
     return result
 
@@ -90,8 +89,10 @@ def test_formats_are_refused_with_the_reason() -> None:
         format_for("vits", "tflite")
     from speechtrain.recipes.export import check_onnx_rtf
 
-    with pytest.raises(UserError, match="a 'nsf_hifigan' run has no ONNX runner"):
-        check_onnx_rtf("nsf_hifigan")  # refused before any timing
+    with pytest.raises(UserError, match="a 'gpt_tts' run has no ONNX runner"):
+        check_onnx_rtf("gpt_tts")  # refused before any timing
+    for family in ("vits", "hifigan", "nsf_hifigan"):  # every family whose ONNX export makes audio has a runner
+        check_onnx_rtf(family)
 
 
 # --- vocoders and the classifier in onnxruntime -------------------------------------------------------------
@@ -116,7 +117,16 @@ def test_nsf_onnx_equals_pytorch_and_writes_openutau_vocoder_yaml(tmp_path: Path
     if not mini_nsf:  # the harmonic source draws overtone phases and noise: random nodes zeroed for the check
         assert all("2 random nodes zeroed" in c.name for c in result.checks)
     vocoder = yaml.safe_load((tmp_path / "vocoder.yaml").read_text())
-    assert vocoder["model"] == "model.onnx" and vocoder["pitch_controllable"] is True
+    from speechtrain.models.nsf_hifigan.export import PC_AUG
+
+    # DiffSinger writes the run's pc_aug there: speechtrain trains without PC-NSF augmentation
+    assert vocoder["model"] == "model.onnx" and vocoder["pitch_controllable"] is PC_AUG is False
+    # OpenUtau's DependencyInstaller reads name from oudep.yaml and installs into Dependencies/NAME, where
+    # DsVocoder(NAME) reads vocoder.yaml: the two names agree; the package manager reads id and version
+    oudep = yaml.safe_load((tmp_path / "oudep.yaml").read_text())
+    assert oudep["name"] == vocoder["name"] == oudep["id"] == "m" and oudep["version"]
+    # the tiny recipe measures f0 at the centre of each hop: the f0-grid warning of every NSF export
+    assert any("data.f0_frame_offset=0.0" in n for n in result.notes), result.notes
     assert {"sample_rate", "hop_size", "win_size", "fft_size", "num_mel_bins", "mel_fmin", "mel_fmax"} <= set(vocoder)
     assert vocoder["mel_base"] == "e" and vocoder["mel_scale"] == "slaney"
     from speechtrain.export.common import ort_session
@@ -127,6 +137,60 @@ def test_nsf_onnx_equals_pytorch_and_writes_openutau_vocoder_yaml(tmp_path: Path
     bins = vocoder["num_mel_bins"]
     out = session.run(None, {"mel": np.zeros((1, 20, bins), np.float32) - 5, "f0": np.full((1, 20), 220, np.float32)})
     assert out[0].shape == (1, 20 * vocoder["hop_size"])
+
+
+def test_nsf_source_phase_stays_exact_over_a_long_input() -> None:
+    """The sine's phase at 6000 frames against a float64 reference: the running sum over frames in float32 was
+    off by ~1e-4 cycles there (and onnxruntime's summation order by another amount: the 6000-frame drift)."""
+    from speechtrain.models.nsf_hifigan.model import source_phase
+
+    frames, upp, sr = 6000, 256, 22050
+    f0 = f0_glide_np(frames)
+    phase = source_phase(torch.from_numpy(f0[None]).float(), upp, sr)[0].double().numpy()
+    # each frame's part in float32 as the model computes it; the running sum over frames exact (float64)
+    step = f0.astype(np.float32)[:, None] / np.float32(sr)  # (frames, 1) cycles per sample
+    within = step * np.arange(1, upp + 1, dtype=np.float32)
+    per_frame = np.remainder(within[:, -1:] + np.float32(0.5), np.float32(1.0)) - np.float32(0.5)
+    sums = np.remainder(np.cumsum(per_frame[:-1, 0].astype(np.float64)), 1.0)
+    starts = np.concatenate([[0.0], sums])[:, None]
+    want = (within.astype(np.float64) + starts).reshape(-1)
+    err = np.abs(np.remainder(phase - want + 0.5, 1.0) - 0.5)  # in cycles, modulo whole cycles
+    assert float(err.max()) < 2e-6, float(err.max())
+
+
+def f0_glide_np(frames: int) -> np.ndarray:
+    return (110.0 * 2.0 ** (2.0 * np.linspace(0, 1, frames))).astype(np.float64)
+
+
+@pytest.mark.slow
+def test_nsf_onnx_does_not_drift_from_pytorch_at_6000_frames(tmp_path: Path) -> None:
+    from speechtrain.export.common import ExportFiles, ort_session, without_random_nodes
+    from speechtrain.export.onnx import f0_glide, fixed_mel, write_nsf_graph
+    from speechtrain.models.nsf_hifigan.graph import deterministic_source
+
+    cfg, task = _task("vocoder_nsf_hifigan_tiny")
+    session = ort_session(without_random_nodes(write_nsf_graph(ExportFiles(tmp_path), task, 80))[0])
+    mel, f0 = fixed_mel(80, 6000, 1), f0_glide(6000)
+    with deterministic_source(task.generator):
+        ref = task.vocode(mel[0], f0[0])
+    out = session.run(None, {"mel": mel.transpose(1, 2).numpy(), "f0": f0.numpy()})[0].reshape(-1)
+    diff = float(np.max(np.abs(out - ref)))
+    print(f"NSF ONNX vs PyTorch at 6000 frames: max |diff| {diff:.3g}")
+    assert diff < 1e-5  # 5.5e-5 with the phase summed in float32 (bench/nsf_onnx_drift.py --fp32-phase)
+
+
+def test_nsf_onnx_runner_vocodes_mel_and_f0_for_rtf(tmp_path: Path) -> None:
+    """``rtf --runtime onnx``'s runner of an NSF run: the graph OpenUtau runs, fed (mel, f0) as the task is."""
+    from speechtrain.export.onnx import f0_glide, fixed_mel
+    from speechtrain.export.runtime import onnx_runner
+
+    cfg, task = _task("vocoder_nsf_hifigan_tiny", "model.mini_nsf=true")  # no random nodes: comparable
+    task.fold_for_inference()  # as rtf leaves it after timing PyTorch: the graph is traced from folded weights
+    runner = onnx_runner(task, "nsf_hifigan", tmp_path)
+    mel, f0 = fixed_mel(cfg.data.n_mels, 41, 3)[0], f0_glide(40)[0]  # f0 one frame short: edge-padded
+    out, ref = runner.vocode(mel, f0), task.vocode(mel, f0)
+    assert out.shape == ref.shape == (41 * cfg.data.hop_length,)
+    assert float(np.max(np.abs(out - ref))) < 1e-4
 
 
 def test_classifier_onnx_equals_pytorch(tmp_path: Path) -> None:
@@ -168,18 +232,106 @@ def test_jik876_files_load_under_their_names_and_back(tmp_path: Path) -> None:
 
 
 # --- VITS: Piper's contract ------------------------------------------------------------------------------------
-def test_piper_id_map_rebuilds_our_ids_from_text() -> None:
-    """Piper's phonemes_to_ids over its text phonemes (NFD code points, case kept) gives the ids our VITS reads."""
-    piper_ids = pytest.importorskip("piper.phoneme_ids")
+UZ_TEXTS = ["Men har kuni ertalab choy ichaman.", "Gʻalaba yaqin. Maʼno bor!", "Bolalar maktabga piyoda borishadi."]
+
+
+def _piper_task(texts: list[str] = UZ_TEXTS, language: str = "uz") -> tuple[Any, Any]:
+    """A tiny VITS on Piper's text path, its symbols those of ``texts`` (as prepare would learn them)."""
+    from speechtrain.data.text.piper_text import piper_symbols
+
+    cfg = load_config(
+        ROOT / "recipes" / "vits_tiny.yaml",
+        ["data.phonemizer=piper", "model.add_blank=false", f"data.language={language}"],
+    )
+    cfg.data.symbols = sorted({c for t in texts for c in piper_symbols(t, language)})
+    torch.manual_seed(0)
+    task = build_task(cfg.model, cfg.data)
+    for module in task.modules().values():
+        module.eval()
+    return cfg, task
+
+
+def test_piper_id_map_has_start_end_and_pad_ids_and_rebuilds_the_trained_ids() -> None:
+    """Piper's own phonemizer and phonemes_to_ids, given the exported id map, give the ids the run reads; ^ $ _
+    have one id each, so sherpa-onnx's add_meta_data.py (``i = i[0]`` for every entry) can read the map."""
+    pytest.importorskip("piper")
+    from piper.phoneme_ids import phonemes_to_ids
+    from piper.phonemize_espeak import EspeakPhonemizer
+
     from speechtrain.export.piper import phoneme_id_map
 
-    for add_blank in (True, False):
-        _, task = _task("vits_tiny", f"model.add_blank={add_blank}")
-        id_map, notes = phoneme_id_map(task)
-        assert id_map["^"] == [] and id_map["$"] == [] and id_map["_"] == ([0] if add_blank else [])
-        for text in ("hello there, world.", "Hello There, World!"):
-            phonemes = list(unicodedata.normalize("NFD", text))
-            assert piper_ids.phonemes_to_ids(phonemes, id_map) == task.token_ids(text)
+    _, task = _piper_task()
+    id_map, _ = phoneme_id_map(task)
+    assert all(len(id_map[m]) == 1 for m in "^$_") and len({id_map[m][0] for m in "^$_"}) == 3
+    assert all(len(ids) == 1 for ids in id_map.values())
+    tokens = {s: (i[0] if isinstance(i, list) else i) for s, i in id_map.items() if s != "\n"}  # sherpa-onnx's
+    assert len(tokens) == len(id_map)
+    for text in UZ_TEXTS:
+        sentences = EspeakPhonemizer().phonemize("uz", text)
+        assert [i for p in sentences for i in phonemes_to_ids(p, id_map)] == task.token_ids(text), text
+
+
+def test_piper_refuses_a_run_not_trained_on_pipers_ids_before_writing(tmp_path: Path) -> None:
+    for phonemizer in ("none", "espeak"):
+        with pytest.raises(UserError, match=r"train it with data.phonemizer=piper model.add_blank=false"):
+            _export("vits_tiny", "piper", tmp_path / phonemizer, f"data.phonemizer={phonemizer}")
+        assert not any((tmp_path / phonemizer).iterdir())  # the job's folder: nothing written into it
+    with pytest.raises(ConfigError, match="set model.add_blank=false"):
+        _task("vits_tiny", "data.phonemizer=piper")
+
+
+def test_piper_text_path_names_a_language_espeak_lacks() -> None:
+    pytest.importorskip("piper")
+    from speechtrain.data.text.piper_text import piper_symbols
+
+    assert piper_symbols("Salom. Rahmat!", "uz").count("^") == 2  # two sentences, each ^ _ ... $
+    with pytest.raises(UserError, match=r"data.phonemizer=piper: Piper's espeak-ng cannot read voice 'und'"):
+        piper_symbols("hello", "und")
+
+
+def test_piper_json_has_the_keys_piper_writes(tmp_path: Path) -> None:
+    pytest.importorskip("piper")
+    from piper.config import PhonemeType, PiperConfig
+
+    from speechtrain.export.formats import FORMATS
+    from speechtrain.export.piper import phoneme_id_map, piper_config
+
+    cfg, task = _piper_task()
+    config = piper_config(_job(cfg, task, tmp_path), phoneme_id_map(task)[0])
+    theirs = PiperConfig(
+        num_symbols=1, num_speakers=1, sample_rate=22050, espeak_voice="uz", phoneme_id_map={}, piper_version="1.5.0",
+        phoneme_type=PhonemeType.ESPEAK,
+    ).to_dict()  # fmt: skip
+    assert set(theirs) <= set(config) and config["piper_version"] and config["phoneme_type"] == "espeak"
+    assert PiperConfig.from_dict(config).phoneme_id_map["^"] == config["phoneme_id_map"]["^"]
+    assert FORMATS["piper"].contract(cfg.model, cfg.data) == []
+
+
+def test_piper_refuses_sentences_it_reads_to_other_ids(tmp_path: Path) -> None:
+    """A check sentence with a phoneme the run never saw: Piper drops it, the run reads <unk>: refused, listed."""
+    pytest.importorskip("piper")
+    from speechtrain.export.formats import FORMATS
+
+    cfg, task = _piper_task(UZ_TEXTS[:1])
+    with pytest.raises(UserError, match=r"Piper reads 1 of 2 check sentences to other ids.*never saw"):
+        FORMATS["piper"].export(_job(cfg, task, tmp_path, texts=[UZ_TEXTS[0], "Qiziq xabar."]))
+
+
+def test_piper_export_notes_where_piper_reads_text_otherwise_than_our_front_end(tmp_path: Path) -> None:
+    """Uzbek's tutuq typed as U+02BC: Piper's espeak-ng reads it as English letter names, where speechtrain's
+    espeak front end gives it ' : the export says so with the sentence and Piper's reading."""
+    pytest.importorskip("piper")
+    from types import SimpleNamespace
+
+    from piper.phonemize_espeak import EspeakPhonemizer
+
+    from speechtrain.export.piper import front_end_differences
+
+    cfg, task = _piper_task()
+    voice = SimpleNamespace(phonemize=lambda text: EspeakPhonemizer().phonemize("uz", text))
+    job = _job(cfg, task, tmp_path, texts=["Maʼno va mazmun bir narsa emas.", UZ_TEXTS[0]])
+    (note,) = front_end_differences(job, voice)
+    assert note.startswith("1 of 2 check sentences") and "U+02BC" in note and "Maʼno" in note
 
 
 def test_vits_graph_equals_synthesis_at_three_lengths(tmp_path: Path) -> None:
@@ -206,12 +358,12 @@ def test_vits_graph_equals_synthesis_at_three_lengths(tmp_path: Path) -> None:
 
 
 # --- end to end: a tiny Uzbek VITS spoken by piper-tts from text -------------------------------------------------
-def _train_uz(tmp: Path, phonemizer: str) -> Path:
+def _train_uz(tmp: Path, speakers: int) -> Path:
     from speechtrain.cli.main import main
     from speechtrain.recipes.train import train_from_config
 
     corpus = tmp / "corpus"
-    layout = ["--layout", "xtts"] if phonemizer == "espeak" else []  # xtts: two named speakers
+    layout = ["--layout", "xtts"] if speakers == 2 else []  # xtts: two named speakers
     assert main(["make-dataset", str(corpus), "--language", "uz", *layout]) == 0
     run = tmp / "run"
     torch.manual_seed(0)
@@ -221,14 +373,15 @@ def _train_uz(tmp: Path, phonemizer: str) -> Path:
             f"data.manifest={corpus}",
             f"data.cache_dir={tmp / 'cache'}",
             "data.language=uz",
-            f"data.phonemizer={phonemizer}",
+            "data.phonemizer=piper",
+            "model.add_blank=false",
             "data.eval_utterances=2",
             f"train.output_dir={run}",
             "train.max_steps=24",
             "train.eval_every=24",
             "train.save_every=24",
             "train.progress=false",
-            *(["model.n_speakers=2"] if phonemizer == "espeak" else []),
+            *(["model.n_speakers=2"] if speakers == 2 else []),
         ],
     )
     run_dir, _ = train_from_config(cfg)
@@ -236,41 +389,49 @@ def _train_uz(tmp: Path, phonemizer: str) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("phonemizer", ["none", "espeak"])
+@pytest.mark.parametrize("speakers", [1, 2])
 def test_piper_speaks_a_tiny_uzbek_vits_from_text_as_we_do(
-    tmp_path: Path, phonemizer: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, speakers: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("espeakng_loader")
     piper = pytest.importorskip("piper")
     from speechtrain.cli.main import main
     from speechtrain.recipes.inference import load_task
 
-    run = _train_uz(tmp_path, phonemizer)
+    run = _train_uz(tmp_path, speakers)
     out = tmp_path / "voice"
     assert main(["export", str(run), str(out), "--format", "piper", "--name", "uz_UZ-tiny"]) == 0
     printed = capsys.readouterr().out
     assert printed.count("check ok:") == 4 and "FAILED" not in printed, printed
     config = json.loads((out / "uz_UZ-tiny.onnx.json").read_text())
-    assert config["phoneme_type"] == ("espeak" if phonemizer == "espeak" else "text")
+    assert config["phoneme_type"] == "espeak" and config["piper_version"]
     assert config["espeak"]["voice"] == "uz" and config["audio"]["sample_rate"] == 22050
-    if phonemizer == "espeak":
+    assert all(len(config["phoneme_id_map"][m]) == 1 for m in "^$_")
+    if speakers == 2:
         assert config["num_speakers"] == 2 and len(config["speaker_id_map"]) == 2
+
+    # every transcript of the corpus: the ids Piper computes from its text are the ids the run trained on
+    from speechtrain.data.manifest import read_manifest
+
+    _, task = load_task(run, device="cpu")
+    voice = piper.PiperVoice.load(str(out / "uz_UZ-tiny.onnx"))
+    entries, _ = read_manifest(tmp_path / "corpus", "auto")
+    for entry in entries:
+        theirs = [i for p in voice.phonemize(entry.text) for i in voice.phonemes_to_ids(p)]
+        assert theirs == task.token_ids(entry.text), entry.text
 
     # piper-tts speaks from TEXT (its own phonemizer and our id map) to a WAV
     text = "Men har kuni ertalab choy ichaman."
-    voice = piper.PiperVoice.load(str(out / "uz_UZ-tiny.onnx"))
     syn = piper.SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0, length_scale=1.0, speaker_id=None)
     with wave.open(str(tmp_path / "piper.wav"), "wb") as w:
         voice.synthesize_wav(text, w, syn_config=syn)
     with wave.open(str(tmp_path / "piper.wav"), "rb") as w:
         assert w.getframerate() == 22050
         spoken = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32767
-    _, task = load_task(run, device="cpu")
     ours = task.synthesize(text, noise_scale=0.0, noise_scale_w=0.0)
     ours = ours / np.max(np.abs(ours))  # piper-tts peak-normalises before writing 16-bit samples
     assert spoken.size == ours.size > 0
     diff = float(np.max(np.abs(spoken - ours)))
-    print(f"piper-tts ({phonemizer}) vs speechtrain synthesize, {text!r}: max |diff| {diff:.3g} of full scale")
+    print(f"piper-tts ({speakers} speaker(s)) vs speechtrain synthesize, {text!r}: max |diff| {diff:.3g} of full scale")
     assert diff < 2e-4
 
     # the ONNX and the PyTorch RTF, same sentences, one run

@@ -59,6 +59,7 @@ def test_export_loads_in_their_generator_with_the_same_waveform(tmp_path: Path, 
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.ckpt"]
     config = json.loads((out / "config.json").read_text())
     assert config["mini_nsf"] is mini_nsf and config["pc_aug"] is False and config["sampling_rate"] == 22050
+    assert config["noise_sigma"] == 0.0  # their generator adds noise_sigma at inference; our synthesis adds none
     assert config["upsample_initial_channel"] == 16 and config["discriminator_periods"] == [2, 3]
     state = torch.load(out / "model.ckpt", weights_only=True)
     assert list(state) == ["generator"] and "conv_pre.weight_g" in state["generator"]
@@ -99,6 +100,8 @@ def test_fast_discriminator_keys_go_into_config_json(tmp_path: Path) -> None:
     from speechtrain.models.nsf_hifigan.export import export_config
 
     config = export_config(cfg.model, MelSettings.from_data(cfg.data))
+    assert cfg.model.noise_sigma > 0 and config["noise_sigma"] == 0.0  # what inference adds, here and in theirs
+    assert config["train_noise_sigma"] == cfg.model.noise_sigma  # and back, below
     assert config["fast_mpd_strides"] == [4, 4, 4] and config["fast_mpd_kernel_size"] == 11
     assert config["discriminator_periods"] == [2, 3, 5, 7, 11, 17, 23] and config["upsample_initial_channel"] == 1024
     assert (config["sampling_rate"], config["num_mels"], config["hop_size"], config["fmax"]) == (
@@ -144,3 +147,10 @@ def test_cli_exports_a_trained_run(tmp_path: Path) -> None:
     _, task = load_task(run_dir, device="cpu")
     got, want = _waveforms(task.generator, theirs)
     assert math.isfinite(float(got.abs().max())) and (got - want).abs().max() < 1e-5
+    # rtf --runtime onnx: the ONNX graph OpenUtau runs, timed beside PyTorch on the same eval mels and f0
+    rtf_json = tmp_path / "rtf.json"
+    args = ["rtf", str(run_dir), "--device", "cpu", "--runtime", "onnx", "--items", "2", "--warmup", "0"]
+    assert main([*args, "--json", str(rtf_json)]) == 0
+    rtf = json.loads(rtf_json.read_text())
+    assert rtf["onnx"]["runtime"] == "onnxruntime" and rtf["onnx"]["rtf"] > 0
+    assert [i["input"] for i in rtf["items"]] == [i["input"] for i in rtf["onnx"]["items"]]

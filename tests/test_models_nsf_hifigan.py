@@ -51,8 +51,10 @@ def _legacy_sn(m: nn.Module) -> nn.Module:
 class _RefResBlock1(nn.Module):
     def __init__(self, ch: int, k: int, dil: list[int]) -> None:
         super().__init__()
-        self.convs1 = nn.ModuleList(_legacy_wn(nn.Conv1d(ch, ch, k, dilation=d, padding=d * (k - 1) // 2)) for d in dil)
-        self.convs2 = nn.ModuleList(_legacy_wn(nn.Conv1d(ch, ch, k, padding=(k - 1) // 2)) for _ in dil)
+        # their ResBlock1 indexes dilation[0], [1] and [2] (IndexError on fewer) and has three plain convolutions
+        ds = (dil[0], dil[1], dil[2])
+        self.convs1 = nn.ModuleList(_legacy_wn(nn.Conv1d(ch, ch, k, dilation=d, padding=d * (k - 1) // 2)) for d in ds)
+        self.convs2 = nn.ModuleList(_legacy_wn(nn.Conv1d(ch, ch, k, padding=(k - 1) // 2)) for _ in ds)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for a, b in zip(self.convs1, self.convs2):

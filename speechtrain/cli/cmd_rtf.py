@@ -10,7 +10,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "rtf",
         help="real-time factor of a TTS run (synthesis time / audio duration) or of a vocoder run (eval mels)",
     )
-    p.add_argument("run_dir", help="run directory of a TTS model (vits, gpt_tts) or a vocoder (hifigan)")
+    p.add_argument("run_dir", help="run directory of a TTS model (vits, gpt_tts) or a vocoder (hifigan, nsf_hifigan)")
     p.add_argument(
         "--texts",
         default=None,
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         choices=("torch", "onnx"),
         default="torch",
         help="onnx: also time the run's exported graph in onnxruntime (CPU) on the same inputs, beside PyTorch "
-        "(vits, hifigan; needs pip install 'speechtrain[export]')",
+        "(vits, hifigan, nsf_hifigan; needs pip install 'speechtrain[export]')",
     )
     return p
 

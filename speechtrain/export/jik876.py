@@ -24,6 +24,7 @@ from speechtrain.export.job import ExportFormat, ExportJob
 from speechtrain.export.onnx import CHECK_FRAMES, fixed_mel
 from speechtrain.models.common import has_weight_norm, remove_weight_norm
 
+JIK876_MELS = 80
 _PARAMETRIZED = re.compile(r"^(.*)\.parametrizations\.weight\.original([01])$")
 
 
@@ -86,6 +87,25 @@ def original_weight_norm_generator(job: ExportJob) -> nn.Module:
     return gen.eval()
 
 
+def jik876_contract(model: Any, data: Any) -> list[str]:
+    """What jik876's ``Generator(AttrDict(config.json))`` can build (:mod:`speechtrain.models.hifigan.upstream`)."""
+    from speechtrain.models.hifigan.upstream import resblock_problems
+
+    problems = resblock_problems(
+        model.resblock,
+        model.resblock_kernel_sizes,
+        model.resblock_dilation_sizes,
+        model.upsample_rates,
+        model.upsample_kernel_sizes,
+    )
+    if int(data.n_mels) != JIK876_MELS:  # their conv_pre is Conv1d(80, ...) whatever config.json says
+        problems.append(
+            f"data.n_mels={data.n_mels}: jik876's Generator reads {JIK876_MELS} mel bands (conv_pre is built with "
+            f"{JIK876_MELS} input channels, not num_mels); train with data.n_mels={JIK876_MELS}, or use --format onnx"
+        )
+    return problems
+
+
 def export_jik876(job: ExportJob) -> ExportResult:
     result = job.result("jik876")
     state = jik876_state_dict(job.task.generator)
@@ -112,4 +132,5 @@ FORMAT = ExportFormat(
     runtime="jik876/hifi-gan (PyTorch)",
     summary="jik876/hifi-gan's generator file g_XXXXXXXX + config.json",
     run=export_jik876,
+    contract=jik876_contract,
 )

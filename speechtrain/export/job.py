@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from speechtrain.errors import UserError
 from speechtrain.export.common import ExportFiles, ExportResult
 
 if TYPE_CHECKING:
@@ -32,11 +33,19 @@ class ExportJob:
         return ExportResult(fmt, self.files.out_dir)
 
 
+def accepts_any(model: Any, data: Any) -> list[str]:
+    """The contract of a runtime that loads whatever the family writes."""
+    return []
+
+
 @dataclass(frozen=True)
 class ExportFormat:
     """A ``--format``: the families it serves, the runtime it targets, and its exporter.
 
-    ``refused`` names families the format cannot serve, with the reason (printed as the error)."""
+    ``refused`` names families the format cannot serve, with the reason (printed as the error). ``contract`` is
+    what the format's runtime accepts, read from the runtime's own code: given the run's model and data
+    sections it returns why the runtime could not load this run (each with the recipe change; empty: it can).
+    :meth:`export` refuses such a run before anything is written."""
 
     key: str
     families: tuple[str, ...]
@@ -44,3 +53,17 @@ class ExportFormat:
     summary: str
     run: Callable[[ExportJob], ExportResult]
     refused: Mapping[str, str] = field(default_factory=dict)
+    contract: Callable[[Any, Any], list[str]] = accepts_any
+
+    def require_loadable(self, model: Any, data: Any) -> None:
+        """UserError (exit 2) with the runtime's reasons when it could not load a run of these sections."""
+        problems = self.contract(model, data)
+        if problems:
+            raise UserError(
+                f"--format {self.key}: {self.runtime} cannot load this run, nothing written: " + "; ".join(problems)
+            )
+
+    def export(self, job: ExportJob) -> ExportResult:
+        """The run checked against the runtime's contract, then written (and checked in the runtime)."""
+        self.require_loadable(job.model, job.data)
+        return self.run(job)

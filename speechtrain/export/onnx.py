@@ -18,6 +18,8 @@ Each check runs the written file in onnxruntime on fixed inputs of two lengths b
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,12 +27,16 @@ import torch
 
 from speechtrain.export.common import (
     AUDIO_TOLERANCE,
+    ExportFiles,
     ExportResult,
     compare,
     ort_session,
     without_random_nodes,
 )
 from speechtrain.export.job import ExportFormat, ExportJob
+from speechtrain.logs import get_logger
+
+log = get_logger(__name__)
 
 CHECK_FRAMES = (37, 83)  # two input lengths of every check (the graph is traced at a third, 50)
 TRACE_FRAMES = 50
@@ -96,16 +102,13 @@ def export_hifigan(job: ExportJob, result: ExportResult) -> None:
             )
 
 
-def export_nsf(job: ExportJob, result: ExportResult) -> None:
-    from speechtrain.models.nsf_hifigan.graph import deterministic_source
-
-    task = job.task
-    graph = task.inference_graph()
-    n_mels = int(job.data.n_mels)
+def write_nsf_graph(files: ExportFiles, task: Any, n_mels: int) -> Path:
+    """An NSF run's generator as ``model.onnx`` in DiffSinger's layout: ``mel`` (1, n_frames, n_mels), ``f0``
+    (1, n_frames) Hz -> ``waveform`` (1, n_samples)."""
     trace = (fixed_mel(n_mels, TRACE_FRAMES, 0).transpose(1, 2), f0_glide(TRACE_FRAMES))
-    path = job.files.write_onnx(
+    return files.write_onnx(
         "model.onnx",
-        graph,
+        task.inference_graph(),
         trace,
         ["mel", "f0"],
         ["waveform"],
@@ -115,9 +118,15 @@ def export_nsf(job: ExportJob, result: ExportResult) -> None:
             "waveform": {0: "batch", 1: "n_samples"},
         },
     )
-    vocoder = {"name": job.name, "model": "model.onnx", **mel_spec(job.data), "pitch_controllable": True}
-    job.files.write_yaml("vocoder.yaml", vocoder)
-    result.notes.append("OpenUtau: put the folder (model.onnx + vocoder.yaml) where OpenUtau looks for vocoders")
+
+
+def export_nsf(job: ExportJob, result: ExportResult) -> None:
+    from speechtrain.models.nsf_hifigan.graph import deterministic_source
+
+    task = job.task
+    n_mels = int(job.data.n_mels)
+    path = write_nsf_graph(job.files, task, n_mels)
+    write_openutau_package(job, result)
     if not job.check:
         return
     model_bytes, replaced = without_random_nodes(path)
@@ -142,6 +151,40 @@ def export_nsf(job: ExportJob, result: ExportResult) -> None:
                 f"with its source noise on (as shipped), the graph and PyTorch differ by draws of noise: max |diff| "
                 f"{diff:.3g} on {frames} frames"
             )
+
+
+def package_id(name: str) -> str:
+    """An OpenUtau package id: lower-case letters, digits, ``-`` and ``.`` only (its package manager's rule)."""
+    return re.sub(r"[^a-z0-9.-]+", "-", name.lower()).strip("-.") or "vocoder"
+
+
+def write_openutau_package(job: ExportJob, result: ExportResult) -> None:
+    """``vocoder.yaml`` (OpenUtau's ``DsVocoderConfig``: the mel, and ``pitch_controllable`` from the run's
+    ``pc_aug`` as DiffSinger writes it) and ``oudep.yaml`` beside it: OpenUtau's ``DependencyInstaller`` reads
+    ``name`` from it and installs the archive's files into ``Dependencies/NAME``, where ``DsVocoder(NAME)`` loads
+    ``vocoder.yaml``; its package manager reads ``id``, ``version`` and ``description``. The f0-grid warning of
+    every NSF export is a note here too."""
+    from speechtrain.models.nsf_hifigan.export import PC_AUG, f0_grid_warning
+
+    name = package_id(job.name)
+    vocoder = {"name": name, "model": "model.onnx", **mel_spec(job.data), "pitch_controllable": PC_AUG}
+    job.files.write_yaml("vocoder.yaml", vocoder)
+    step = f" at step {job.step}" if job.step is not None else ""
+    oudep = {
+        "name": name,
+        "id": name,
+        "version": f"1.0.{int(job.step or 0)}",
+        "description": f"NSF-HiFiGAN vocoder trained with speechtrain ({job.run_dir.name}{step})",
+    }
+    job.files.write_yaml("oudep.yaml", oudep)
+    result.notes.append(
+        f"OpenUtau: zip the folder's files as {name}.oudep and drop it on OpenUtau (installed as Dependencies/{name}); "
+        f"a voicebank's dsconfig.yaml names it with vocoder: {name}"
+    )
+    warning = f0_grid_warning(float(job.data.f0_frame_offset))
+    if warning:
+        log.warning(f"export: {warning}")
+        result.notes.append(warning)
 
 
 def export_classifier(job: ExportJob, result: ExportResult) -> None:

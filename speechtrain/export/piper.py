@@ -11,13 +11,14 @@ The contract, read from Piper's runtime (the ``piper-tts`` package, ``piper/voic
 - it reads ``audio.sample_rate``, ``espeak.voice``, ``phoneme_type``, ``phoneme_id_map``, ``num_symbols``,
   ``num_speakers``, ``speaker_id_map`` and ``inference`` (``noise_scale``, ``length_scale``, ``noise_w``).
 
-Our VITS reads ``_ s1 _ s2 ... sn _`` (``model.add_blank``: the pad id around every symbol) without start
-or end markers, so the id map gives ``_`` the pad id (nothing without blanks) and ``^`` and ``$`` no id at
-all: Piper then builds exactly our sequence. Each symbol is keyed by its NFD form (the runtime decomposes);
-a run that lower-cases its text also maps the upper-case letters to the lower-case ids (Piper's text mode
-does not lower-case). What our front end rewrites by context (Uzbek apostrophes between letters, number
-words) has no place in a per-phoneme map: the export measures how many of the run's own transcripts
-Piper reads to the same ids and says which differ.
+A run trained with ``data.phonemizer=piper`` (:mod:`speechtrain.data.text.piper_text`) reads exactly these
+ids: its symbols are Piper's phonemes and markers, produced by Piper's own code from the text as typed, so the
+``phoneme_id_map`` is its symbol table (``^``, ``$`` and ``_`` each with one id, as Piper's trainer writes them
+and as sherpa-onnx's ``add_meta_data.py`` indexes them). That is the format's contract: a run trained on other
+ids (characters, speechtrain's espeak front end, VITS blanks without start/end ids) is refused before anything
+is written, with the recipe change. The export then reads every check sentence through Piper's phonemizer and
+id map and refuses when any gives other ids than the run trained on (listing them); it notes where Piper
+(and so the run) reads a character otherwise than speechtrain's own front end would (Uzbek U+02BC, say).
 """
 
 from __future__ import annotations
@@ -46,63 +47,69 @@ from speechtrain.export.job import ExportFormat, ExportJob
 
 PAD, BOS, EOS = "_", "^", "$"  # Piper's markers (piper/const.py)
 DEFAULT_SCALES = {"noise_scale": 0.667, "length_scale": 1.0, "noise_w": 0.8}  # VITSTask.synthesize's defaults
+#: the config version Piper's own trainer writes (piper/train/vits/dataset.py, piper-tts 1.8.0)
+PIPER_VERSION = "1.5.0"
+SHOWN = 5  # sentences listed in a refusal
+
+
+def piper_contract(model: Any, data: Any) -> list[str]:
+    """What Piper's runtime reads: the ids of its own phonemizer and layout (see the module doc)."""
+    if data.phonemizer == "piper":
+        return []
+    return [
+        f"Piper reads text as its own espeak-ng phonemes, each sentence as ids of ^ _ p1 _ ... pn _ $ (sherpa-onnx "
+        f"needs an id for ^ and $ too); this run trained on data.phonemizer={data.phonemizer} ids without start "
+        "and end ids and after speechtrain's own normalisation, so Piper would give it other ids than it trained "
+        "on: train it with data.phonemizer=piper model.add_blank=false (or export it with --format onnx)"
+    ]
 
 
 def phoneme_id_map(task: Any) -> tuple[dict[str, list[int]], list[str]]:
-    """Piper's ``phoneme_id_map`` that rebuilds the ids our VITS reads, and notes on symbols it cannot reach."""
-    tok, add_blank = task.tokenizer, bool(task.cfg.add_blank)
-    ids: dict[str, list[int]] = {PAD: [tok.pad_id] if add_blank else [], BOS: [], EOS: []}
-    notes: list[str] = []
-    decomposed, clashing = [], []
-    symbol_ids = {s: tok.encode_symbols(s)[0] for s in tok.symbols}
-    for symbol, i in symbol_ids.items():
+    """Piper's ``phoneme_id_map`` of a ``data.phonemizer=piper`` run: every symbol with its one id, keyed as
+    Piper looks it up (NFD code points); UserError when ``^``, ``$`` or ``_`` has no id or a symbol cannot be
+    reached from text. Returns the map and notes."""
+    tok = task.tokenizer
+    ids: dict[str, list[int]] = {}
+    unreachable = []
+    for symbol in tok.symbols:
         key = unicodedata.normalize("NFD", symbol)
         if len(key) != 1:
-            decomposed.append(symbol)
-        elif key in (PAD, BOS, EOS):
-            clashing.append(symbol)
+            unreachable.append(symbol)
         else:
-            ids[key] = [i]
-    if tok.settings.phonemizer == "none":  # Piper reads the typed characters: each as our front end reads it
-        for char in {c for s in tok.symbols for c in (s, s.upper(), s.lower())}:
-            key, read = unicodedata.normalize("NFD", char), tok.front_end.normalize(char).symbols
-            if len(key) == 1 and key not in (PAD, BOS, EOS) and len(read) == 1 and read in symbol_ids:
-                ids[key] = [symbol_ids[read]]  # "H" of a lower-casing run is "h"
-    if decomposed:
-        notes.append(
-            f"symbols {decomposed} decompose under NFD (Piper's runtime splits them into base + mark): "
-            "Piper cannot produce their ids from text"
+            ids[key] = tok.encode_symbols(symbol)
+    missing = [m for m in (BOS, EOS, PAD) if m not in ids]
+    if missing:
+        raise UserError(
+            f"--format piper: this run's symbols have no {' '.join(missing)}: Piper's id map needs one id each for "
+            "^, $ and _ (its trainer writes them; sherpa-onnx indexes them); train with data.phonemizer=piper "
+            "(its symbols carry them) and leave data.symbols unset"
         )
-    if clashing:
-        notes.append(f"symbols {clashing} are Piper's pad/start/end markers: Piper reads them as markers")
-    return ids, notes
-
-
-def espeak_voice_of(data: Any) -> str:
-    """The espeak-ng voice the run's phonemes came from (the language code for a text run)."""
-    if data.phonemizer == "espeak":
-        from speechtrain.data.text.phonemize import espeak_voice
-
-        return espeak_voice(data.language)
-    return str(data.language).lower().replace("_", "-").split("-")[0]
+    notes = []
+    if unreachable:
+        notes.append(f"symbols {unreachable} decompose under NFD: Piper cannot produce their ids from text")
+    return {m: ids.pop(m) for m in (PAD, BOS, EOS)} | ids, notes
 
 
 def piper_config(job: ExportJob, id_map: dict[str, list[int]]) -> dict[str, Any]:
-    """The ``.onnx.json`` Piper's runtime reads (and what we add under ``speechtrain``)."""
+    """The ``.onnx.json`` as Piper's trainer writes it (``PiperConfig.to_dict``'s keys), ours under ``speechtrain``."""
+    from speechtrain.data.text.piper_text import piper_voice
+
     task, data = job.task, job.data
     n_speakers = int(job.model.n_speakers) if int(job.model.n_speakers) > 1 else 1
     speakers = job.speakers if len(job.speakers) == n_speakers else [str(i) for i in range(n_speakers)]
     return {
         "audio": {"sample_rate": int(data.sample_rate)},
-        "espeak": {"voice": espeak_voice_of(data)},
+        "espeak": {"voice": piper_voice(str(data.language))},
         "language": {"code": str(data.language)},
-        "phoneme_type": "espeak" if data.phonemizer == "espeak" else "text",
-        "phoneme_id_map": id_map,
+        "phoneme_type": "espeak",
         "num_symbols": int(task.n_vocab),
         "num_speakers": n_speakers,
-        "speaker_id_map": {name: i for i, name in enumerate(speakers)} if n_speakers > 1 else {},
         "inference": dict(DEFAULT_SCALES),
+        "phoneme_id_map": id_map,
+        "speaker_id_map": {name: i for i, name in enumerate(speakers)} if n_speakers > 1 else {},
         "hop_length": int(data.hop_length),
+        "default_speaker_id": 0,
+        "piper_version": PIPER_VERSION,
         "dataset": job.name,
         "speechtrain": {
             "run_dir": str(job.run_dir),
@@ -115,12 +122,8 @@ def piper_config(job: ExportJob, id_map: dict[str, list[int]]) -> dict[str, Any]
 
 def export_piper(job: ExportJob) -> ExportResult:
     """Write ``NAME.onnx`` and ``NAME.onnx.json`` and check them in onnxruntime and in ``piper-tts``."""
-    if job.data.phonemizer not in ("none", "espeak"):
-        raise UserError(
-            f"--format piper: data.phonemizer={job.data.phonemizer} has no Piper phoneme type (Piper reads text "
-            "as characters or espeak-ng phonemes): train with data.phonemizer=espeak or none"
-        )
     task, result = job.task, job.result("piper")
+    id_map, notes = phoneme_id_map(task)  # refused before anything is written
     graph = task.inference_graph()
     multi = bool(graph.multi_speaker)
     example = torch.tensor([task.token_ids(job.texts[0] if job.texts else "a")], dtype=torch.long)
@@ -140,7 +143,6 @@ def export_piper(job: ExportJob) -> ExportResult:
             "output": {0: "batch_size", 2: "time"},
         },
     )
-    id_map, notes = phoneme_id_map(task)
     job.files.write_json(f"{job.name}.onnx.json", piper_config(job, id_map))
     result.files, result.notes = list(job.files.written), notes
     if job.check:
@@ -148,39 +150,68 @@ def export_piper(job: ExportJob) -> ExportResult:
     return result
 
 
-def _piper_ids(voice: Any, text: str) -> list[list[int]]:
-    """Piper's ids per sentence for ``text`` (its own phonemizer and our id map)."""
-    return [voice.phonemes_to_ids(p) for p in voice.phonemize(text) if p]
+def _piper_ids(voice: Any, text: str) -> tuple[list[int], int]:
+    """Piper's ids for ``text`` (its phonemizer and our id map), its sentences chained as its trainer does, and
+    the number of sentences it splits the text into."""
+    sentences = [p for p in voice.phonemize(text) if p]
+    return [i for p in sentences for i in voice.phonemes_to_ids(p)], len(sentences)
 
 
-def choose_texts(job: ExportJob, voice: Any, result: ExportResult) -> list[str]:
-    """Two check sentences (shortest and longest) that Piper reads to exactly our ids, one sentence each;
-    the agreement over all candidates is a note."""
-    agree: list[str] = []
-    first_difference = ""
-    quiet = QuietLogger("piper")  # piper logs every character its map lacks; the note below counts them
-    for text in job.texts:
-        ours = job.task.token_ids(text)
-        with quiet:
-            theirs = _piper_ids(voice, text)
-        if len(theirs) == 1 and theirs[0] == ours:
-            agree.append(text)
-        elif not first_difference:
-            got = job.task.tokenizer.decode(sum(theirs, []))
-            first_difference = (
-                f"first difference: {text!r} reads as {job.task.tokenizer.decode(ours)!r} here, {got!r} in Piper"
-            )
-    result.notes.append(
-        f"text front end: piper-tts reads {len(agree)} of {len(job.texts)} check sentences to the ids this run "
-        f"reads" + (f" ({first_difference})" if first_difference else "")
-    )
-    if not agree:
+def check_text_path(job: ExportJob, voice: Any, result: ExportResult) -> list[str]:
+    """Every check sentence through Piper's phonemizer and id map: UserError listing those whose ids differ
+    from the ids the run reads; notes where speechtrain's own front end would have read the text otherwise.
+    Returns the one-sentence texts (shortest and longest) for the spoken check."""
+    task, single, differ = job.task, [], []
+    with QuietLogger("piper"):  # piper logs every phoneme its map lacks; the refusal below lists them
+        for text in job.texts:
+            theirs, n = _piper_ids(voice, text)
+            ours = task.token_ids(text)
+            if theirs != ours:
+                unseen = sorted({c for c in task.tokenizer.front_end(text) if task.tokenizer.unknown(c)})
+                why = f"phonemes this run never saw: {unseen}" if unseen else f"{len(theirs)} vs {len(ours)} ids"
+                differ.append(f"{text!r} ({why})")
+            elif n == 1:
+                single.append(text)
+    if differ:
         raise UserError(
-            f"--format piper: piper-tts reads none of the {len(job.texts)} check sentences to this run's ids "
-            f"({first_difference}); give sentences in the run's own spelling with --text"
+            f"--format piper: Piper reads {len(differ)} of {len(job.texts)} check sentences to other ids than this "
+            f"run trained on: {'; '.join(differ[:SHOWN])}{' ...' if len(differ) > SHOWN else ''} (train on "
+            "transcripts that have those phonemes, or check other sentences with --text)"
         )
-    agree.sort(key=lambda t: len(job.task.token_ids(t)))
-    return [agree[0], agree[-1]] if len(agree) > 1 else agree
+    result.notes.append(
+        f"text path: Piper reads all {len(job.texts)} check sentences to the ids this run trained on "
+        f"({len(job.texts) - len(single)} of them as several sentences, chained as Piper's trainer does)"
+    )
+    result.notes += front_end_differences(job, voice)
+    single.sort(key=lambda t: len(task.token_ids(t)))
+    return list(dict.fromkeys([single[0], single[-1]])) if single else []
+
+
+def front_end_differences(job: ExportJob, voice: Any) -> list[str]:
+    """Sentences that Piper's espeak-ng reads otherwise than the text speechtrain's espeak front end would give it
+    (language cleaners: Uzbek apostrophes and tutuq, Amharic numbers as words): a note with examples, the
+    characters concerned and Piper's reading (the run was trained as Piper reads, so the ids agree)."""
+    from speechtrain.data.text.frontend import TextFrontEnd, TextSettings
+    from speechtrain.data.text.phonemize import espeak_input
+    from speechtrain.data.text.piper_text import piper_voice
+
+    ours = TextFrontEnd(TextSettings(str(job.data.language), "none", lowercase=False))
+    espeak_voice = piper_voice(str(job.data.language))
+    changed = []
+    with QuietLogger("piper"):
+        for text in job.texts:  # what data.phonemizer=espeak gives espeak-ng, against the text as typed
+            normalised = espeak_input([ours.normalize(text).symbols], espeak_voice)[0]
+            as_typed = "".join("".join(p) for p in voice.phonemize(text))
+            if as_typed != "".join("".join(p) for p in voice.phonemize(normalised)):
+                chars = ", ".join(f"U+{ord(c):04X} {c}" for c in sorted(set(text) - set(normalised)))
+                changed.append(f"{text!r} ({chars or 'rewritten'}; Piper reads {as_typed!r})")
+    if not changed:
+        return []
+    return [
+        f"{len(changed)} of {len(job.texts)} check sentences are read by Piper otherwise than after speechtrain's "
+        "own normalisation (this run was trained as Piper reads them; write such text as the voice's users will "
+        "type it): " + "; ".join(changed[:SHOWN])
+    ]
 
 
 class QuietLogger:
@@ -215,7 +246,10 @@ def check_piper(job: ExportJob, onnx_path: Path, result: ExportResult) -> None:
         who = f", speaker {speaker}" if n_speakers > 1 else ""
         name = f"onnxruntime vs PyTorch, {len(ids)} ids{who}, noise 0"
         result.checks.append(compare(name, out, _reference(task, text, speaker), AUDIO_TOLERANCE))
-    for k, text in enumerate(choose_texts(job, voice, result)):
+    spoken = check_text_path(job, voice, result)
+    if not spoken:
+        result.notes.append("no check sentence is one sentence for Piper: the piper-tts WAV check was not run")
+    for k, text in enumerate(spoken):
         speaker = (n_speakers - 1) if (n_speakers > 1 and k == 1) else 0
         who_id = speaker if n_speakers > 1 else None
         result.checks.append(_piper_wav_check(piper, voice, text, who_id, _reference(task, text, speaker)))
@@ -266,6 +300,7 @@ FORMAT = ExportFormat(
     key="piper",
     families=("vits",),
     runtime="piper-tts (onnxruntime)",
-    summary="a Piper voice: NAME.onnx + NAME.onnx.json (espeak phonemes or characters, speaker ids)",
+    summary="a Piper voice: NAME.onnx + NAME.onnx.json (a data.phonemizer=piper run: Piper's own phoneme ids)",
     run=export_piper,
+    contract=piper_contract,
 )

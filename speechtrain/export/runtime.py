@@ -1,5 +1,6 @@
 """A run's exported graph in onnxruntime behind the task's own inference methods, for ``rtf --runtime onnx``:
-``synthesize(text, ...)`` (vits) and ``vocode(mel)`` (hifigan) as :func:`speechtrain.bench.rtf.measure_rtf`
+``synthesize(text, ...)`` (vits), ``vocode(mel)`` (hifigan) and ``vocode(mel, f0)`` (nsf_hifigan, the graph
+``--format onnx`` writes for OpenUtau, its source noise on as shipped) as :func:`speechtrain.bench.rtf.measure_rtf`
 calls them, so that PyTorch and ONNX Runtime are timed on the same inputs in one run."""
 
 from __future__ import annotations
@@ -64,20 +65,41 @@ class OnnxVocoder:
         return self.session.run(None, {"mel": x[None] if x.ndim == 2 else x})[0].reshape(-1)
 
 
-ONNX_RTF_FAMILIES = ("vits", "hifigan")
+class OnnxNSFVocoder:
+    """An NSF-HiFiGAN run's graph (DiffSinger's layout): ``vocode(mel, f0)`` for a (n_mels, n_frames) log-mel and
+    its f0 (n_frames,) in Hz, f0 edge-padded or trimmed to the mel's frames as the task does."""
+
+    def __init__(self, task: Any, folder: Path, threads: int | None = None) -> None:
+        from speechtrain.export.onnx import write_nsf_graph
+
+        path = write_nsf_graph(ExportFiles(folder), task, int(task.mel_settings.n_mels))
+        self.session = ort_session(path, threads)
+
+    def vocode(self, mel: Any, f0: Any = None) -> np.ndarray:
+        if f0 is None:
+            raise UserError("vocode: an NSF vocoder needs f0 (Hz per mel frame) with the mel")
+        x = np.asarray(mel.detach().cpu() if hasattr(mel, "detach") else mel, dtype=np.float32)
+        f = np.asarray(f0.detach().cpu() if hasattr(f0, "detach") else f0, dtype=np.float32).reshape(-1)
+        frames = x.shape[-1]
+        f = np.pad(f[:frames], (0, max(0, frames - f.size)), mode="edge") if f.size else np.zeros(frames, np.float32)
+        feed = {"mel": x.reshape(-1, frames).T[None].copy(), "f0": f[None]}
+        return self.session.run(None, feed)[0].reshape(-1)
+
+
+#: the families with an ONNX export that makes audio, and the runner of each
+RUNNERS: dict[str, Any] = {"vits": OnnxSynthesizer, "hifigan": OnnxVocoder, "nsf_hifigan": OnnxNSFVocoder}
+ONNX_RTF_FAMILIES = tuple(RUNNERS)
 
 
 def require_onnx_runner(family: str) -> None:
     """UserError before any timing when ``family`` has no ONNX runner."""
     if family not in ONNX_RTF_FAMILIES:
         raise UserError(
-            f"rtf --runtime onnx: a '{family}' run has no ONNX runner ({' and '.join(ONNX_RTF_FAMILIES)} have)"
+            f"rtf --runtime onnx: a '{family}' run has no ONNX runner ({', '.join(ONNX_RTF_FAMILIES)} have)"
         )
 
 
 def onnx_runner(task: Any, family: str, folder: Path, threads: int | None = None) -> Any:
     """The run's graph in onnxruntime with the task's inference method; UserError for other families."""
     require_onnx_runner(family)
-    if family == "vits":
-        return OnnxSynthesizer(task, folder, threads)
-    return OnnxVocoder(task, folder, threads)
+    return RUNNERS[family](task, folder, threads)

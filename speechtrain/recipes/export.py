@@ -2,7 +2,9 @@
 and put it in place atomically -- never over what the run came from.
 
 The formats are :data:`speechtrain.export.formats.FORMATS` (one module each); a family's default format is
-its first in that table (xtts: ``coqui``, vits: ``piper``, vocoders and the classifier: ``onnx``).
+its first in that table (xtts: ``coqui``, vits: ``piper``, vocoders and the classifier: ``onnx``). A run the
+format's runtime cannot load (:attr:`ExportFormat.contract`, read from the runtime's code) is refused from its
+config alone, before its weights are read or anything is written.
 ``consolidate``: the run's full weights in one speechtrain checkpoint file, ``OUT/model.pt`` (with the run's
 ``config.yaml`` beside it), whatever layout the run saved them in: the shards of an FSDP2 run (DCP, written by
 any number of ranks) are assembled in one process. ``model.pt`` loads with ``train.init_from=OUT/model.pt``
@@ -74,7 +76,9 @@ def export_run(
         check_target(out, run_dir, cfg, force)
         write_folder(out, lambda tmp: consolidated(run_dir, cfg, which, tmp), force)
         return ExportResult("consolidated", out, files=[out / "model.pt", out / "config.yaml"])
-    export_format = format_for(str(load_run_config(run_dir).model.name), fmt)  # refused before any loading
+    run_cfg = load_run_config(run_dir)
+    export_format = format_for(str(run_cfg.model.name), fmt)  # refused before any loading
+    export_format.require_loadable(run_cfg.model, run_cfg.data)  # what its runtime cannot load: nothing written
     loaded = load_run(run_dir, device="cpu", which=which)
     cfg, task = loaded.cfg, loaded.task
     check_target(out, run_dir, cfg, force)
@@ -93,7 +97,7 @@ def export_run(
             step=loaded.step,  # of the file whose weights are exported, never of one that was refused
             check=check,
         )
-        result = export_format.run(job)
+        result = export_format.export(job)
         if not result.ok:  # kept beside the target for inspection; the target is left as it was
             rejected = out.parent / f"{out.name}.rejected"
             shutil.rmtree(rejected, ignore_errors=True)

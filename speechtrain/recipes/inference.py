@@ -487,7 +487,7 @@ class InferenceRecipe:
             inputs = list(self.eval_inputs(items))
             rate, mode, call = int(self.data.sample_rate), "vocode", self._vocode_call
             describe = lambda pair: f"mel {tuple(pair[0].shape)}"  # noqa: E731
-            onnx_call = lambda runner, pair: runner.vocode(pair[0])  # noqa: E731
+            onnx_call = lambda runner, pair: runner.vocode(*pair) if pair[1] is not None else runner.vocode(pair[0])  # noqa: E731
         else:
             raise UserError(refusal("rtf", self.shown, self.model_name))
         if seed is not None:

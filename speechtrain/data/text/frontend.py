@@ -29,7 +29,9 @@ Steps, in order:
 5. ``data.phonemizer``: ``none`` (the characters), ``espeak`` (IPA from espeak-ng; the punctuation of
    scripts espeak-ng drops, such as Arabic ``، ؟``, Devanagari ``।``, Urdu ``۔``, CJK ``，。？`` and Armenian
    ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
-   is reported) or ``rules`` (the language's own G2P: ``am``). Before espeak-ng, amounts and numbers are
+   is reported), ``rules`` (the language's own G2P: ``am``) or ``piper`` (Piper's own espeak-ng phonemes and
+   id layout, from the text as typed: steps 1-4 are skipped, as Piper's runtime does none of them;
+   :mod:`speechtrain.data.text.piper_text`). Before espeak-ng, amounts and numbers are
    written out in the language where num2words has it (:mod:`.numbers`); each suspect reading is noted on
    its text (:attr:`Processed.reading`: a language switch, "letter" + a code point, a symbol the voice
    skips, a date, a number with no normaliser, a Hebrew abbreviation) and prepare reports it.
@@ -51,7 +53,7 @@ if TYPE_CHECKING:
     from speechtrain.config import DataConfig
     from speechtrain.data.text.phonemize import Reading
 
-PHONEMIZERS = ("none", "espeak", "rules")
+PHONEMIZERS = ("none", "espeak", "rules", "piper")
 FRONT_END_VERSION = 3
 RULE_G2P = {"am": amharic.g2p}  # language -> its rule-based G2P (data.phonemizer=rules)
 
@@ -230,8 +232,10 @@ class TextFrontEnd:
             self.keep = _KEEP_COMPAT | (ESPEAK_KEEP_COMPAT if self.settings.phonemizer == "espeak" else frozenset())
 
     def normalize(self, text: str) -> Processed:
-        """Steps 1-4 (no phonemes)."""
+        """Steps 1-4 (no phonemes); none for ``piper``, whose runtime gives the text to espeak-ng as typed."""
         s = self.settings
+        if s.phonemizer == "piper":
+            return Processed(text)
         text = compat_fold(unicodedata.normalize("NFC", text), self.keep)
         unmapped: Counter[str] = Counter()
         language = self.language if self.v3 else "und"  # ZWNJ removed everywhere before version 3
@@ -266,6 +270,11 @@ class TextFrontEnd:
             g2p = RULE_G2P[self.language]
             for p in out:
                 p.symbols = g2p(p.symbols)
+        elif self.settings.phonemizer == "piper":
+            from speechtrain.data.text.piper_text import piper_symbols
+
+            for p in out:
+                p.symbols = piper_symbols(p.symbols, self.settings.language)
         elif self.settings.phonemizer == "espeak":
             self._espeak(out)
         return out

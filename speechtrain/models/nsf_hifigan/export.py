@@ -10,10 +10,12 @@ turns into OpenUtau's ONNX): a folder with
   ``hop_size``, ``n_fft``, ``win_size``, ``fmin``, ``fmax``) and ``pc_aug``.
 
 Their generator hard-codes parts of the source that are settings here (8 overtones, sine amplitude 0.1, noise
-0.003, voiced above 0 Hz): a model with other values cannot be written, and says which key differs. Their
-generator also adds ``noise_sigma`` noise at inference (ours only in training), and their users feed f0 on
-their grid (f0 frame ``i`` at sample ``i x hop``): a run measured on another grid (``data.f0_frame_offset``)
-is written with a warning.
+0.003, voiced above 0 Hz) and builds jik876's residual blocks (three dilations per ResBlock1): a model with
+other values cannot be written, and says which key differs. Their generator adds ``noise_sigma`` noise after
+``conv_pre`` at inference too, ours only in training: ``config.json`` carries ``noise_sigma: 0.0``, what our
+synthesis uses (the training value is kept as ``train_noise_sigma``). Their users feed f0 on their grid (f0
+frame ``i`` at sample ``i x hop``): a run measured on another grid (``data.f0_frame_offset``) is written with
+a warning, on every NSF export (:func:`f0_grid_warning`).
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 log = get_logger(__name__)
 
 FORMAT = "singingvocoders"
+#: speechtrain trains without SingingVocoders' PC-NSF augmentation (pitch-shifted mels with the shifted f0):
+#: their config.json's ``pc_aug`` and OpenUtau's ``pitch_controllable`` (DiffSinger writes pc_aug there)
+PC_AUG = False
 #: the source settings their Generator fixes (SourceModuleHnNSF(sampling_rate, harmonic_num=8) and SineGen's
 #: defaults); mini_nsf's sine has no overtones or noise, so only the harmonic source is bound by them
 FIXED_SOURCE = {"harmonic_num": 8, "sine_amp": 0.1, "noise_std": 0.003, "voiced_threshold": 0.0}
@@ -65,7 +70,8 @@ def export_config(model: NSFHiFiGANConfig, mel: MelSettings) -> dict[str, Any]:
     """``config.json`` as their ``export_ckpt.py`` writes it, for ``model`` and the run's mel settings."""
     config: dict[str, Any] = {
         "mini_nsf": bool(model.mini_nsf),
-        "noise_sigma": float(model.noise_sigma),
+        "noise_sigma": 0.0,  # their Generator adds it at inference; our synthesis adds none
+        "train_noise_sigma": float(model.noise_sigma),
         "upsample_rates": [int(r) for r in model.upsample_rates],
         "upsample_kernel_sizes": [int(k) for k in model.upsample_kernel_sizes],
         "upsample_initial_channel": int(model.upsample_initial_channel),
@@ -94,23 +100,51 @@ def export_config(model: NSFHiFiGANConfig, mel: MelSettings) -> dict[str, Any]:
         "win_size": int(mel.win_length),
         "fmin": float(mel.fmin),
         "fmax": None if mel.fmax is None else float(mel.fmax),
-        "pc_aug": False,  # speechtrain trains without their PC-NSF augmentation
+        "pc_aug": PC_AUG,
     }
     return config
 
 
-def check_exportable(model: NSFHiFiGANConfig) -> None:
-    """UserError naming the setting their Generator cannot hold."""
+def exportable_problems(model: NSFHiFiGANConfig) -> list[str]:
+    """Why their Generator cannot hold this model (each with the recipe change; empty: it can)."""
+    from speechtrain.models.hifigan.upstream import resblock_problems
+
+    problems = resblock_problems(
+        model.resblock,
+        model.resblock_kernel_sizes,
+        model.resblock_dilation_sizes,
+        model.upsample_rates,
+        model.upsample_kernel_sizes,
+    )
     if model.mini_nsf:
-        return
+        return problems
     for key, theirs in FIXED_SOURCE.items():
         ours = getattr(model, key)
         if float(ours) != float(theirs):
-            raise UserError(
-                f"--format {FORMAT}: their Generator fixes {key}={theirs} in its harmonic source, this model was "
-                f"trained with model.{key}={ours}: it cannot be written in their layout (train with {key}={theirs}, "
-                f"or use model.mini_nsf=true)"
+            problems.append(
+                f"their Generator fixes {key}={theirs} in its harmonic source, this model was trained with "
+                f"model.{key}={ours}: it cannot be written in their layout (train with {key}={theirs}, or use "
+                "model.mini_nsf=true)"
             )
+    return problems
+
+
+def check_exportable(model: NSFHiFiGANConfig) -> None:
+    """UserError naming the settings their Generator cannot hold."""
+    problems = exportable_problems(model)
+    if problems:
+        raise UserError(f"--format {FORMAT}: " + "; ".join(problems))
+
+
+def f0_grid_warning(f0_frame_offset: float) -> str | None:
+    """What an NSF export says when the run measured f0 on another grid than DiffSinger and OpenUtau feed it."""
+    if f0_frame_offset == 0.0:
+        return None
+    return (
+        f"this run measured f0 frame i at (i + {f0_frame_offset}) x hop; DiffSinger and OpenUtau give f0 frame i at "
+        f"sample i x hop (data.f0_frame_offset=0.0), so the f0 they feed is read {f0_frame_offset} hop early (a "
+        "fine-tune with data.f0_frame_offset=0.0 removes the offset)"
+    )
 
 
 def export_singingvocoders(
@@ -123,15 +157,12 @@ def export_singingvocoders(
     out.mkdir(parents=True, exist_ok=True)
     torch.save({"generator": legacy_state_dict(generator)}, out / "model.ckpt")
     (out / "config.json").write_text(json.dumps(export_config(model, mel), indent=1) + "\n", encoding="utf-8")
-    if f0_frame_offset != 0.0:
-        log.warning(
-            f"export: this run measured f0 frame i at (i + {f0_frame_offset}) x hop; DiffSinger and OpenUtau give f0 "
-            "frame i at sample i x hop (data.f0_frame_offset=0.0), so the f0 they feed is read "
-            f"{f0_frame_offset} hop early (a fine-tune with data.f0_frame_offset=0.0 removes the offset)"
-        )
+    warning = f0_grid_warning(f0_frame_offset)
+    if warning:
+        log.warning(f"export: {warning}")
     if model.noise_sigma > 0:
         log.info(
-            f"export: noise_sigma={model.noise_sigma} is in config.json: their generator adds that noise at "
-            "inference too (speechtrain's only in training)"
+            f"export: trained with noise_sigma={model.noise_sigma}; config.json says noise_sigma 0.0, as speechtrain "
+            "synthesizes (their generator would add that noise at inference too)"
         )
     return out

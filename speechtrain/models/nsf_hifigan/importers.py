@@ -276,12 +276,14 @@ def read_exported_config(config_json: Mapping[str, Any]) -> ExportedConfig:
     c = config_json
     pairs: dict[str, Any] = {ours: c.get(theirs) for theirs, ours in _FEATURES}
     pairs |= {f"model.{key}": c.get(key) for key in _MODEL}
+    if c.get("train_noise_sigma") is not None:  # our export: noise_sigma is what inference adds (0), this trained
+        pairs["model.noise_sigma"] = c["train_noise_sigma"]
     pairs["model.periods"] = c.get("discriminator_periods")
     if any(key.startswith(("fast_mpd_", "fast_mrd_")) for key in c):
         pairs["model.period_discriminator"] = "fast"
         pairs["model.scale_discriminator"] = "fast_mrd"
     out = ExportedConfig([f"{k}={_yaml(v)}" for k, v in pairs.items() if v is not None])
-    known = {t for t, _ in _FEATURES} | set(_MODEL) | {"discriminator_periods", "pc_aug"}
+    known = {t for t, _ in _FEATURES} | set(_MODEL) | {"discriminator_periods", "pc_aug", "train_noise_sigma"}
     for key, value in c.items():
         if key == "pc_aug" and value:
             out.not_carried.append(

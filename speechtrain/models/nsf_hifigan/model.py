@@ -23,6 +23,9 @@ from torch import nn
 from speechtrain.models.common import init_weights, remove_weight_norm, weight_norm
 from speechtrain.models.hifigan.model import LRELU_SLOPE, ResBlock1, ResBlock2, multi_receptive_field
 
+#: dtype of the running phase sum (float64: see source_phase)
+PHASE_DTYPE = torch.float64
+
 
 def source_phase(f0: torch.Tensor, upp: int, sample_rate: float, ramp: bool = False) -> torch.Tensor:
     """Phase in cycles of a sine following ``f0`` (B, T_frames) Hz, ``upp`` samples per frame at
@@ -34,7 +37,10 @@ def source_phase(f0: torch.Tensor, upp: int, sample_rate: float, ramp: bool = Fa
         slope = F.pad(step[:, 1:] - step[:, :-1], (0, 0, 0, 1))  # change to the next frame (0 for the last)
         within = within + 0.5 * slope * k * (k - 1) / upp
     per_frame = torch.remainder(within[..., -1:] + 0.5, 1.0) - 0.5  # cycles per frame, wrapped
-    ends = torch.remainder(per_frame.cumsum(dim=1), 1.0)  # phase at the end of each frame
+    # the running sum over frames grows to thousands of cycles on a long input: in float32 its rounding (and
+    # onnxruntime's other summation order) reached the overtones' phase, 1.35e-4 of drift between the ONNX
+    # graph and PyTorch at 6000 frames; in float64 both agree to float32 precision (bench/nsf_onnx_drift.py)
+    ends = torch.remainder(per_frame.to(PHASE_DTYPE).cumsum(dim=1), 1.0).float()  # phase at each frame's end
     starts = F.pad(ends[:, :-1], (0, 0, 1, 0))  # (B, T_frames, 1)
     return (within + starts).reshape(f0.shape[0], -1)  # (B, T_samples)
 

@@ -66,6 +66,11 @@ class VITSTask(Task):
                 f"{len(self.tokenizer.symbols)} symbols + 4 special tokens); leave model.n_vocab unset"
             )
         self.n_vocab = model_cfg.n_vocab or self.tokenizer.vocab_size
+        if data_cfg.phonemizer == "piper" and model_cfg.add_blank:
+            raise ConfigError(
+                "data.phonemizer=piper writes Piper's own blanks (^ _ p1 _ p2 _ ... $), so model.add_blank would add "
+                "a second set that Piper does not read: set model.add_blank=false"
+            )
         self.spec_fn = Spectrogram(data_cfg.n_fft, data_cfg.win_length, data_cfg.hop_length)
         self.mel_fn = LogMel.from_config(data_cfg)
         self.generator = VITSGenerator(model_cfg, self.n_vocab, data_cfg.n_fft // 2 + 1, self.segment_frames)
