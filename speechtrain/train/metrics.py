@@ -153,8 +153,8 @@ class Interval:
 
     def add(self, micro: Sequence[Batch], out: dict[str, Any], wait: float, seconds: float) -> None:
         for k, v in out.items():
-            if isinstance(v, torch.Tensor):
-                self.sums[k] = self.sums[k].to(v.device) + v.float()
+            if isinstance(v, torch.Tensor) and k != "finite":  # (the step's flag: counted by the numerics guard)
+                self.sums[k] = self.sums[k].to(v.device) + v.float()  # on the device: read at the log row
         self.steps += 1
         self.seconds += seconds
         self.wait += wait

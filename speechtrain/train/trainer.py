@@ -59,7 +59,7 @@ from speechtrain.train.distributed import (
 )
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
-from speechtrain.train.numerics import NumericsGuard
+from speechtrain.train.numerics import NumericsGuard, SkippableStep, nonfinite
 from speechtrain.train.oom_guard import OOMGuard, merge_rank_states
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.schedule import build_stage_optimizers
@@ -123,6 +123,8 @@ class Trainer:
         # FSDP all-gathers inside the forward: a rank out of memory there leaves the others in the collective
         self.oom = OOMGuard(oom_guard and not self.sharded, train.oom_single_utterance)
         self.numerics = NumericsGuard(train.nan_fallback_after)
+        self._params: dict[str, list[nn.Parameter]] = {}  # each stage's trainable parameters, listed once
+        self._steppers: dict[str, SkippableStep] = {}  # each stage's optimizer step, skipped on the device
         writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
         self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
@@ -263,21 +265,39 @@ class Trainer:
         self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
         return mean_over_ranks(sums, self.world_size)
 
-    def _optimizer_step(self, stage: str) -> tuple[torch.Tensor, bool]:
+    def _stage_params(self, stage: str) -> list[nn.Parameter]:
+        """``params_of(stage)``, listed once (a Python walk over every module's parameters each step is host
+        time the GPU waits for)."""
+        if stage not in self._params:
+            self._params[stage] = self.params_of(stage)
+        return self._params[stage]
+
+    def _optimizer_step(self, stage: str, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unscale, clip and step ``stage``, the step skipped on the device when the loss or the gradient norm
+        is not finite. Returns the gradient norm and a 0-dim bool tensor: the step counts as non-finite (an
+        fp16 overflow that the scaler absorbs by backing off does not). No host sync (see
+        :class:`~speechtrain.train.numerics.SkippableStep` for its first update)."""
         opt, scaler = self.optimizers[stage], self.scalers[stage]
-        params = self.params_of(stage)  # gradients already averaged over the ranks by the stage's DDP
-        scaler.unscale_(opt)
+        params = self._stage_params(stage)  # gradients already averaged over the ranks by the stage's DDP
+        scaler.unscale_(opt)  # fp16: records the scaler's found-inf on the device
         spec = next(s for s in self.specs if s.name == stage)
         clip = spec.grad_clip if spec.grad_clip is not None else self.optim.grad_clip
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
+        grads = [p.grad for p in params if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm(grads)
+        if clip:
+            torch.nn.utils.clip_grads_with_norm_(params, clip, grad_norm)
         full = getattr(grad_norm, "full_tensor", None)  # FSDP2: a DTensor, the same norm on every rank
         grad_norm = full() if full is not None else grad_norm
-        finite = bool(torch.isfinite(grad_norm).item())  # host sync: one per stage, needed to skip bad steps
-        if finite:
-            scaler.step(opt)
-        scaler.update()
+        skip = nonfinite(loss, grad_norm)
+        if stage not in self._steppers:
+            self._steppers[stage] = SkippableStep(opt)
+        self._steppers[stage](skip, len(grads))
+        scaler.update()  # fp16: backs the scale off after an overflow, on the device
+        routine = NumericsGuard.routine_overflow(scaler)  # fp16: an overflow the scaler absorbs is not counted
+        loss_bad = ~torch.isfinite(loss.detach()).reshape(())
+        counted = skip if isinstance(routine, bool) else loss_bad | (skip & ~routine)
         opt.zero_grad(set_to_none=True)
-        return grad_norm.detach(), finite
+        return grad_norm.detach(), counted
 
     def train_step(self, micro_batches: list[Batch]) -> dict[str, Any]:
         """One optimizer step over ``micro_batches`` (host or device batches) for every stage; utterances the
@@ -292,7 +312,7 @@ class Trainer:
         total = total or 1.0
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
-        all_finite = True
+        bad: torch.Tensor | None = None  # on the device: some stage's step was skipped as non-finite
         trained = False
         for spec in self.specs:
             last = spec is self.specs[-1]
@@ -303,13 +323,8 @@ class Trainer:
                 out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
                 continue
             trained = True
-            loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard (same on every rank)
-            if loss_finite:
-                grad_norm, grad_finite = self._optimizer_step(spec.name)
-            else:
-                grad_norm, grad_finite = sums["loss"], False
-                self.optimizers[spec.name].zero_grad(set_to_none=True)
-            all_finite &= loss_finite and (grad_finite or NumericsGuard.routine_overflow(self.scalers[spec.name]))
+            grad_norm, counted = self._optimizer_step(spec.name, sums["loss"])  # the same on every rank
+            bad = counted if bad is None else bad | counted
             for k, v in sums.items():  # an earlier stage's loss is "<stage>_loss"; its components keep their names
                 out[k if (k != "loss" or last) else f"{spec.name}_loss"] = v
             out[f"grad_norm_{spec.name}"] = grad_norm
@@ -331,10 +346,19 @@ class Trainer:
         if self.optim.scheduler_interval == "step":
             for s in self.schedulers.values():
                 s.step()
-        self._check_numerics(all_finite)
+        if bad is not None:
+            self.numerics.observe(bad)
+        if self._host_reads_now():
+            self._check_numerics()
         self._check_trained(trained)
-        out["finite"] = all_finite
+        out["finite"] = True if bad is None else ~bad  # a device bool (reading it is a host sync)
         return out
+
+    def _host_reads_now(self) -> bool:
+        """The steps at which the host reads device values on purpose: the log interval, a checkpoint, the
+        last step."""
+        t = self.train
+        return self.step % t.log_every == 0 or self.step % t.save_every == 0 or self.step >= t.max_steps
 
     def _check_trained(self, trained: bool) -> None:
         """A whole epoch of steps in which every utterance was left out (each ran out of memory on its own) is
@@ -360,8 +384,8 @@ class Trainer:
             "accel.activation_checkpointing or bf16, or use a larger GPU"
         )
 
-    def _check_numerics(self, finite: bool) -> None:
-        fallback = self.numerics.update(finite, self.step, self.precision)
+    def _check_numerics(self) -> None:
+        fallback = self.numerics.settle(self.step, self.precision)  # host sync: the guard's device counts
         if fallback is None:
             return
         old = self.precision.name
