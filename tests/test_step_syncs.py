@@ -257,3 +257,33 @@ def test_the_trainer_skips_a_nonfinite_step_on_the_device_with_every_optimizer_k
         else:
             assert any(not torch.equal(a, b) for a, b in zip(before.values(), params(tr).values()))
     assert tr.nonfinite_steps == 2
+
+
+def test_ranks_agree_on_a_stop_every_few_steps_not_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a process group the stop agreement (signals, max_minutes) is an all-reduce read on the host: it is
+    made every STOP_AGREE_EVERY steps (or log interval), not in every step (it was, before issue 36). The
+    collectives are faked: the Trainer believes it has 2 ranks."""
+    import sys as _sys
+
+    from speechtrain.recipes import build_task
+    from speechtrain.train import trainer as trainer_module
+    from tests.test_train_engine import ListLoader, cfg_for, make_batch, make_trainer
+
+    cfg = cfg_for("train.max_steps=30", "train.log_every=100", "train.eval_every=1000", "train.save_every=1000")
+    tr = make_trainer(cfg, build_task(cfg), ListLoader([make_batch(i, [10, 8]) for i in range(3)]))
+    agreed_at: list[int] = []
+
+    def any_rank(flag: bool, device: Any, world_size: int) -> bool:
+        if _sys._getframe(1).f_code.co_name == "fit":
+            agreed_at.append(tr.step)
+        return flag
+
+    monkeypatch.setattr(trainer_module, "any_rank", any_rank)
+    monkeypatch.setattr(trainer_module, "all_sum", lambda values, device, world_size: [float(v) for v in values])
+    monkeypatch.setattr(trainer_module, "mean_over_ranks", lambda terms, world_size: terms)
+    monkeypatch.setattr(trainer_module, "gather", lambda obj, world_size: [obj])
+    tr.world_size = 2
+    assert tr.fit()["steps"] == 30
+    every = min(cfg.train.log_every, getattr(trainer_module, "STOP_AGREE_EVERY", 10))
+    assert agreed_at and all(step % every == 0 for step in agreed_at), agreed_at
+    assert len(agreed_at) <= 30 // every + 1

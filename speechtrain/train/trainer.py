@@ -68,6 +68,10 @@ from speechtrain.train.task import Task
 
 log = get_logger(__name__)
 
+#: under a process group the ranks agree on a stop (a signal, train.max_minutes) every this many steps at most (or
+#: every log interval when shorter): the agreement is an all-reduce read on the host, a sync the GPU drains for
+STOP_AGREE_EVERY = 10
+
 #: on-device features/augmentation applied to a batch after the copy: ``transform(batch, training)``
 BatchTransform = Callable[[Batch, bool], Batch]
 
@@ -261,6 +265,8 @@ class Trainer:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
 
+        # under a process group: one all-reduce read on the host per stage (a sync), between the last piece's forward
+        # and its gradient-syncing backward: a rank out of memory must not leave the others in DDP's all-reduce
         agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
         self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
         return mean_over_ranks(sums, self.world_size)
@@ -308,6 +314,7 @@ class Trainer:
         # the global batch: its weight (for each piece's share), items and audio seconds, summed over the ranks
         items = sum(mb.size for mb in micro_batches)
         seconds = sum(mb.audio_seconds for mb in micro_batches)
+        # under a process group a host sync (all_sum reads the all-reduce): the share of each piece is a host number
         total, size, seconds = all_sum([sum(weights), items, seconds], self.device, self.world_size)
         total = total or 1.0
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
@@ -318,7 +325,8 @@ class Trainer:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
             sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
-            if any_rank("loss" not in sums, self.device, self.world_size):  # every utterance left out (OOM alone)
+            # every utterance left out (OOM alone) on every rank? (under a process group a host sync per stage)
+            if any_rank("loss" not in sums, self.device, self.world_size):
                 self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
                 out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
                 continue
@@ -575,14 +583,22 @@ class Trainer:
             # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = ckpt.cpu_copy(self.state_dict())
         it = TimedIterator(self.train_loader)  # seconds blocked waiting for data
+        stop_every = min(t.log_every, STOP_AGREE_EVERY)
         t_start, reason = time.perf_counter(), "max_steps"
         bar = progress_bar(t.max_steps, self.step, t.progress and self.rank == 0)
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
                     late = bool(t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60)
-                    # agreed: a signal on any rank (or its clock) stops every rank at the same step
-                    if any_rank(signals.reason is not None or late, self.device, self.world_size):
+                    # agreed: a signal on any rank (or its clock) stops every rank at the same step; the ranks
+                    # agree every stop_every steps only (an all-reduce read on the host: a sync), one process
+                    # looks every step (no tensor)
+                    stop = signals.reason is not None or late
+                    if self.world_size > 1 and self.step % stop_every == 0:
+                        stop = any_rank(stop, self.device, self.world_size)  # host sync: every stop_every steps
+                    elif self.world_size > 1:
+                        stop = False
+                    if stop:
                         reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
                         break
                     t0 = time.perf_counter()
