@@ -287,3 +287,20 @@ def test_ranks_agree_on_a_stop_every_few_steps_not_every_step(monkeypatch: pytes
     every = min(cfg.train.log_every, getattr(trainer_module, "STOP_AGREE_EVERY", 10))
     assert agreed_at and all(step % every == 0 for step in agreed_at), agreed_at
     assert len(agreed_at) <= 30 // every + 1
+
+
+@pytest.mark.gpu
+def test_on_cuda_the_batches_come_over_on_a_side_stream_and_train() -> None:
+    """CUDA only: the step copies its batches on the copy stream (pinned, non-blocking) and trains with them."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from speechtrain.recipes import build_task
+    from tests.test_train_engine import cfg_for, make_batch, make_trainer
+
+    cfg = cfg_for("train.device=cuda")
+    tr = make_trainer(cfg, build_task(cfg))
+    batch = make_batch(0, [10, 8]).pin_memory()
+    moved = tr._copy_ahead([batch])
+    assert all(t.is_cuda for t in moved[0].tensors.values())
+    out = tr.train_step([batch])
+    assert torch.isfinite(out["loss"]).item() and tr._copy_stream is not None

@@ -129,6 +129,7 @@ class Trainer:
         self.numerics = NumericsGuard(train.nan_fallback_after)
         self._params: dict[str, list[nn.Parameter]] = {}  # each stage's trainable parameters, listed once
         self._steppers: dict[str, SkippableStep] = {}  # each stage's optimizer step, skipped on the device
+        self._copy_stream: Any = None  # CUDA: the side stream of the batches' copies (see _copy_ahead)
         writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
         self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
@@ -223,6 +224,26 @@ class Trainer:
         out = batch.to(self.device, non_blocking=True)  # no-op for tensors already there
         return self.batch_transform(out, training) if self.batch_transform is not None else out
 
+    def _copy_ahead(self, micro: list[Batch]) -> list[Batch]:
+        """CUDA: the step's batches copied host -> device (pinned memory, non-blocking) on a side stream.
+
+        The step issues no host sync, so the CPU reaches the next step while the GPU still runs this one: the
+        copies then overlap its kernels instead of queueing behind them on the compute stream, which waits for
+        the copy stream only from here on. No batch is fetched ahead of the loader (its state stays the batches
+        the trainer took). Elsewhere the batches are returned as they are (copied in :meth:`to_device`)."""
+        if self.device.type != "cuda":
+            return micro
+        if self._copy_stream is None:
+            self._copy_stream = torch.cuda.Stream(self.device)
+        with torch.cuda.stream(self._copy_stream):
+            moved = [mb.to(self.device, non_blocking=True) for mb in micro]
+        compute = torch.cuda.current_stream(self.device)
+        compute.wait_stream(self._copy_stream)
+        for mb in moved:
+            for t in mb.tensors.values():
+                t.record_stream(compute)  # the allocator must not reuse them while the compute stream reads them
+        return moved
+
     def params_of(self, stage: str) -> list[nn.Parameter]:
         spec = next(s for s in self.specs if s.name == stage)
         return [p for name in spec.modules for p in self.modules[name].parameters() if p.requires_grad]
@@ -310,6 +331,7 @@ class Trainer:
         OOM guard left out (too long to fit alone) are taken out first."""
         if self.oom.skipped:
             micro_batches = [p for mb in micro_batches for p in [self.oom.without_skipped(mb)] if p is not None]
+        micro_batches = self._copy_ahead(micro_batches)
         weights = [self.task.batch_weight(mb) for mb in micro_batches]
         # the global batch: its weight (for each piece's share), items and audio seconds, summed over the ranks
         items = sum(mb.size for mb in micro_batches)
