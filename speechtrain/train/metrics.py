@@ -151,11 +151,15 @@ class Interval:
         self.real = 0
         self.samples = 0
 
-    def add(self, micro: Sequence[Batch], out: dict[str, Any], wait: float, seconds: float) -> None:
+    def add(self, micro: Sequence[Batch], out: dict[str, Any], wait: float, seconds: float, timed: bool = True) -> None:
+        """One step's outputs; ``timed`` False (a step that compiled): its losses count, its time and audio
+        stay out of the rates (the compile warm-up is reported on its own)."""
         for k, v in out.items():
             if isinstance(v, torch.Tensor) and k != "finite":  # (the step's flag: counted by the numerics guard)
                 self.sums[k] = self.sums[k].to(v.device) + v.float()  # on the device: read at the log row
         self.steps += 1
+        if not timed:
+            return
         self.seconds += seconds
         self.wait += wait
         for mb in micro:

@@ -16,9 +16,11 @@ The units the loop leans on, each in its own module: :class:`~speechtrain.train.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import torch
 from torch import nn
 
 from speechtrain.accel.apply import AccelPlan
+from speechtrain.accel.compile import compile_seconds, disable_compile, failure_record, is_compile_error
 from speechtrain.accel.precision import PrecisionPlan, resolve_precision
 from speechtrain.capabilities import ShardedForwards
 from speechtrain.config import OptimConfig, TrainConfig
@@ -130,6 +133,12 @@ class Trainer:
         self._params: dict[str, list[nn.Parameter]] = {}  # each stage's trainable parameters, listed once
         self._steppers: dict[str, SkippableStep] = {}  # each stage's optimizer step, skipped on the device
         self._copy_stream: Any = None  # CUDA: the side stream of the batches' copies (see _copy_ahead)
+        compile_record = accel.record("compile")
+        self.compiling = compile_record is not None and compile_record.applied
+        self.compile_warmup_seconds = 0.0  # wall time of the steps that compiled (kept out of the rates)
+        self.compile_steps = 0
+        self._compile_events: list[dict[str, Any]] = []
+        self._compile_failed_at: int | None = None
         writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
         self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
@@ -346,7 +355,17 @@ class Trainer:
         for spec in self.specs:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
-            sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
+            try:
+                sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
+            except Exception as exc:
+                if not (self.compiling and is_compile_error(exc)):
+                    raise
+                self._compile_failed(exc)  # the stage again, in eager
+                del exc
+                for c in caches:
+                    c.clear()
+                self.optimizers[spec.name].zero_grad(set_to_none=True)
+                sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
             # every utterance left out (OOM alone) on every rank? (under a process group a host sync per stage)
             if any_rank("loss" not in sums, self.device, self.world_size):
                 self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
@@ -389,6 +408,35 @@ class Trainer:
         last step."""
         t = self.train
         return self.step % t.log_every == 0 or self.step % t.save_every == 0 or self.step >= t.max_steps
+
+    def _compile_failed(self, exc: BaseException) -> None:
+        """torch.compile failed in this step: its whole traceback goes to ``compile_error.log`` in the run
+        directory, its first lines to the log and to the compile record (and ``accel.json``), and the modules
+        run in eager from now on. Every rank compiles the same graphs, so every rank gets here in the same
+        stage."""
+        path = None
+        if self.run_dir is not None and self.rank == 0:
+            path = self.run_dir.compile_log
+            try:
+                self.run_dir.mkdir()
+                path.write_text("".join(traceback.format_exception(exc)))
+            except OSError as err:
+                log.warning(f"warning: could not write {path}: {err}")
+                path = None
+        record = failure_record(exc, self.step + 1, str(path) if path else None)
+        undone = disable_compile(self.modules)
+        self.accel.records = [record if r.name == "compile" else r for r in self.accel.records]
+        self.compiling = False
+        self._compile_failed_at = self.step + 1
+        log.warning(f"warning: {record.detail} (modules back in eager: {', '.join(undone) or 'none'})")
+        self._compile_events.append({"event": "compile_failed", "step": self.step + 1, "detail": record.detail})
+        if path is not None and self.run_dir is not None and self.run_dir.accel.is_file():
+            try:  # accel.json says what ran: now eager
+                saved = json.loads(self.run_dir.accel.read_text())
+                saved["accelerations"] = self.accel.records_dict()
+                self.run_dir.accel.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+            except (OSError, ValueError, KeyError) as err:
+                log.warning(f"warning: could not update {self.run_dir.accel}: {err}")
 
     def _check_trained(self, trained: bool) -> None:
         """A whole epoch of steps in which every utterance was left out (each ran out of memory on its own) is
@@ -625,8 +673,15 @@ class Trainer:
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
+                    compiled = compile_seconds() if self.compiling else 0.0
                     out = self.train_step(micro)
-                    self.interval.add(micro, out, it.reset(), time.perf_counter() - t0)
+                    elapsed = time.perf_counter() - t0
+                    # this step compiled a graph (or tried to): its time is warm-up, not the rate's
+                    warm = compile_seconds() > compiled if self.compiling else self._compile_failed_at == self.step
+                    if warm:
+                        self.compile_warmup_seconds += elapsed
+                        self.compile_steps += 1
+                    self.interval.add(micro, out, it.reset(), elapsed, timed=not warm)
                     self._epoch_boundary()
                     bar.update(1)
                     if self.step % t.log_every == 0 or self.step == t.max_steps:
@@ -670,6 +725,8 @@ class Trainer:
             "precision": self.precision.name,
             "precision_fallbacks": self.numerics.fallbacks,
             "best_eval": self.best_eval,
+            "compile_warmup_seconds": self.compile_warmup_seconds,
+            "compile": compile_record.detail if (compile_record := self.accel.record("compile")) else None,
         }
 
     def _rank_oom(self, take_events: bool) -> dict[str, Any]:
@@ -722,8 +779,17 @@ class Trainer:
         row["precision"] = self.precision.name
         if oom["bucket_caps"]:
             row["bucket_max_items"] = oom["bucket_caps"]
-        self.resources.add_to(row, self.accel.compile_stats())
+        stats = self.accel.compile_stats()
+        self.resources.add_to(row, stats)
+        if stats is not None or self._compile_events:
+            row["compile_warmup_seconds"] = round(self.compile_warmup_seconds, 3)
+            row["compile_steps"] = self.compile_steps
+            record = self.accel.record("compile")
+            if record is not None and stats is not None:
+                record.info.update(warmup_seconds=row["compile_warmup_seconds"], recompiles=stats["recompiles"])
         events = sorted(oom["oom_events"], key=lambda e: e.get("step", 0)) + self.numerics.take_events()
+        events += self._compile_events
+        self._compile_events = []
         if events:
             row["events"] = events
         self.metrics.write(row)

@@ -1,0 +1,128 @@
+"""torch.compile over duration buckets (issue 36): ``dynamic`` from the planned batch shapes, inductor's compile
+workers kept few beside the loader's, the warm-up timed apart from the rate, recompiles reported, and a compile
+that fails goes on in eager with the real error recorded (never a lost run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.doors import RECIPES
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_dynamic_follows_the_planned_shapes_unless_configured() -> None:
+    from speechtrain.accel.compile import STATIC_SHAPES_MAX, choose_dynamic
+
+    assert choose_dynamic(True, 3, 2)[0] is True  # the config decides when set
+    assert choose_dynamic(False, 300, 20)[0] is False
+    assert choose_dynamic(None, None)[0] is None  # unknown: torch decides
+    few, why = choose_dynamic(None, STATIC_SHAPES_MAX, 4)
+    assert few is False and "one static graph each" in why and "4 bucket" in why
+    many, why = choose_dynamic(None, STATIC_SHAPES_MAX + 1, 10)
+    assert many is True and "shape-generic" in why
+
+
+def test_inductor_compile_workers_leave_room_for_the_loader(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch._inductor.config as inductor_config
+
+    from speechtrain.accel.compile import COMPILE_WORKERS_MAX, limit_compile_workers
+
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    monkeypatch.setattr(inductor_config, "compile_threads", inductor_config.compile_threads)
+    assert limit_compile_workers(loader_workers=2, cpus=16) == COMPILE_WORKERS_MAX  # not one per core
+    assert inductor_config.compile_threads == COMPILE_WORKERS_MAX
+    assert limit_compile_workers(loader_workers=2, cpus=2) == 1
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "3")
+    monkeypatch.setattr(inductor_config, "compile_threads", 3)
+    assert limit_compile_workers(loader_workers=8, cpus=4) == 3  # the user's own setting is kept
+
+
+def test_a_failure_record_keeps_the_first_lines_not_the_closing_hint() -> None:
+    from speechtrain.accel.compile import failure_record
+
+    exc = RuntimeError("backend failed: C++ compile error\nsome/file.cpp:12: error: boom\n\nSet TORCHDYNAMO_VERBOSE=1")
+    rec = failure_record(exc, 7, "/runs/x/compile_error.log")
+    assert not rec.applied and "step 7" in rec.detail and "C++ compile error" in rec.detail
+    assert "error: boom" in rec.detail and "/runs/x/compile_error.log" in rec.detail and "eager" in rec.detail
+
+
+def _gpt_tts(demo_data: list[str], tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        *demo_data,
+        "train.device=cpu",
+        "train.progress=false",
+        "train.tensorboard=false",
+        "train.log_every=1",
+        "train.eval_every=1000",
+        "train.save_every=1000",
+        "train.eval_audio_samples=0",
+        "data.persistent_workers=false",
+        "accel.compile=true",
+        f"train.output_dir={tmp_path / 'run'}",
+        *extra,
+    ]
+
+
+@pytest.mark.slow
+def test_a_compile_that_fails_goes_on_in_eager_with_the_error_recorded(
+    demo_data: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backend raises (as inductor did on the GPU): the run trains its steps in eager; the compile record,
+    accel.json and a metrics event say why, with the error's first line; the traceback is in the run dir."""
+    import torch._inductor.compile_fx as compile_fx
+
+    from speechtrain.config import load_config
+    from speechtrain.recipes.train import train_from_config
+    from speechtrain.train.metrics import read_metrics
+
+    def broken_backend(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the backend could not compile this graph (forced by the test)")
+
+    monkeypatch.setattr(compile_fx, "compile_fx", broken_backend)
+    cfg = load_config(
+        RECIPES / "gpt_tts_tiny.yaml", _gpt_tts(demo_data, tmp_path, "train.max_steps=3", "data.num_workers=0")
+    )
+    run, summary = train_from_config(cfg)
+    assert summary["steps"] == 3
+    assert "forced by the test" in summary["compile"] and "eager" in summary["compile"]
+    records = json.loads((run / "accel.json").read_text())["accelerations"]["records"]
+    record = next(r for r in records if r["name"] == "compile")
+    assert record["applied"] is False and "forced by the test" in record["detail"]
+    assert "forced by the test" in (run / "compile_error.log").read_text()
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    events = [e for r in rows for e in r.get("events", [])]
+    assert [e["event"] for e in events] == ["compile_failed"] and events[0]["step"] == 1
+
+
+@pytest.mark.slow
+def test_compile_with_loader_workers_trains_over_every_bucket_and_reports_recompiles(
+    demo_data: list[str], tmp_path: Path
+) -> None:
+    """accel.compile=true on gpt_tts_tiny with 2 loader workers: 30 steps over every bucket, the dynamic choice
+    from the planned shapes in the record, the recompiles and the warm-up in the rows, kept out of the rate."""
+    from speechtrain.config import load_config
+    from speechtrain.recipes.train import train_from_config
+    from speechtrain.train.metrics import read_metrics
+
+    cfg = load_config(
+        RECIPES / "gpt_tts_tiny.yaml", _gpt_tts(demo_data, tmp_path, "train.max_steps=30", "data.num_workers=2")
+    )
+    run, summary = train_from_config(cfg)
+    assert summary["steps"] == 30
+    records = json.loads((run / "accel.json").read_text())["accelerations"]["records"]
+    record = next(r for r in records if r["name"] == "compile")
+    assert record["applied"] is True, record["detail"]
+    info = record["info"]["modules"] if "modules" in record["info"] else {"model": record["info"]}
+    first = next(iter(info.values()))
+    assert first["planned_shapes"] and first["buckets"] >= 1 and first["dynamic_why"]
+    rows = read_metrics(run)
+    assert len(rows) == 30 and all("recompiles" in r and "compile_warmup_seconds" in r for r in rows)
+    assert rows[-1]["compile_steps"] >= 1 and rows[-1]["compile_warmup_seconds"] > 0
+    assert "compile_failed" not in {e["event"] for r in rows for e in r.get("events", [])}
+    # the rate counts only the steps that did not compile: steps that compiled add their losses, not their time
+    assert any(r["audio_seconds_per_second"] > 0 for r in rows)
