@@ -126,3 +126,59 @@ def test_compile_with_loader_workers_trains_over_every_bucket_and_reports_recomp
     assert "compile_failed" not in {e["event"] for r in rows for e in r.get("events", [])}
     # the rate counts only the steps that did not compile: steps that compiled add their losses, not their time
     assert any(r["audio_seconds_per_second"] > 0 for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("mode", "device", "dynamic", "shapes", "buckets", "applied", "why"),
+    [
+        ("default", "cuda", False, 4, 4, False, "compile_mode=default"),
+        ("reduce-overhead", "cpu", False, 4, 4, False, "CPU"),
+        ("reduce-overhead", "cuda", True, 4, 4, False, "dynamic shapes"),
+        ("reduce-overhead", "cuda", False, 12, 4, False, "more than one graph per bucket"),
+        ("reduce-overhead", "cuda", False, 4, 4, True, "at most 4 graph(s)"),
+        ("reduce-overhead", "cuda", None, None, None, True, "one graph per batch shape"),
+    ],
+)
+def test_cuda_graphs_apply_only_on_cuda_with_one_static_shape_per_bucket(
+    mode: str, device: str, dynamic: bool | None, shapes: int | None, buckets: int | None, applied: bool, why: str
+) -> None:
+    from speechtrain.accel.compile import cuda_graphs_record
+
+    rec = cuda_graphs_record(mode, device, dynamic, shapes, buckets)
+    assert rec.name == "cuda_graphs" and rec.applied is applied and why in rec.detail
+
+
+def test_reduce_overhead_on_the_cpu_compiles_without_cuda_graphs_and_says_so() -> None:
+    import torch
+
+    from speechtrain.accel.compile import apply_compile
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    rec = apply_compile(model, True, "reduce-overhead", None, "cpu", shapes=3, buckets=3)
+    assert rec.applied and rec.info["mode"] == "default"  # compiled, without CUDA graphs
+    assert rec.info["cuda_graphs"]["applied"] is False and "CPU" in rec.info["cuda_graphs"]["detail"]
+    assert rec.info["dynamic"] is False and rec.info["recompile_limit"] >= 5
+
+
+@pytest.mark.gpu
+def test_cuda_graphs_per_bucket_train_and_the_oom_guard_still_splits(
+    demo_data: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA only: reduce-overhead on gpt_tts_tiny with static shapes trains, its record says applied (or why
+    not), and an injected OOM on the longest batches is split by the OOM guard (new shapes, new graphs)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from speechtrain.config import load_config
+    from speechtrain.memory.oom import INJECT_ENV
+    from speechtrain.recipes.train import train_from_config
+
+    monkeypatch.setenv(INJECT_ENV, "400")
+    over = _gpt_tts(demo_data, tmp_path, "train.max_steps=12", "data.num_workers=0", "train.device=cuda")
+    over += ["accel.compile_mode=reduce-overhead", "accel.compile_dynamic=false"]
+    run, summary = train_from_config(load_config(RECIPES / "gpt_tts_tiny.yaml", over))
+    assert summary["steps"] == 12 and summary["oom_recoveries"] >= 1
+    records = json.loads((run / "accel.json").read_text())["accelerations"]["records"]
+    record = next(r for r in records if r["name"] == "compile")
+    assert record["applied"] and "CUDA graphs" in record["detail"]

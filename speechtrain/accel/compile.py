@@ -49,6 +49,40 @@ def choose_dynamic(configured: bool | None, shapes: int | None, buckets: int | N
     return True, f"{shapes} batch shapes planned{where} (more than {STATIC_SHAPES_MAX}): shape-generic kernels"
 
 
+def cuda_graphs_record(
+    mode: str, device_type: str, dynamic: bool | None, shapes: int | None, buckets: int | None
+) -> AccelRecord:
+    """Whether ``compile_mode=reduce-overhead`` (inductor's CUDA graphs: one graph recorded per input shape,
+    replayed with one launch) applies, or why not. It needs a CUDA device, static shapes (a graph holds one
+    shape), and at most one batch shape per bucket (each shape records a graph and keeps its memory pool). A
+    host sync inside the compiled model would split it into graphs that inductor does not capture: those
+    skips are counted by :func:`compile_stats` (``cudagraph_skips``) while training. (The Trainer's own step
+    issues no host sync; see ``tests/test_step_syncs.py``.) An OOM-split micro-batch is a new, smaller shape:
+    it records its own graph, and the OOM guard splits as it does in eager."""
+    if mode != "reduce-overhead":
+        return AccelRecord("cuda_graphs", False, True, f"not applied: compile_mode={mode}")
+    if device_type != "cuda":
+        return AccelRecord("cuda_graphs", False, True, f"not applied: {device_type.upper()} (CUDA graphs need CUDA)")
+    if dynamic:
+        return AccelRecord(
+            "cuda_graphs",
+            False,
+            True,
+            "not applied: dynamic shapes (a graph holds one shape; set compile_dynamic=false)",
+        )
+    if shapes is not None and buckets and shapes > buckets:
+        return AccelRecord(
+            "cuda_graphs",
+            False,
+            True,
+            f"not applied: {shapes} batch shapes planned over {buckets} bucket(s), more than one graph per bucket "
+            "(pad the batches of a bucket to one length: data.pad_multiple, or fixed data.batch_size with crop)",
+            {"planned_shapes": shapes, "buckets": buckets},
+        )
+    graphs = f"at most {shapes} graph(s), one per bucket shape" if shapes else "one graph per batch shape"
+    return AccelRecord("cuda_graphs", True, True, f"applied: {graphs}", {"planned_shapes": shapes, "buckets": buckets})
+
+
 def _raise_recompile_limit(graphs: int) -> int:
     """Let dynamo keep ``graphs`` graphs per frame (its default, 8, sends the rest to eager); the limit now."""
     import torch._dynamo.config as dynamo_config
@@ -170,6 +204,9 @@ def apply_compile(
     if missing:
         return AccelRecord("compile", False, True, f"not applied: {missing}")
     dynamic, why = choose_dynamic(dynamic, shapes, buckets)
+    graphs = cuda_graphs_record(mode, dev.type, dynamic, shapes, buckets)
+    if mode == "reduce-overhead" and not graphs.applied:
+        mode = "default"  # the same compile without CUDA graphs; the record says why
     limit = _raise_recompile_limit(shapes + 2) if dynamic is False and shapes else None
     workers = limit_compile_workers(loader_workers)
     model.compile(mode=mode, dynamic=dynamic)
@@ -183,13 +220,14 @@ def apply_compile(
         "compile_workers": workers,
         "backend": "inductor",
         "device": str(dev),
+        "cuda_graphs": graphs.to_dict(),
     }
     return AccelRecord(
         "compile",
         True,
         True,
         f"model.compile(mode={mode}, dynamic={dynamic}: {why}): compiles at the first step of each shape, "
-        "timed apart from the rate (compile_warmup_seconds); see compile_stats()",
+        f"timed apart from the rate (compile_warmup_seconds); CUDA graphs {graphs.detail}; see compile_stats()",
         info,
     )
 
@@ -222,6 +260,8 @@ def compile_stats() -> dict[str, Any]:
         "graph_breaks": int(sum(breaks.values())),
         "graph_break_reasons": {str(k)[:200]: int(v) for k, v in list(breaks.items())[:10]},
         "recompiles": recompile_count(),
+        # inductor's CUDA graphs (reduce-overhead): graphs it would not capture, e.g. after a host sync or a CPU op
+        "cudagraph_skips": int(dict(counters.get("inductor", {})).get("cudagraph_skips", 0)),
     }
 
 

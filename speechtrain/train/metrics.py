@@ -224,6 +224,8 @@ class ResourceFields:
             return
         row["recompiles"] = compile_stats["recompiles"]
         row["graph_breaks"] = compile_stats["graph_breaks"]
+        if compile_stats.get("cudagraph_skips"):
+            row["cudagraph_skips"] = compile_stats["cudagraph_skips"]
         limit = self.recompile_limit
         if compile_stats["recompiles"] > limit and not self._recompiles_warned:
             self._recompiles_warned = True
