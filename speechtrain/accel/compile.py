@@ -307,16 +307,27 @@ ACCELERATION = Acceleration(
     card=Card(
         title="torch.compile",
         what="`model.compile(mode=..., dynamic=...)` in place (state_dict keys keep no `_orig_mod.` prefix). "
-        "Inductor fuses elementwise ops into generated kernels at the first step.",
-        helps="long GPU runs with few distinct shapes (bucketing, `data.pad_multiple`).",
-        costs="compile time at the first step and at every new shape. `recompile_count()` and `compile_stats()` "
-        "read the dynamo counters: a count that keeps growing during training means endless recompiles — use "
-        "`compile_dynamic=true`, coarser buckets, or turn compile off. Needs Triton on the GPU and a C++ compiler "
-        "on the CPU (the record says when one is missing).",
+        "Inductor fuses elementwise ops into generated kernels at the first step of each shape. Over buckets, "
+        "`compile_dynamic` unset follows the batch shapes the loader plans for an epoch: at most 8, one static "
+        "graph each (dynamo's recompile limit raised to hold them); more, `dynamic=True`. "
+        "`compile_mode=reduce-overhead` adds CUDA graphs where they fit: CUDA, static shapes, at most one "
+        "planned shape per bucket; elsewhere it compiles without them and the record's `cuda_graphs` says why "
+        "(CPU, dynamic shapes, too many shapes). Compilation runs in the main process only; inductor's compile "
+        "subprocesses are capped at 4 (and at the cores the loader's workers leave) unless "
+        "`TORCHINDUCTOR_COMPILE_THREADS` is set.",
+        helps="long GPU runs with few distinct shapes (bucketing, `data.pad_multiple`); CUDA graphs: small "
+        "batches whose step is launch-bound.",
+        costs="compile time at the first step of every shape: the steps that compiled are timed apart "
+        "(`compile_warmup_seconds`, `compile_steps` in the metrics rows) and left out of the rates. The rows "
+        "carry `recompiles` (warned above 4 per bucket) and `graph_breaks` (and `cudagraph_skips`). A compile that "
+        "fails does not stop the run: its stage is redone in eager, the record (and `accel.json`, and a "
+        "`compile_failed` event) gives the error's first lines and the whole traceback is in the run's "
+        "`compile_error.log`. Needs Triton on the GPU and a C++ compiler on the CPU (the record says when one is "
+        "missing).",
         exact_note="(same maths; fused kernels may round differently).",
         auto="on for Ampere+ GPUs with Triton; off on the CPU (compiling takes minutes there). The config default "
         "is `false`: set `accel.compile=auto` to follow the probe.",
-        own_loop='`apply_compile(model, True, mode="default", dynamic=None)`, then `print(compile_stats())` after '
-        "some steps.",
+        own_loop='`apply_compile(model, True, mode="default", dynamic=None, shapes=N, buckets=B)`, then '
+        "`print(compile_stats())` after some steps.",
     ),
 )
