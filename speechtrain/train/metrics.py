@@ -7,7 +7,6 @@ import json
 import math
 import os
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -142,7 +141,7 @@ class Interval:
     """Accumulates step outputs between log rows (tensors stay on the device until :meth:`means`)."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros(()))
+        self.sums: dict[str, torch.Tensor] = {}
         self.steps = 0
         self.seconds = 0.0
         self.wait = 0.0
@@ -156,7 +155,14 @@ class Interval:
         stay out of the rates (the compile warm-up is reported on its own)."""
         for k, v in out.items():
             if isinstance(v, torch.Tensor) and k != "finite":  # (the step's flag: counted by the numerics guard)
-                self.sums[k] = self.sums[k].to(v.device) + v.float()  # on the device: read at the log row
+                v = v.detach().float()
+                prev = self.sums.get(k)
+                if prev is None:  # a new sum starts from the step's own tensor (no copy from the host)
+                    self.sums[k] = v.clone()
+                    continue
+                if prev.device != v.device:  # sums restored from a checkpoint: on the host
+                    prev = prev.to(v.device, non_blocking=True)
+                self.sums[k] = prev + v  # on the device: read at the log row
         self.steps += 1
         if not timed:
             return

@@ -107,7 +107,8 @@ class CNNLSTM(nn.Module):
         )
         y, _ = self.lstm(packed)
         y, _ = pad_packed_sequence(y, batch_first=True, total_length=t_out)  # (B, T', H * directions)
-        real = torch.tensor(out_lengths, device=y.device)  # host list -> device, no sync
+        # host list -> device: non_blocking, a plain torch.tensor(..., device=cuda) copy waits for the stream
+        real = torch.tensor(out_lengths).to(y.device, non_blocking=True)
         m = sequence_mask(real, t_out).unsqueeze(-1)  # (B, T', 1)
         pooled = []
         if self.pooling in ("mean_max", "mean"):
