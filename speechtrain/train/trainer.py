@@ -407,7 +407,7 @@ class Trainer:
         """The steps at which the host reads device values on purpose: the log interval, a checkpoint, the
         last step."""
         t = self.train
-        return self.step % t.log_every == 0 or self.step % t.save_every == 0 or self.step >= t.max_steps
+        return self.step % t.log_every == 0 or self.step % t.save_every == 0 or self.step == t.max_steps
 
     def _compile_failed(self, exc: BaseException) -> None:
         """torch.compile failed in this step: its whole traceback goes to ``compile_error.log`` in the run
