@@ -102,6 +102,7 @@ class CNNLSTM(nn.Module):
         b, c, f, t_out = x.shape  # (B, C, F', T')
         x = x.permute(0, 3, 1, 2).reshape(b, t_out, c * f)  # (B, T', C * F')
         out_lengths = self.output_lengths(host_lengths)
+        # pack_padded_sequence reads its lengths on the host: a CPU tensor of host ints, no device sync
         packed = pack_padded_sequence(
             x, torch.tensor(out_lengths, dtype=torch.int64), batch_first=True, enforce_sorted=False
         )
