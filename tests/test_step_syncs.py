@@ -304,3 +304,33 @@ def test_on_cuda_the_batches_come_over_on_a_side_stream_and_train() -> None:
     assert all(t.is_cuda for t in moved[0].tensors.values())
     out = tr.train_step([batch])
     assert torch.isfinite(out["loss"]).item() and tr._copy_stream is not None
+
+
+def test_the_fp16_fallback_is_decided_at_the_next_host_read(tmp_path: Path) -> None:
+    """With a log interval of 5 the guard reads its device counts at steps 5 and 10 only: 3 non-finite steps in
+        a row (3-5) are seen at step 5 and the run falls back there (reloading the start, its last good state, and
+    training on to step 10), as with log_every=1."""
+    from speechtrain.recipes import build_task
+    from speechtrain.train.metrics import read_metrics
+    from tests.test_train_engine import ListLoader, NaNAfter, cfg_for, make_batch, make_trainer
+
+    cfg = cfg_for(
+        "accel.precision=fp16",
+        "train.nan_fallback_after=3",
+        "train.max_steps=10",
+        "train.save_every=100",
+        "train.log_every=5",
+    )
+    torch.manual_seed(0)
+    tr = make_trainer(
+        cfg,
+        NaNAfter(build_task(cfg), start=3, stop=6),
+        ListLoader([make_batch(i, [10, 8]) for i in range(4)]),
+        None,
+        tmp_path,
+    )
+    summary = tr.fit()
+    assert summary["steps"] == 10 and summary["precision"] in ("bf16", "fp32")
+    assert len(summary["precision_fallbacks"]) == 1  # (the reload of the start also restores its count, 0)
+    events = [e for r in read_metrics(tmp_path) for e in r.get("events", [])]
+    assert [e["event"] for e in events] == ["precision_fallback"]  # (its step: the reloaded one, 0)
