@@ -296,8 +296,12 @@ class Trainer:
                 torch.cuda.empty_cache()
 
         # under a process group: one all-reduce read on the host per stage (a sync), between the last piece's forward
-        # and its gradient-syncing backward: a rank out of memory must not leave the others in DDP's all-reduce
-        agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
+        # and its gradient-syncing backward: a rank out of memory must not leave the others in DDP's all-reduce.
+        # Without the guard (FSDP, oom_guard off) an OOM stops the run anyway: no agreement, no sync.
+        if self.oom.enabled:
+            agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
+        else:
+            agree = lambda flag: flag  # noqa: E731
         self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
         return mean_over_ranks(sums, self.world_size)
 
