@@ -18,6 +18,16 @@ if TYPE_CHECKING:
     from speechtrain.config import AccelConfig
 
 
+@dataclass(frozen=True)
+class LoaderShapes:
+    """What the training loader plans, as torch.compile needs it: distinct batch shapes in an epoch (None:
+    unknown), duration buckets, worker processes."""
+
+    shapes: int | None
+    buckets: int
+    workers: int = 0
+
+
 @dataclass
 class AccelPlan:
     """What a run does: one record per acceleration, the precision plan, and how each switch was
@@ -83,19 +93,25 @@ def _shown(value: Any) -> Any:
 
 
 def apply_accelerations(
-    acc: AccelConfig, modules: dict[str, nn.Module], device: str | torch.device, avoid_bf16: str | None = None
+    acc: AccelConfig,
+    modules: dict[str, nn.Module],
+    device: str | torch.device,
+    avoid_bf16: str | None = None,
+    loader: LoaderShapes | None = None,
 ) -> AccelPlan:
     """Resolve and apply every acceleration of the ``accel`` section ``acc`` to ``modules`` (already on
     ``device``), in place, in the table's order (:func:`speechtrain.accel.catalog.accelerations`; compile
     last, so that it sees the other changes). ``auto`` switches follow each acceleration's probe rule
     for this device (``avoid_bf16``: the model's reason against bf16, see
-    :func:`~speechtrain.accel.precision.resolve_precision`). Returns the plan with one record per
-    acceleration."""
+    :func:`~speechtrain.accel.precision.resolve_precision`; ``loader``: the shapes the training loader plans,
+    which compile's ``dynamic`` follows). Returns the plan with one record per acceleration."""
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None and torch.cuda.is_available():
         dev = torch.device("cuda", torch.cuda.current_device())
     info = cached_probe(str(dev))
     ctx = ApplyContext(modules, dev, acc, info, avoid_bf16=avoid_bf16)
+    if loader is not None:
+        ctx.batch_shapes, ctx.buckets, ctx.loader_workers = loader.shapes, loader.buckets, loader.workers
     resolved: dict[str, dict[str, Any]] = {}
     records: list[AccelRecord] = []
     for entry in accelerations():

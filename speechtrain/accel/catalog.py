@@ -47,6 +47,9 @@ class ApplyContext:
     hardware: HardwareInfo | None = None
     precision: Any = None  # PrecisionPlan, set by the precision acceleration
     avoid_bf16: str | None = None  # the model family's reason against bf16 (precision auto then picks fp16)
+    batch_shapes: int | None = None  # distinct batch shapes the loader plans for an epoch (None: unknown)
+    buckets: int | None = None  # its duration buckets
+    loader_workers: int = 0  # its worker processes
 
     def per_module(self, name: str, fn: Callable[[nn.Module], AccelRecord]) -> AccelRecord:
         """``fn`` on every module, merged into one record named ``name`` (a GAN's generator and

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from speechtrain.accel.apply import AccelPlan, apply_accelerations
+from speechtrain.accel.apply import AccelPlan, LoaderShapes, apply_accelerations
 from speechtrain.accel.record import AccelRecord
 from speechtrain.config import Config, save_config
 from speechtrain.data.loader import TrainBatches, TrainLoader
@@ -97,7 +97,8 @@ class TrainRecipe:
         seed_everything(rank_seed(t.seed, world()[0]))  # each rank its own streams (dropout, noise, augmentation)
         device = resolve_device(t.device)
         place(task, device)
-        accel = apply_accelerations(self.accel, task.modules(), device, self.cfg.model.avoid_bf16)
+        shapes = loader_shapes(train_loader, d.pad_multiple, d.crop_frames) if train_loader is not None else None
+        accel = apply_accelerations(self.accel, task.modules(), device, self.cfg.model.avoid_bf16, shapes)
         self.memory_record = set_memory_fraction(t.memory_fraction, device)
         features = self.data_recipe.device_features(task.needs())
         mean_batch = train_loader.mean_batch_size if train_loader is not None else float(d.batch_size)
@@ -230,6 +231,24 @@ class TrainRecipe:
         if world()[0] == 0:
             text = json.dumps(records, indent=2, default=str) + "\n"
             _run_file(run_dir.accel, lambda path: path.write_text(text))
+
+
+def loader_shapes(loader: TrainBatches, pad_multiple: int, crop_frames: int | None) -> LoaderShapes:
+    """The distinct (items, padded mel frames) batch shapes of this rank's current epoch plan (what
+    torch.compile's ``dynamic`` follows); unknown (None) for a loader without a plan."""
+    if not isinstance(loader, TrainLoader):
+        return LoaderShapes(None, 1, int(getattr(loader, "num_workers", 0) or 0))
+    sampler = loader.sampler
+    frames = sampler.frames
+    seen: set[tuple[int, int]] = set()
+    for key in sampler.current_plan().for_rank(sampler.rank):
+        if key.offsets is not None and crop_frames:
+            longest = crop_frames
+        else:
+            longest = int(max(frames[i] for i in key.indices))
+            longest = -(-longest // pad_multiple) * pad_multiple
+        seen.add((len(key.indices), longest))
+    return LoaderShapes(len(seen), loader.num_buckets, loader.num_workers)
 
 
 def startup_summary(

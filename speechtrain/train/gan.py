@@ -42,6 +42,7 @@ class GANStages:
             raise ValueError(f"GANStages: {unknown} are not modules of the task ({list(modules)})")
         self.modules = modules
         self.updated = {DISC: list(discriminators), GEN: list(generators)}
+        self._trainable: dict[tuple[str, ...], list[nn.Parameter]] = {}  # listed once per set of modules
 
     def optimizer_specs(self) -> list[OptimizerSpec]:
         """``disc`` then ``gen``, each over its own networks."""
@@ -86,8 +87,13 @@ class GANStages:
 
     @contextlib.contextmanager
     def frozen(self, names: list[str]) -> Iterator[None]:
-        """``requires_grad`` off for the trainable parameters of the modules ``names`` inside the block."""
-        params = [p for n in names for p in self.modules[n].parameters() if p.requires_grad]
+        """``requires_grad`` off for the trainable parameters of the modules ``names`` inside the block (listed
+        at the first call, when none of them is frozen: a Python walk over every parameter in every stage of
+        every step is host time the GPU waits for)."""
+        key = tuple(names)
+        if key not in self._trainable:
+            self._trainable[key] = [p for n in names for p in self.modules[n].parameters() if p.requires_grad]
+        params = self._trainable[key]
         for p in params:
             p.requires_grad_(False)
         try:

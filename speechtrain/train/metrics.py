@@ -7,7 +7,6 @@ import json
 import math
 import os
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -142,7 +141,7 @@ class Interval:
     """Accumulates step outputs between log rows (tensors stay on the device until :meth:`means`)."""
 
     def __init__(self) -> None:
-        self.sums: dict[str, torch.Tensor] = defaultdict(lambda: torch.zeros(()))
+        self.sums: dict[str, torch.Tensor] = {}
         self.steps = 0
         self.seconds = 0.0
         self.wait = 0.0
@@ -151,11 +150,22 @@ class Interval:
         self.real = 0
         self.samples = 0
 
-    def add(self, micro: Sequence[Batch], out: dict[str, Any], wait: float, seconds: float) -> None:
+    def add(self, micro: Sequence[Batch], out: dict[str, Any], wait: float, seconds: float, timed: bool = True) -> None:
+        """One step's outputs; ``timed`` False (a step that compiled): its losses count, its time and audio
+        stay out of the rates (the compile warm-up is reported on its own)."""
         for k, v in out.items():
-            if isinstance(v, torch.Tensor):
-                self.sums[k] = self.sums[k].to(v.device) + v.float()
+            if isinstance(v, torch.Tensor) and k != "finite":  # (the step's flag: counted by the numerics guard)
+                v = v.detach().float()
+                prev = self.sums.get(k)
+                if prev is None:  # a new sum starts from the step's own tensor (no copy from the host)
+                    self.sums[k] = v.clone()
+                    continue
+                if prev.device != v.device:  # sums restored from a checkpoint: on the host
+                    prev = prev.to(v.device, non_blocking=True)
+                self.sums[k] = prev + v  # on the device: read at the log row
         self.steps += 1
+        if not timed:
+            return
         self.seconds += seconds
         self.wait += wait
         for mb in micro:
@@ -220,6 +230,8 @@ class ResourceFields:
             return
         row["recompiles"] = compile_stats["recompiles"]
         row["graph_breaks"] = compile_stats["graph_breaks"]
+        if compile_stats.get("cudagraph_skips"):
+            row["cudagraph_skips"] = compile_stats["cudagraph_skips"]
         limit = self.recompile_limit
         if compile_stats["recompiles"] > limit and not self._recompiles_warned:
             self._recompiles_warned = True

@@ -6,6 +6,7 @@ writer holds while it trains.
     RUN_DIR/
       config.yaml          the resolved config (written once the run starts; what makes a folder a run)
       accel.json           what runs where (accelerations, optimizers, strategy)
+      compile_error.log    the whole traceback of a torch.compile that failed (the run went on in eager)
       metrics.jsonl        one JSON row per log step and per evaluation
       checkpoints/         step_N.pt (a sharded run: + its shard folder step_N.dcp/), the newest K kept
       best.pt (best.dcp/)  the checkpoint of the best evaluation
@@ -229,6 +230,7 @@ class RunDir:
 
     CONFIG = "config.yaml"
     ACCEL = "accel.json"
+    COMPILE_LOG = "compile_error.log"
     METRICS = "metrics.jsonl"
     CHECKPOINTS = "checkpoints"
     BEST = "best.pt"
@@ -269,6 +271,10 @@ class RunDir:
     @property
     def accel(self) -> Path:
         return self.path / self.ACCEL
+
+    @property
+    def compile_log(self) -> Path:
+        return self.path / self.COMPILE_LOG
 
     @property
     def metrics(self) -> Path:

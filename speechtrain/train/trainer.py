@@ -16,9 +16,11 @@ The units the loop leans on, each in its own module: :class:`~speechtrain.train.
 from __future__ import annotations
 
 import gc
+import json
 import math
 import os
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ import torch
 from torch import nn
 
 from speechtrain.accel.apply import AccelPlan
+from speechtrain.accel.compile import compile_seconds, disable_compile, failure_record, is_compile_error
 from speechtrain.accel.precision import PrecisionPlan, resolve_precision
 from speechtrain.capabilities import ShardedForwards
 from speechtrain.config import OptimConfig, TrainConfig
@@ -59,7 +62,7 @@ from speechtrain.train.distributed import (
 )
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
-from speechtrain.train.numerics import NumericsGuard
+from speechtrain.train.numerics import NumericsGuard, SkippableStep, nonfinite
 from speechtrain.train.oom_guard import OOMGuard, merge_rank_states
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.schedule import build_stage_optimizers
@@ -67,6 +70,10 @@ from speechtrain.train.signals import StopSignals
 from speechtrain.train.task import Task
 
 log = get_logger(__name__)
+
+#: under a process group the ranks agree on a stop (a signal, train.max_minutes) every this many steps at most (or
+#: every log interval when shorter): the agreement is an all-reduce read on the host, a sync the GPU drains for
+STOP_AGREE_EVERY = 10
 
 #: on-device features/augmentation applied to a batch after the copy: ``transform(batch, training)``
 BatchTransform = Callable[[Batch, bool], Batch]
@@ -123,6 +130,15 @@ class Trainer:
         # FSDP all-gathers inside the forward: a rank out of memory there leaves the others in the collective
         self.oom = OOMGuard(oom_guard and not self.sharded, train.oom_single_utterance)
         self.numerics = NumericsGuard(train.nan_fallback_after)
+        self._params: dict[str, list[nn.Parameter]] = {}  # each stage's trainable parameters, listed once
+        self._steppers: dict[str, SkippableStep] = {}  # each stage's optimizer step, skipped on the device
+        self._copy_stream: Any = None  # CUDA: the side stream of the batches' copies (see _copy_ahead)
+        compile_record = accel.record("compile")
+        self.compiling = compile_record is not None and compile_record.applied
+        self.compile_warmup_seconds = 0.0  # wall time of the steps that compiled (kept out of the rates)
+        self.compile_steps = 0
+        self._compile_events: list[dict[str, Any]] = []
+        self._compile_failed_at: int | None = None
         writes = self.run_dir if self.rank == 0 else None  # rank 0 alone writes metrics, samples and checkpoints
         self.metrics = MetricsWriter(writes, train.tensorboard)
         self.resources = ResourceFields(device, recompile_limit)
@@ -217,6 +233,26 @@ class Trainer:
         out = batch.to(self.device, non_blocking=True)  # no-op for tensors already there
         return self.batch_transform(out, training) if self.batch_transform is not None else out
 
+    def _copy_ahead(self, micro: list[Batch]) -> list[Batch]:
+        """CUDA: the step's batches copied host -> device (pinned memory, non-blocking) on a side stream.
+
+        The step issues no host sync, so the CPU reaches the next step while the GPU still runs this one: the
+        copies then overlap its kernels instead of queueing behind them on the compute stream, which waits for
+        the copy stream only from here on. No batch is fetched ahead of the loader (its state stays the batches
+        the trainer took). Elsewhere the batches are returned as they are (copied in :meth:`to_device`)."""
+        if self.device.type != "cuda":
+            return micro
+        if self._copy_stream is None:
+            self._copy_stream = torch.cuda.Stream(self.device)
+        with torch.cuda.stream(self._copy_stream):
+            moved = [mb.to(self.device, non_blocking=True) for mb in micro]
+        compute = torch.cuda.current_stream(self.device)
+        compute.wait_stream(self._copy_stream)
+        for mb in moved:
+            for t in mb.tensors.values():
+                t.record_stream(compute)  # the allocator must not reuse them while the compute stream reads them
+        return moved
+
     def params_of(self, stage: str) -> list[nn.Parameter]:
         spec = next(s for s in self.specs if s.name == stage)
         return [p for name in spec.modules for p in self.modules[name].parameters() if p.requires_grad]
@@ -259,57 +295,89 @@ class Trainer:
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
 
-        agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
+        # under a process group: one all-reduce read on the host per stage (a sync), between the last piece's forward
+        # and its gradient-syncing backward: a rank out of memory must not leave the others in DDP's all-reduce.
+        # Without the guard (FSDP, oom_guard off) an OOM stops the run anyway: no agreement, no sync.
+        if self.oom.enabled:
+            agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
+        else:
+            agree = lambda flag: flag  # noqa: E731
         self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
         return mean_over_ranks(sums, self.world_size)
 
-    def _optimizer_step(self, stage: str) -> tuple[torch.Tensor, bool]:
+    def _stage_params(self, stage: str) -> list[nn.Parameter]:
+        """``params_of(stage)``, listed once (a Python walk over every module's parameters each step is host
+        time the GPU waits for)."""
+        if stage not in self._params:
+            self._params[stage] = self.params_of(stage)
+        return self._params[stage]
+
+    def _optimizer_step(self, stage: str, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unscale, clip and step ``stage``, the step skipped on the device when the loss or the gradient norm
+        is not finite. Returns the gradient norm and a 0-dim bool tensor: the step counts as non-finite (an
+        fp16 overflow that the scaler absorbs by backing off does not). No host sync (see
+        :class:`~speechtrain.train.numerics.SkippableStep` for its first update)."""
         opt, scaler = self.optimizers[stage], self.scalers[stage]
-        params = self.params_of(stage)  # gradients already averaged over the ranks by the stage's DDP
-        scaler.unscale_(opt)
+        params = self._stage_params(stage)  # gradients already averaged over the ranks by the stage's DDP
+        scaler.unscale_(opt)  # fp16: records the scaler's found-inf on the device
         spec = next(s for s in self.specs if s.name == stage)
         clip = spec.grad_clip if spec.grad_clip is not None else self.optim.grad_clip
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, clip if clip else float("inf"))
+        grads = [p.grad for p in params if p.grad is not None]
+        grad_norm = torch.nn.utils.get_total_norm(grads)
+        if clip:
+            torch.nn.utils.clip_grads_with_norm_(params, clip, grad_norm)
         full = getattr(grad_norm, "full_tensor", None)  # FSDP2: a DTensor, the same norm on every rank
         grad_norm = full() if full is not None else grad_norm
-        finite = bool(torch.isfinite(grad_norm).item())  # host sync: one per stage, needed to skip bad steps
-        if finite:
-            scaler.step(opt)
-        scaler.update()
+        skip = nonfinite(loss, grad_norm)
+        if stage not in self._steppers:
+            self._steppers[stage] = SkippableStep(opt)
+        self._steppers[stage](skip, len(grads))
+        scaler.update()  # fp16: backs the scale off after an overflow, on the device
+        routine = NumericsGuard.routine_overflow(scaler)  # fp16: an overflow the scaler absorbs is not counted
+        loss_bad = ~torch.isfinite(loss.detach()).reshape(())
+        counted = skip if isinstance(routine, bool) else loss_bad | (skip & ~routine)
         opt.zero_grad(set_to_none=True)
-        return grad_norm.detach(), finite
+        return grad_norm.detach(), counted
 
     def train_step(self, micro_batches: list[Batch]) -> dict[str, Any]:
         """One optimizer step over ``micro_batches`` (host or device batches) for every stage; utterances the
         OOM guard left out (too long to fit alone) are taken out first."""
         if self.oom.skipped:
             micro_batches = [p for mb in micro_batches for p in [self.oom.without_skipped(mb)] if p is not None]
+        micro_batches = self._copy_ahead(micro_batches)
         weights = [self.task.batch_weight(mb) for mb in micro_batches]
         # the global batch: its weight (for each piece's share), items and audio seconds, summed over the ranks
         items = sum(mb.size for mb in micro_batches)
         seconds = sum(mb.audio_seconds for mb in micro_batches)
+        # under a process group a host sync (all_sum reads the all-reduce): the share of each piece is a host number
         total, size, seconds = all_sum([sum(weights), items, seconds], self.device, self.world_size)
         total = total or 1.0
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
-        all_finite = True
+        bad: torch.Tensor | None = None  # on the device: some stage's step was skipped as non-finite
         trained = False
         for spec in self.specs:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
-            sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
-            if any_rank("loss" not in sums, self.device, self.world_size):  # every utterance left out (OOM alone)
+            try:
+                sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
+            except Exception as exc:
+                if not (self.compiling and is_compile_error(exc)):
+                    raise
+                self._compile_failed(exc)  # the stage again, in eager
+                del exc
+                for c in caches:
+                    c.clear()
+                self.optimizers[spec.name].zero_grad(set_to_none=True)
+                sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
+            # every utterance left out (OOM alone) on every rank? (under a process group a host sync per stage)
+            if any_rank("loss" not in sums, self.device, self.world_size):
                 self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
                 out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
                 continue
             trained = True
-            loss_finite = bool(torch.isfinite(sums["loss"]).item())  # host sync: numerics guard (same on every rank)
-            if loss_finite:
-                grad_norm, grad_finite = self._optimizer_step(spec.name)
-            else:
-                grad_norm, grad_finite = sums["loss"], False
-                self.optimizers[spec.name].zero_grad(set_to_none=True)
-            all_finite &= loss_finite and (grad_finite or NumericsGuard.routine_overflow(self.scalers[spec.name]))
+            grad_norm, counted = self._optimizer_step(spec.name, sums["loss"])  # the same on every rank
+            bad = counted if bad is None else bad | counted
             for k, v in sums.items():  # an earlier stage's loss is "<stage>_loss"; its components keep their names
                 out[k if (k != "loss" or last) else f"{spec.name}_loss"] = v
             out[f"grad_norm_{spec.name}"] = grad_norm
@@ -331,10 +399,48 @@ class Trainer:
         if self.optim.scheduler_interval == "step":
             for s in self.schedulers.values():
                 s.step()
-        self._check_numerics(all_finite)
+        if bad is not None:
+            self.numerics.observe(bad)
+        if self._host_reads_now():
+            self._check_numerics()
         self._check_trained(trained)
-        out["finite"] = all_finite
+        out["finite"] = True if bad is None else ~bad  # a device bool (reading it is a host sync)
         return out
+
+    def _host_reads_now(self) -> bool:
+        """The steps at which the host reads device values on purpose: the log interval, a checkpoint, the
+        last step."""
+        t = self.train
+        return self.step % t.log_every == 0 or self.step % t.save_every == 0 or self.step == t.max_steps
+
+    def _compile_failed(self, exc: BaseException) -> None:
+        """torch.compile failed in this step: its whole traceback goes to ``compile_error.log`` in the run
+        directory, its first lines to the log and to the compile record (and ``accel.json``), and the modules
+        run in eager from now on. Every rank compiles the same graphs, so every rank gets here in the same
+        stage."""
+        path = None
+        if self.run_dir is not None and self.rank == 0:
+            path = self.run_dir.compile_log
+            try:
+                self.run_dir.mkdir()
+                path.write_text("".join(traceback.format_exception(exc)))
+            except OSError as err:
+                log.warning(f"warning: could not write {path}: {err}")
+                path = None
+        record = failure_record(exc, self.step + 1, str(path) if path else None)
+        undone = disable_compile(self.modules)
+        self.accel.records = [record if r.name == "compile" else r for r in self.accel.records]
+        self.compiling = False
+        self._compile_failed_at = self.step + 1
+        log.warning(f"warning: {record.detail} (modules back in eager: {', '.join(undone) or 'none'})")
+        self._compile_events.append({"event": "compile_failed", "step": self.step + 1, "detail": record.detail})
+        if path is not None and self.run_dir is not None and self.run_dir.accel.is_file():
+            try:  # accel.json says what ran: now eager
+                saved = json.loads(self.run_dir.accel.read_text())
+                saved["accelerations"] = self.accel.records_dict()
+                self.run_dir.accel.write_text(json.dumps(saved, indent=2, default=str) + "\n")
+            except (OSError, ValueError, KeyError) as err:
+                log.warning(f"warning: could not update {self.run_dir.accel}: {err}")
 
     def _check_trained(self, trained: bool) -> None:
         """A whole epoch of steps in which every utterance was left out (each ran out of memory on its own) is
@@ -360,8 +466,8 @@ class Trainer:
             "accel.activation_checkpointing or bf16, or use a larger GPU"
         )
 
-    def _check_numerics(self, finite: bool) -> None:
-        fallback = self.numerics.update(finite, self.step, self.precision)
+    def _check_numerics(self) -> None:
+        fallback = self.numerics.settle(self.step, self.precision)  # host sync: the guard's device counts
         if fallback is None:
             return
         old = self.precision.name
@@ -551,20 +657,35 @@ class Trainer:
             # only fp16 falls back (reloading the last good state); before the first checkpoint that is the start
             self._initial_state = ckpt.cpu_copy(self.state_dict())
         it = TimedIterator(self.train_loader)  # seconds blocked waiting for data
+        stop_every = min(t.log_every, STOP_AGREE_EVERY)
         t_start, reason = time.perf_counter(), "max_steps"
         bar = progress_bar(t.max_steps, self.step, t.progress and self.rank == 0)
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
                     late = bool(t.max_minutes and time.perf_counter() - t_start > t.max_minutes * 60)
-                    # agreed: a signal on any rank (or its clock) stops every rank at the same step
-                    if any_rank(signals.reason is not None or late, self.device, self.world_size):
+                    # agreed: a signal on any rank (or its clock) stops every rank at the same step; the ranks
+                    # agree every stop_every steps only (an all-reduce read on the host: a sync), one process
+                    # looks every step (no tensor)
+                    stop = signals.reason is not None or late
+                    if self.world_size > 1 and self.step % stop_every == 0:
+                        stop = any_rank(stop, self.device, self.world_size)  # host sync: every stop_every steps
+                    elif self.world_size > 1:
+                        stop = False
+                    if stop:
                         reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
+                    compiled = compile_seconds() if self.compiling else 0.0
                     out = self.train_step(micro)
-                    self.interval.add(micro, out, it.reset(), time.perf_counter() - t0)
+                    elapsed = time.perf_counter() - t0
+                    # this step compiled a graph (or tried to): its time is warm-up, not the rate's
+                    warm = compile_seconds() > compiled if self.compiling else self._compile_failed_at == self.step
+                    if warm:
+                        self.compile_warmup_seconds += elapsed
+                        self.compile_steps += 1
+                    self.interval.add(micro, out, it.reset(), elapsed, timed=not warm)
                     self._epoch_boundary()
                     bar.update(1)
                     if self.step % t.log_every == 0 or self.step == t.max_steps:
@@ -608,6 +729,8 @@ class Trainer:
             "precision": self.precision.name,
             "precision_fallbacks": self.numerics.fallbacks,
             "best_eval": self.best_eval,
+            "compile_warmup_seconds": self.compile_warmup_seconds,
+            "compile": compile_record.detail if (compile_record := self.accel.record("compile")) else None,
         }
 
     def _rank_oom(self, take_events: bool) -> dict[str, Any]:
@@ -660,8 +783,17 @@ class Trainer:
         row["precision"] = self.precision.name
         if oom["bucket_caps"]:
             row["bucket_max_items"] = oom["bucket_caps"]
-        self.resources.add_to(row, self.accel.compile_stats())
+        stats = self.accel.compile_stats()
+        self.resources.add_to(row, stats)
+        if stats is not None or self._compile_events:
+            row["compile_warmup_seconds"] = round(self.compile_warmup_seconds, 3)
+            row["compile_steps"] = self.compile_steps
+            record = self.accel.record("compile")
+            if record is not None and stats is not None:
+                record.info.update(warmup_seconds=row["compile_warmup_seconds"], recompiles=stats["recompiles"])
         events = sorted(oom["oom_events"], key=lambda e: e.get("step", 0)) + self.numerics.take_events()
+        events += self._compile_events
+        self._compile_events = []
         if events:
             row["events"] = events
         self.metrics.write(row)

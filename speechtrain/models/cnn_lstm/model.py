@@ -102,12 +102,14 @@ class CNNLSTM(nn.Module):
         b, c, f, t_out = x.shape  # (B, C, F', T')
         x = x.permute(0, 3, 1, 2).reshape(b, t_out, c * f)  # (B, T', C * F')
         out_lengths = self.output_lengths(host_lengths)
+        # pack_padded_sequence reads its lengths on the host: a CPU tensor of host ints, no device sync
         packed = pack_padded_sequence(
             x, torch.tensor(out_lengths, dtype=torch.int64), batch_first=True, enforce_sorted=False
         )
         y, _ = self.lstm(packed)
         y, _ = pad_packed_sequence(y, batch_first=True, total_length=t_out)  # (B, T', H * directions)
-        real = torch.tensor(out_lengths, device=y.device)  # host list -> device, no sync
+        # host list -> device: non_blocking, a plain torch.tensor(..., device=cuda) copy waits for the stream
+        real = torch.tensor(out_lengths).to(y.device, non_blocking=True)
         m = sequence_mask(real, t_out).unsqueeze(-1)  # (B, T', 1)
         pooled = []
         if self.pooling in ("mean_max", "mean"):

@@ -58,7 +58,8 @@ def maximum_path(log_p: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     for t in range(t_y - 1, -1, -1):
         token[:, t : t + 1] = index
         index = index - step[:, t].gather(1, index).long()
-    path = torch.nn.functional.one_hot(token, t_x).to(log_p.dtype)  # (B, T_frames, T_tokens)
+    # one_hot, without its range check (a host sync on the CPU): token is in [0, t_x) by construction
+    path = (token.unsqueeze(2) == torch.arange(t_x, device=device)).to(log_p.dtype)  # (B, T_frames, T_tokens)
     return path * (y.squeeze(2) < frames.view(b, 1)).unsqueeze(2).to(log_p.dtype)
 
 

@@ -334,6 +334,7 @@ class XttsTask(Task):
         audio = batch["audio"]  # (B, 1, T_samples)
         training = self.mods.gpt.training
         spans: list[tuple[int, int]] = []
+        # .item() of CPU-generator draws: host values, no device is waited for (tests/test_step_syncs.py HOST_ONLY)
         for n in batch.host_lengths["audio_lengths"]:
             if training:
                 length = int(torch.randint(m.min_conditioning_length, m.max_conditioning_length + 1, ()).item())
