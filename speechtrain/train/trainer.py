@@ -276,7 +276,7 @@ class Trainer:
         if run.anywhere and not run.here and isinstance(sync, StageSync):
             sync.contribute_nothing()  # the other ranks' gradient all-reduce needs this rank's (zero) part
         if run.anywhere and run.empty_somewhere and self.world_size > 1:  # the same terms, in the same order
-            names = next((n for n in gather(list(sums), self.world_size) if n), [])
+            names: list[str] = next((n for n in gather(list(sums), self.world_size) if n), [])
             sums = {k: sums[k] if k in sums else torch.zeros((), device=self.device) for k in names}
         return mean_over_ranks(sums, self.world_size), run, total
 
