@@ -377,6 +377,7 @@ def test_eval_samples_of_folder_ids_and_on_a_full_disk(tmp_path: Path, monkeypat
 
 
 # ---------------------------------------------------------------- issue 37: a second SIGTERM 50 ms after the first
+@pytest.mark.slow
 def test_a_second_sigterm_while_the_run_winds_down_leaves_no_traceback_and_no_lease(
     demo_data: list[str], tmp_path: Path
 ) -> None:
