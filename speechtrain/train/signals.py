@@ -28,6 +28,12 @@ def absorb_signal() -> int:
     return _stopping["signals"] - 1
 
 
+def peer_stopped() -> None:
+    """A training loop stops because another rank received a signal: the same wind-down as for one of its own
+    (torchrun signals every worker, and the signal may reach this one after the agreement)."""
+    _stopping["signals"] = max(_stopping["signals"], 1)
+
+
 def stop_finished() -> None:
     """The command that stopped is over: signals are signals again."""
     _stopping["signals"] = 0

@@ -64,7 +64,7 @@ from speechtrain.train.numerics import NumericsGuard
 from speechtrain.train.oom_guard import OOMGuard, StageRun, StageVote, merge_rank_states
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.schedule import build_stage_optimizers
-from speechtrain.train.signals import StopSignals
+from speechtrain.train.signals import StopSignals, peer_stopped
 from speechtrain.train.task import Task
 
 log = get_logger(__name__)
@@ -605,6 +605,8 @@ class Trainer:
                     # agreed: a signal on any rank (or its clock) stops every rank at the same step
                     if any_rank(signals.reason is not None or late, self.device, self.world_size):
                         reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
+                        if reason == "a stop on another rank":
+                            peer_stopped()
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
