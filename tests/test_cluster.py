@@ -143,6 +143,24 @@ def test_a_run_in_which_nothing_trains_stops_with_an_error(tmp_path: Path, monke
     assert tr.step < 10
 
 
+@pytest.mark.parametrize("max_steps", [20, 3], ids=["an-epoch", "shorter-than-an-epoch"])
+def test_a_run_in_which_nothing_fits_ends_before_any_row_or_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_steps: int
+) -> None:
+    """Nothing fits anywhere: the error came after rows and checkpoints of untrained steps (one per step here)."""
+    from speechtrain.memory.oom import INJECT_ENV
+
+    monkeypatch.setenv(INJECT_ENV, "20")
+    loader = ListLoader([make_batch(0, [30, 25]), make_batch(1, [40])])
+    tr = trainer_for(
+        cfg_for(f"train.max_steps={max_steps}", "train.save_every=1", "train.eval_every=1"), loader, tmp_path
+    )
+    with pytest.raises(UserError, match=r"nothing trained.*out of memory on its own"):
+        tr.fit()
+    assert read_metrics(tmp_path) == []
+    assert not list((tmp_path / "checkpoints").glob("step_*")) and not (tmp_path / "best.pt").exists()
+
+
 # ---------------------------------------------------------------- the stop save and a second signal
 def test_a_second_signal_cannot_interrupt_the_stop_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The handlers were restored before the stop save: a second Ctrl-C killed it half-written."""

@@ -110,6 +110,40 @@ def test_vctk_folders(tmp_path: Path) -> None:
     }
 
 
+def _vctk_with_one_bad_transcript(root: Path) -> None:
+    for spk, uid, text in (("p225", "p225_001", UZ[0]), ("p226", "p226_001", UZ[1]), ("p226", "p226_002", UZ[3])):
+        (root / "txt" / spk).mkdir(parents=True, exist_ok=True)
+        (root / "txt" / spk / f"{uid}.txt").write_text(text + "\n", encoding="utf-8")
+        _wav(root / "wav48_silence_trimmed" / spk / f"{uid}_mic1.wav")
+    _wav(root / "wav48_silence_trimmed" / "p226" / "x_mic1.wav")
+    (root / "txt" / "p226" / "x.txt").write_bytes("caf\u00e9 cr\u00e8me\n".encode("latin-1"))  # not UTF-8
+
+
+def test_vctk_skips_and_reports_one_undecodable_transcript(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """One latin-1 txt/p226/x.txt among UTF-8 ones stopped the corpus ("not UTF-8 text", exit 2, nothing prepared;
+    with data.encoding=utf-8: "cannot be decoded as data.encoding=utf-8"): now it is that item's problem."""
+    from speechtrain.cli.main import main
+
+    _vctk_with_one_bad_transcript(tmp_path / "vctk")
+    for encoding in (None, "utf-8"):
+        entries, problems = read_manifest(tmp_path / "vctk", encoding=encoding)
+        assert sorted(e.id for e in entries) == ["p225_001", "p226_001", "p226_002"]
+        assert [(p.reason, p.id) for p in problems] == [("unreadable_text", "x")]
+        assert (
+            problems[0].where == f"{tmp_path / 'vctk' / 'txt' / 'p226' / 'x.txt'}:1"
+            and "byte 0xe9" in problems[0].detail
+        )
+    with pytest.raises(DataError, match="data.encoding='klingon' is not a known text encoding"):
+        read_manifest(tmp_path / "vctk", encoding="klingon")
+    args = ["prepare", str(tmp_path / "vctk"), "--no-progress", f"data.cache_dir={tmp_path / 'cache'}"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "kept      3 of 4" in out.out and "unreadable_text 1" in out.out and "x.txt" in out.out + out.err
+    assert main([*args, "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert "unreadable_text: x" in err and "x.txt" in err and "Traceback" not in err
+
+
 @pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16"])
 def test_metadata_with_a_byte_order_mark_is_read(tmp_path: Path, encoding: str) -> None:
     _wav(tmp_path / "wavs" / "a.wav")

@@ -343,3 +343,37 @@ def test_fsdp2_two_ranks_equal_one_process_and_its_checkpoint_loads_in_one(tmp_p
         assert r["bf16"]["policy"] == "param bf16, reduce fp32"
         assert r["bf16"]["dtypes"] and set(r["bf16"]["dtypes"]) == {torch.bfloat16}
         assert all(math.isfinite(v) for v in r["bf16"]["losses"]), r["bf16"]["losses"]
+
+
+def test_a_rank_whose_micro_batch_is_left_out_stays_in_step_under_torchrun(
+    demo_data: list[str], tmp_path: Path
+) -> None:
+    """`SPEECHTRAIN_INJECT_OOM_FRAMES=100000,700 torchrun --nproc-per-node 2 -m speechtrain train --config
+    recipes/gpt_tts_tiny.yaml`: rank 1 left out an utterance that does not fit alone, then met rank 0's gradient
+    all-reduce with its next collective (gloo EnforceNotMet, rank 1 exit -6, no checkpoint). Now: exit 0, each
+    left-out utterance reported once (log and metrics), and both ranks' weights equal after every step."""
+    from speechtrain.memory.oom import INJECT_ENV
+    from speechtrain.train.metrics import read_metrics
+
+    run, sums = tmp_path / "run", tmp_path / "sums"
+    sums.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("RANK", None), env.pop("WORLD_SIZE", None), env.pop("LOCAL_RANK", None)
+    env[INJECT_ENV] = "100000,700"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd += [str(ROOT / "tests" / "torchrun_checksums.py"), str(sums), "train"]
+    cmd += [f"--config={ROOT / 'recipes' / 'gpt_tts_tiny.yaml'}", *demo_data, f"train.output_dir={run}"]
+    cmd += ["train.max_steps=6", "train.log_every=2", "train.save_every=3", "train.eval_every=100"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=500, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    steps = [[json.loads(line) for line in (sums / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
+    assert [s["step"] for s in steps[0]] == [s["step"] for s in steps[1]] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(*steps):
+        assert a["weights"] == b["weights"], f"the ranks' weights differ after step {a['step']}"
+    warned = [line for line in proc.stderr.splitlines() if "runs out of memory on its own" in line]
+    ids = [line.split("utterance ")[1].split(" ")[0] for line in warned]
+    assert ids and len(ids) == len(set(ids)) and all(line.startswith("[rank 1]") for line in warned), warned
+    events = [e for r in read_metrics(run) for e in r.get("events", []) if e["event"] == "oom_skipped"]
+    assert sorted(e["id"] for e in events) == sorted(ids) and {e["rank"] for e in events} == {1}
+    assert json.loads(proc.stdout[proc.stdout.index("{") :])["oom_skipped"] == len(ids)
+    assert {p.name for p in (run / "checkpoints").iterdir()} >= {"step_00000003.pt", "step_00000006.pt"}

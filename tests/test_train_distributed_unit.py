@@ -12,7 +12,7 @@ from speechtrain.data.batch import Batch
 from speechtrain.device import resolve_device
 from speechtrain.errors import UserError
 from speechtrain.train import distributed as D
-from speechtrain.train.oom_guard import OOMGuard
+from speechtrain.train.oom_guard import OOMGuard, StageVote
 
 
 def test_torchrun_env_device_and_group(monkeypatch) -> None:
@@ -60,7 +60,7 @@ def _batch(n: int) -> Batch:
 def test_oom_guard_redoes_the_stage_when_another_rank_failed() -> None:
     """A rank that got through its last forward learns at ``agree`` that a peer ran out of memory:
     it resets and redoes the stage with its own caps unchanged, agreeing once per attempt."""
-    flags = iter([True, False])  # the first agreement says: a peer failed
+    flags = iter([StageVote(failed=True), StageVote(trained=True)])  # the first agreement says: a peer failed
     calls: list[tuple[int, bool]] = []
     resets = []
 
@@ -76,7 +76,7 @@ def test_oom_guard_redoes_the_stage_when_another_rank_failed() -> None:
         lambda: resets.append(1),
         stage="s",
         step=1,
-        any_rank=lambda failed: next(flags),
+        vote=lambda mine: next(flags),
     )
     assert calls == [(0, False), (1, True)] * 2  # agree is offered to the last piece only
     assert resets == [1] and guard.caps == {} and guard.recoveries == 0
@@ -89,7 +89,7 @@ def test_oom_after_the_agreement_is_a_clear_error() -> None:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB")
 
     with pytest.raises(UserError, match="cannot be redone"):
-        OOMGuard().run_stage([_batch(2)], run_piece, lambda: None, stage="gen", step=3, any_rank=lambda f: f)
+        OOMGuard().run_stage([_batch(2)], run_piece, lambda: None, stage="gen", step=3, vote=lambda v: v)
 
 
 GIB = 2**30

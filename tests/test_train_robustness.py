@@ -317,7 +317,8 @@ def test_a_run_over_only_unfittable_utterances_logs_and_finishes(
     monkeypatch.setenv(INJECT_ENV, "20")
     tr = trainer_for(cfg_for("train.max_steps=3"), ListLoader([make_batch(0, [30]), make_batch(1, [9, 8])]), tmp_path)
     assert tr.fit()["steps"] == 3
-    assert [r["step"] for r in read_metrics(tmp_path)] == [1, 2, 3]
+    # no row before the first step that trains (issue 37): step 1's interval is in step 2's row
+    assert [r["step"] for r in read_metrics(tmp_path)] == [2, 3]
 
 
 def test_a_full_disk_when_writing_the_run_files_is_a_clear_error(
@@ -373,3 +374,28 @@ def test_eval_samples_of_folder_ids_and_on_a_full_disk(tmp_path: Path, monkeypat
 
     monkeypatch.setattr(soundfile, "write", full)
     assert ev.run(5, lambda b: b, contextlib.nullcontext) == {"loss": 1.0}  # the run goes on
+
+
+# ---------------------------------------------------------------- issue 37: a second SIGTERM 50 ms after the first
+@pytest.mark.slow
+def test_a_second_sigterm_while_the_run_winds_down_leaves_no_traceback_and_no_lease(
+    demo_data: list[str], tmp_path: Path
+) -> None:
+    """SIGTERM, and again while the stopped run gave back its cache reader lease: a traceback ("Exception ignored
+    in: ReaderLease.__del__ ... KeyboardInterrupt: SIGTERM") and the lease's file left behind. Now the stop
+    checkpoint is written, the run exits 0, nothing is printed of the second signal and no lease is left."""
+    import subprocess
+    import sys
+
+    from tests.test_train_ddp import ROOT, TOY_RUN
+
+    run, cache = tmp_path / "run", tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, str(ROOT / "tests" / "sigterm_twice.py"), "train", *TOY_RUN, *demo_data]
+    cmd += [f"data.cache_dir={cache}", f"train.output_dir={run}", "train.max_steps=50", "train.save_every=100"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr[-3000:]
+    assert "stopped (signal SIGTERM) at step 2" in proc.stderr
+    assert [s for s, _ in ckpt.list_checkpoints(run / "checkpoints")] == [2]
+    assert list(cache.rglob("leases/*")) == []

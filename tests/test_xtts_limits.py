@@ -215,3 +215,79 @@ def test_set_up_refuses_a_training_item_beyond_the_limits_before_the_first_step(
         bad = SimpleNamespace(texts=texts, ids=["bad"], frames=frames, hop_length=256)
         with pytest.raises(DataError, match=f"training utterance 'bad': .*{what}.*speechtrain prepare"):
             task._check_dataset(bad, texts)
+
+
+# ---------------------------------------------------------------- XTTS data as Coqui reads it
+HINDI = ["नमस्ते आप कैसे हैं", "मैं ठीक हूँ धन्यवाद", "", "   ", "😀😀😀🎉🎉 ठीक", "मेरे पास 25 किताबें हैं", "वह घर गया 🎉"]
+
+
+def test_what_xtts_cannot_learn_from_is_told_apart() -> None:
+    from speechtrain.models.xtts.limits import speech_problem
+
+    assert speech_problem("") is not None and speech_problem(" \t ").reason == "empty_text"  # type: ignore[union-attr]
+    for text in ("😀😀😀🎉🎉 ठीक", "👍🏽👍🏽👍🏽 ok", "...", "🎉", "♪♪♪ la ♪♪♪"):
+        assert speech_problem(text).reason == "non_speech_text", text  # type: ignore[union-attr]
+    for text in ("वह घर गया 🎉", "ok 👍", "it costs 25", "Ὅμηρος", "ጤና ይስጥልኝ"):
+        assert speech_problem(text) is None, text
+
+
+@pytest.fixture(scope="module")
+def hindi_xtts(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """An XTTS-layout train.csv in Hindi: 2 good rows, an empty and a blank transcript, an emoji row with a little
+    text, a row with digits (no Hindi number words) and one with a single emoji beside its words."""
+    root = make_demo_corpus(tmp_path_factory.mktemp("xtts_hindi") / "demo", utterances=len(HINDI), seed=5)
+    ids = [line.split("|")[0] for line in (root / "metadata.csv").read_text(encoding="utf-8").splitlines()]
+    rows = ["audio_file|text|speaker_name"] + [f"wavs/{i}.wav|{t}|s0" for i, t in zip(ids, HINDI)]
+    (root / "train.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (root / "metadata.csv").unlink()
+    return root, ids
+
+
+def _hindi_args(root: Path, tmp: Path) -> list[str]:
+    return [
+        f"data.cache_dir={tmp / 'cache'}",
+        f"model.checkpoint_dir={tmp / 'base'}",
+        "data.language=hi",
+        "model.language=hi",
+        "data.eval_utterances=1",
+    ]
+
+
+def test_prepare_drops_empty_and_mostly_non_speech_xtts_rows_and_reports_unspoken_digits(
+    hindi_xtts: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Empty XTTS transcripts were kept ("note 2 kept items have empty text (fine for vocoders/classifiers)") and
+    passed --strict; an emoji row was kept with its emoji stripped (Coqui drops it); "25" in Hindi stayed digits
+    without a word (Coqui's cleaner crashes on it)."""
+    from speechtrain.cli.main import main
+
+    root, ids = hindi_xtts
+    args = ["prepare", str(root / "train.csv"), "--config", str(RECIPE), "--no-progress", *_hindi_args(root, tmp_path)]
+    assert main([*args, "--strict"]) == 2
+    err = capsys.readouterr().err
+    for uid, reason in ((ids[2], "empty_text"), (ids[3], "empty_text"), (ids[4], "non_speech_text")):
+        assert f"{reason}: {uid}" in err
+    assert "Traceback" not in err and "empty_text 2, non_speech_text 1" in err
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "kept      4 of 7" in out and "skipped   3: empty_text 2, non_speech_text 1" in out
+    assert "empty text (fine for vocoders" not in out
+    assert f"unspoken_digits: {ids[5]}: digits '25' stay digits" in out
+    assert ids[6] not in out.split("skipped")[1]  # one emoji beside its words: kept (the emoji removed, as before)
+
+
+def test_strict_refuses_what_a_check_kept_and_reported() -> None:
+    from speechtrain.data.limits import ItemLimits, LimitItem, Verdict
+    from speechtrain.data.prepare import _LimitChecks, _strict_reported
+    from speechtrain.errors import DataError
+
+    digits = Verdict("unspoken_digits", "digits '25' stay digits", keep=True)
+    checks = _LimitChecks(
+        [ItemLimits("toy", {}, lambda: lambda items: [digits if "2" in i.text else None for i in items])]
+    )
+    problems: list = []
+    kept = checks._keep(["a", "b"], [LimitItem("a", "x 25", 0), LimitItem("b", "y", 0)], problems, {})
+    assert kept == ["a", "b"] and problems == [] and checks.notes() == ["unspoken_digits: a: digits '25' stay digits"]
+    _strict_reported(checks, strict=False)
+    with pytest.raises(DataError, match="--strict: unspoken_digits: a: digits '25' stay digits"):
+        _strict_reported(checks, strict=True)

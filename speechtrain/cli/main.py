@@ -22,6 +22,7 @@ import textwrap
 from types import FrameType
 
 from speechtrain import __version__
+from speechtrain.train.signals import absorb_signal, stop_finished, stop_under_way
 
 DESCRIPTION = (
     "Train speech models -- VITS, HiFi-GAN and NSF-HiFiGAN vocoders, XTTS-style GPT TTS (XTTS-v2 fine-tuning "
@@ -97,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _interrupted(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
+    if stop_under_way():  # training stopped for a signal and is winding down: this one changes nothing
+        absorb_signal()
+        return
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
@@ -105,6 +109,7 @@ def _honour_stop_signals() -> None:
     also when it was started with SIGINT ignored, as a script's background jobs are; training installs its own
     handlers (stop at the next step, save, exit 0). Only from the main thread (a command run inside a thread
     keeps its program's handlers)."""
+    stop_finished()  # (a stop of an earlier command in this process is over)
     try:
         signal.signal(signal.SIGINT, _interrupted)
         signal.signal(signal.SIGTERM, _interrupted)
@@ -153,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
+        stop_finished()
         for sig, handler in before.items():
             try:
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

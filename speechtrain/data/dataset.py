@@ -154,6 +154,12 @@ class SpeechDataset:
         store = FeatureStore.from_data(data, derived, limits)
         return cls.from_store(store, split, fields, data.require_text, data.symbols)
 
+    def release(self) -> None:
+        """Give back the feature cache's reader lease now (else when the dataset and its subsets are collected);
+        a ``prepare`` may then remove the files this dataset reads."""
+        if self._lease is not None:
+            self._lease.release()
+
     def __len__(self) -> int:
         return len(self._items)
 

@@ -12,6 +12,10 @@ A family declares them (``item_limits(model, data)`` next to its ``build_task``,
 - the limits' name and settings digest join the index settings, so a change of limit (a larger
   ``model.max_text_tokens``, another vocabulary) re-checks the corpus at the next ``prepare`` and nothing else;
 - ``notes`` are lines for prepare's report (XTTS: which text rules the language has).
+
+A check may answer with a :class:`Verdict` instead of a detail: the item is then skipped under that reason
+(XTTS: ``empty_text``, ``non_speech_text``), or kept and reported (``keep``: digits its front end leaves as
+digits).
 """
 
 from __future__ import annotations
@@ -37,8 +41,19 @@ class LimitItem:
     samples: int
 
 
-#: ``check(items)`` -> for each item, None when it fits, else the detail of the limit it breaks
-CheckItems = Callable[[Sequence[LimitItem]], list[str | None]]
+@dataclass(frozen=True)
+class Verdict:
+    """A check's word on one item with a reason code of its own (one of ``speechtrain.data.manifest.REASONS``)
+    instead of ``model_limit``; ``keep``: the item stays and is only reported (``prepare`` lists these under
+    ``notes``, and ``--strict`` refuses them as it refuses skipped items)."""
+
+    reason: str
+    detail: str
+    keep: bool = False
+
+
+#: ``check(items)`` -> for each item, None when it fits, else the detail of the limit it breaks (or a Verdict)
+CheckItems = Callable[[Sequence[LimitItem]], list[str | Verdict | None]]
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from speechtrain.data.derived import DerivedFeature
 from speechtrain.data.features import MelSettings
 from speechtrain.data.layouts.base import reading_language
 from speechtrain.data.limits import REASON as LIMIT_REASON
-from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem
+from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem, Verdict
 from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
 from speechtrain.data.pitch import F0Settings
 from speechtrain.data.store import (
@@ -348,6 +348,7 @@ def prepare_dataset(
     all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
+    _strict_reported(checks, strict)
     processed = _process_texts(plans, front_end)
     if strict:
         _strict_text(_report_of(plans, processed, data), strict)
@@ -415,6 +416,7 @@ def prepare_dataset(
         report.eval = len(store.split_items(Role.EVAL, train, eval_index).items)
         report.removed_stale = store.collect_garbage()
 
+    report.notes += checks.notes()
     seconds = [it.samples / data.sample_rate for index in indexes.values() for it in index.items]
     secs = np.asarray(seconds, dtype=np.float64)
     if secs.size:
@@ -431,6 +433,7 @@ def prepare_dataset(
     report.seconds = time.perf_counter() - start
     if strict and report.problems:
         raise DataError(_strict_message(report.problems))
+    _strict_reported(checks, strict)
     _strict_text(report.text, strict)
     return report
 
@@ -535,6 +538,13 @@ def _nothing_kept(plan: _ManifestPlan, show: int = 5) -> str:
     return "\n".join(lines)
 
 
+def _strict_reported(checks: _LimitChecks, strict: bool) -> None:
+    """``--strict`` refuses the kept items a model's check reported (XTTS: digits left as digits)."""
+    if strict and checks.reported:
+        lines = [f"--strict: {note}" for note in checks.notes()]
+        raise DataError("\n".join([*lines, "fix the transcripts named above, or run without --strict to keep them"]))
+
+
 def _strict_message(problems: list[Problem], show: int = 10) -> str:
     counts = ", ".join(f"{r} {n}" for r, n in totals(problems).items())
     lines = [f"--strict: {len(problems)} problem(s) in the data ({counts}):"]
@@ -620,6 +630,11 @@ class _LimitChecks:
     def __init__(self, limits: Sequence[ItemLimits]) -> None:
         self.limits = tuple(limits)
         self._loaded: list[CheckItems] | None = None
+        self.reported: dict[str, Verdict] = {}  # id -> what a check reports of an item it keeps
+
+    def notes(self) -> list[str]:
+        """The kept items a check reported (one line each, for the report's notes)."""
+        return [f"{v.reason}: {uid}: {v.detail}" for uid, v in self.reported.items()]
 
     def screen(self, kept: list[Checked], problems: list[Problem], where: dict[str, str]) -> list[Checked]:
         """``kept`` less the entries whose text breaks a limit (before the features: samples not known)."""
@@ -636,14 +651,17 @@ class _LimitChecks:
             return rows
         if self._loaded is None:
             self._loaded = [x.load() for x in self.limits]
-        broken: dict[int, str] = {}
+        broken: dict[int, Verdict] = {}
         for check in self._loaded:
             verdicts = check(items)
-            for i, detail in enumerate(verdicts):
-                if detail is not None and i not in broken:
-                    broken[i] = detail
+            for i, found in enumerate(verdicts):
+                verdict = Verdict(LIMIT_REASON, found) if isinstance(found, str) else found
+                if verdict is not None and verdict.keep:
+                    self.reported.setdefault(items[i].id, verdict)
+                elif verdict is not None and i not in broken:
+                    broken[i] = verdict
         for i in sorted(broken):
-            problems.append(Problem(LIMIT_REASON, broken[i], items[i].id, where.get(items[i].id, "")))
+            problems.append(Problem(broken[i].reason, broken[i].detail, items[i].id, where.get(items[i].id, "")))
         return [row for i, row in enumerate(rows) if i not in broken]
 
 

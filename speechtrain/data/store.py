@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -811,14 +812,17 @@ class ReaderLease:
         return cls(path, fd)
 
     def release(self) -> None:
-        """Give the lease back (only in the process that took it: forked loader workers inherit it)."""
+        """Give the lease back (only in the process that took it: forked loader workers inherit it). SIGINT and
+        SIGTERM wait until it is given back: a KeyboardInterrupt between the unlink and the close (or before
+        them) would leave the lease's file behind, or its descriptor open."""
         if self._fd is None or os.getpid() != self._pid:
             return
-        with contextlib.suppress(OSError):
-            self.path.unlink()
-        with contextlib.suppress(OSError):
-            os.close(self._fd)
-        self._fd = None
+        fd, self._fd = self._fd, None
+        with _signals_held():
+            with contextlib.suppress(OSError):
+                self.path.unlink()
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def __del__(self) -> None:
         try:
@@ -828,6 +832,21 @@ class ReaderLease:
 
     def __getstate__(self) -> dict[str, Any]:  # a spawned worker does not hold the lease; its parent does
         return {"path": self.path, "_fd": None, "_pid": -1}
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (delivered when the block ends) in this thread, where the platform can."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    try:
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    except (AttributeError, OSError, ValueError):  # pragma: no cover - Windows
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def live_lease_keys(root: Path) -> set[str]:

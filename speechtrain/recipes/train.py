@@ -16,6 +16,7 @@ from typing import Any
 from speechtrain.accel.apply import AccelPlan, LoaderShapes, apply_accelerations
 from speechtrain.accel.record import AccelRecord
 from speechtrain.config import Config, save_config
+from speechtrain.data.dataset import SpeechDataset
 from speechtrain.data.loader import TrainBatches, TrainLoader
 from speechtrain.device import resolve_device
 from speechtrain.errors import CheckpointError, UserError
@@ -41,6 +42,14 @@ class TrainData:
     train_set: Any
     train_loader: TrainBatches
     eval_loader: Any
+    eval_set: Any = None
+
+    def release(self) -> None:
+        """Give back the feature cache's reader leases now, at a point of the run's own choosing, not whenever
+        the datasets are collected (a finaliser is where a late signal's KeyboardInterrupt would land)."""
+        for ds in (self.train_set, self.eval_set):
+            if isinstance(ds, SpeechDataset):
+                ds.release()
 
 
 class TrainRecipe:
@@ -80,7 +89,7 @@ class TrainRecipe:
         needs = task.needs()
         train_set, eval_set = self.data_recipe.train_and_eval(needs)
         eval_loader = self.data_recipe.eval_loader(eval_set, needs) if eval_set is not None else None
-        return TrainData(train_set, self.data_recipe.train_loader(train_set, needs), eval_loader)
+        return TrainData(train_set, self.data_recipe.train_loader(train_set, needs), eval_loader, eval_set)
 
     def build_trainer(
         self,
@@ -196,7 +205,10 @@ class TrainRecipe:
         if rank == 0:
             _run_file(run_dir.config, lambda path: save_config(self.cfg, path))
             self.report_start(trainer, data.train_loader, run_dir)
-        return trainer.fit()
+        try:
+            return trainer.fit()
+        finally:
+            data.release()
 
     def report_start(self, trainer: Trainer, loader: TrainBatches, run_dir: RunDir) -> None:
         """What runs where: logged, and saved as ``accel.json``."""

@@ -27,8 +27,9 @@ The library still issues a few collectives of its own, each small and each neede
   process accumulating 2 x B even when the ranks' batches weigh differently (DDP itself averages);
 - :func:`mean_over_ranks` of a stage's loss terms, once per stage: the logged losses are the global
   ones, and the finite-loss check (skip the step) is the same decision on every rank;
-- :func:`any_rank` for the OOM guard (every rank redoes a stage together), stop signals and rank 0's
-  "best checkpoint" decision (rank 0 alone evaluates);
+- :func:`any_ranks` for the OOM guard's vote (every rank redoes a stage together; a rank with nothing to
+  train joins the gradient sync with zero gradients, :meth:`StageSync.contribute_nothing`), :func:`any_rank`
+  for stop signals and rank 0's "best checkpoint" decision (rank 0 alone evaluates);
 - :func:`gather` of every rank's RNG state when a checkpoint is saved (a resumed run continues each
   rank's random stream, not rank 0's on every rank).
 """
@@ -222,6 +223,15 @@ def any_rank(flag: bool, device: torch.device, world_size: int) -> bool:
     return bool(t.item())  # host sync: ranks must agree before going on
 
 
+def any_ranks(flags: Sequence[bool], device: torch.device, world_size: int) -> list[bool]:
+    """Each of ``flags`` set on any rank (one all-reduce for all of them; themselves for one process)."""
+    if world_size == 1:
+        return [bool(f) for f in flags]
+    t = torch.tensor([1.0 if f else 0.0 for f in flags], device=device)
+    torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+    return [bool(v) for v in t.tolist()]  # host sync: ranks must agree before going on
+
+
 def all_sum(values: Sequence[float], device: torch.device, world_size: int) -> list[float]:
     """Host numbers summed over the ranks (one all-reduce in float64; themselves for one process)."""
     if world_size == 1:
@@ -323,6 +333,17 @@ class StageSync:
             return self.ddp(fn)
         with self.ddp.no_sync():
             return self.ddp(fn)
+
+    def contribute_nothing(self) -> None:
+        """The synced backward of a rank with nothing to train this step (every utterance of its micro-batches
+        left out by the OOM guard) while the other ranks train: a zero loss over every parameter, run through
+        DDP like a step's last piece, so that this rank's all-reduce of (zero) gradients meets the others' with
+        the same buckets in the same order. DDP divides by the world size and the others scaled their losses
+        by their share of the global weight (this rank's part being none): the averaged gradient is the one of
+        what was trained, on every rank."""
+        params = list(self.module.params)
+        out = self.ddp(lambda: sum((p.reshape(-1)[:1] * 0).sum() for p in params))
+        out.backward()
 
     def settle(self) -> None:
         """After the stage's first synced backward (every rank calls it at the same point): DDP's one bucket

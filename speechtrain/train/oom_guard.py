@@ -15,6 +15,7 @@ undone), or, with ``on_single="stop"`` (``train.oom_single_utterance``), a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from speechtrain.data.batch import Batch
@@ -32,6 +33,25 @@ RunPiece = Callable[[int, Batch, bool, Callable[[], None] | None], None]
 
 class _PeerFailed(Exception):
     """Another rank ran out of memory in this stage: every rank redoes it."""
+
+
+@dataclass(frozen=True)
+class StageVote:
+    """What a rank says at the one agreement of a stage attempt; agreed, each flag is "on any rank"."""
+
+    failed: bool = False  # ran out of memory in this attempt (every rank then redoes it)
+    empty: bool = False  # had nothing to train (every utterance of its micro-batches left out)
+    trained: bool = False  # ran every piece of its plan
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """How a stage went: ``here`` this rank trained something; ``anywhere``/``empty_somewhere`` agreed by every
+    rank (a rank with nothing to train still joins the gradient sync when another rank trained)."""
+
+    here: bool
+    anywhere: bool
+    empty_somewhere: bool
 
 
 class OOMGuard:
@@ -68,28 +88,30 @@ class OOMGuard:
         *,
         stage: str,
         step: int,
-        any_rank: Callable[[bool], bool] = lambda failed: failed,
-    ) -> None:
-        """Run every piece of ``micro``; on an OOM (any rank's, through ``any_rank``) call ``reset``
-        (drop the attempt's gradients and tensors), learn the smaller cap and run the stage again.
+        vote: Callable[[StageVote], StageVote] = lambda mine: mine,
+    ) -> StageRun:
+        """Run every piece of ``micro``; on an OOM (any rank's, through ``vote``) learn the smaller cap (or the
+        utterance to leave out), call ``reset`` (drop the attempt's gradients and tensors) and run the stage again.
 
-        Under a process group the ranks agree once per attempt: in the last piece, between its forward
-        and the backward that syncs gradients (``run_piece`` calls ``agree``), or, on a rank that ran out
-        of memory before getting there, right after the error. An out-of-memory error in the syncing
-        backward itself cannot be redone together (the other ranks are already in the all-reduce): that
-        is a :class:`~speechtrain.errors.UserError`. With one process ``agree`` is never called and any
-        OOM is redone.
+        Under a process group the ranks agree once per attempt (``vote``: one all-reduce): in the last piece,
+        between its forward and the backward that syncs gradients (``run_piece`` calls ``agree``), or, on a
+        rank that ran out of memory before getting there or has nothing to train, where it stops. An
+        out-of-memory error in the syncing backward itself cannot be redone together (the other ranks are
+        already in the all-reduce): that is a :class:`~speechtrain.errors.UserError`. With one process
+        ``agree`` is never called and any OOM is redone.
         """
         caps_before = dict(self.caps)
         while True:
             failed: Batch | None = None
             message = ""
-            agreed, peer_failed = False, False
+            agreed: StageVote | None = None
+            peer_failed = False
+            plan: list[tuple[int, Batch, bool]] = []
 
             def agree() -> None:
                 nonlocal agreed
-                agreed = True
-                if any_rank(False):
+                agreed = vote(StageVote(trained=True))
+                if agreed.failed:
                     raise _PeerFailed
 
             try:
@@ -108,7 +130,7 @@ class OOMGuard:
             except Exception as exc:
                 if not (self.enabled and is_oom_error(exc)):
                     raise
-                if agreed:
+                if agreed is not None:
                     raise UserError(
                         f"out of memory in the backward of the last micro-batch of stage '{stage}' (step {step}), "
                         "while the other ranks were already syncing gradients: a multi-process step cannot be "
@@ -117,13 +139,16 @@ class OOMGuard:
                     ) from None
                 message = str(exc).splitlines()[0]
                 del exc  # the traceback holds the failed attempt's tensors
-            if agreed and not peer_failed:
-                return
-            if not agreed and not any_rank(failed is not None):
-                return
-            reset()
-            if failed is not None:
+            if agreed is not None and not peer_failed:
+                return StageRun(here=True, anywhere=True, empty_somewhere=agreed.empty)
+            if agreed is None:  # ran out of memory before the agreement, or nothing to train here
+                here = bool(plan) and failed is None
+                agreed = vote(StageVote(failed=failed is not None, empty=not plan, trained=here))
+                if not agreed.failed:
+                    return StageRun(here=here, anywhere=agreed.trained, empty_somewhere=agreed.empty)
+            if failed is not None:  # learned first: ``reset`` weighs what is left for the next attempt
                 self._learn(failed, stage, step, message, caps_before)
+            reset()
 
     def _learn(self, failed: Batch, stage: str, step: int, message: str, caps_before: dict[int, int]) -> None:
         if failed.size <= 1:

@@ -46,6 +46,7 @@ from speechtrain.train.distributed import (
     StrategyChoice,
     all_sum,
     any_rank,
+    any_ranks,
     choose_strategy,
     fsdp_mixed_precision,
     full_state,
@@ -63,10 +64,10 @@ from speechtrain.train.distributed import (
 from speechtrain.train.evaluate import Evaluator
 from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
 from speechtrain.train.numerics import NumericsGuard, SkippableStep, nonfinite
-from speechtrain.train.oom_guard import OOMGuard, merge_rank_states
+from speechtrain.train.oom_guard import OOMGuard, StageRun, StageVote, merge_rank_states
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.schedule import build_stage_optimizers
-from speechtrain.train.signals import StopSignals
+from speechtrain.train.signals import StopSignals, peer_stopped
 from speechtrain.train.task import Task
 
 log = get_logger(__name__)
@@ -157,6 +158,7 @@ class Trainer:
         self.idle_steps = 0  # steps in a row in which every utterance was left out (nothing trained)
         self.trained_steps = 0  # steps of the run with an update of some stage (saved in checkpoints)
         self._idle_since_epoch: int | None = None
+        self._rank_idle = IdleSteps()  # this rank's own (under a process group: the others may train)
         self._initial_state: dict[str, Any] | None = None
 
     @property
@@ -259,11 +261,16 @@ class Trainer:
 
     def _run_stage(
         self, stage: str, micro: list[Batch], weights: list[float], total: float, caches: list[dict[str, Any]]
-    ) -> dict:
+    ) -> tuple[dict[str, torch.Tensor], StageRun, float]:
         """Forward/backward of every micro-batch of ``stage``; the OOM guard redoes it in pieces when needed.
+        Returns the rank-mean loss terms, whether this rank and any rank trained, and the step's weight it
+        ended with.
 
         ``total`` is the step's weight over every rank: a piece's loss is scaled by its share of it (times
         the world size, which DDP's average divides out), so the gradient is the one of the whole global batch.
+        An utterance left out (it does not fit alone) is taken out of that weight before the stage is redone:
+        the gradient is the mean over what was trained. A rank left with nothing to train joins the others'
+        gradient sync with zero gradients (:meth:`StageSync.contribute_nothing`) and zero loss terms.
         """
         sums: dict[str, torch.Tensor] = {}
         sync = self.sync.get(stage)
@@ -286,7 +293,8 @@ class Trainer:
                 v = v.detach().float()
                 sums[k] = sums[k] + v * share if k in sums else v * share
 
-        def reset() -> None:  # drop every reference to the failed attempt
+        def reset() -> None:  # drop every reference to the failed attempt; weigh what the next one trains
+            nonlocal total
             sums.clear()
             for c in caches:
                 c.clear()
@@ -294,16 +302,25 @@ class Trainer:
             gc.collect()
             if self.device.type == "cuda":
                 torch.cuda.empty_cache()
+            left = [p for mb in micro for p in [self.oom.without_skipped(mb)] if p is not None]
+            total = all_sum([sum(self.task.batch_weight(p) for p in left)], self.device, self.world_size)[0] or 1.0
 
-        # under a process group: one all-reduce read on the host per stage (a sync), between the last piece's forward
-        # and its gradient-syncing backward: a rank out of memory must not leave the others in DDP's all-reduce.
-        # Without the guard (FSDP, oom_guard off) an OOM stops the run anyway: no agreement, no sync.
-        if self.oom.enabled:
-            agree = lambda flag: any_rank(flag, self.device, self.world_size)  # noqa: E731
-        else:
-            agree = lambda flag: flag  # noqa: E731
-        self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, any_rank=agree)
-        return mean_over_ranks(sums, self.world_size)
+        # under a process group: one all-reduce read on the host per attempt (a sync), between the last piece's
+        # forward and its gradient-syncing backward: a rank out of memory (or left with nothing) must not leave the
+        # others in DDP's all-reduce. Without the guard (FSDP, oom_guard off) an OOM stops the run anyway and no
+        # utterance is ever left out: no agreement, no sync.
+        def vote(mine: StageVote) -> StageVote:
+            if not self.oom.enabled:
+                return mine
+            return StageVote(*any_ranks([mine.failed, mine.empty, mine.trained], self.device, self.world_size))
+
+        run = self.oom.run_stage(micro, run_piece, reset, stage=stage, step=self.step + 1, vote=vote)
+        if run.anywhere and not run.here and isinstance(sync, StageSync):
+            sync.contribute_nothing()  # the other ranks' gradient all-reduce needs this rank's (zero) part
+        if run.anywhere and run.empty_somewhere and self.world_size > 1:  # the same terms, in the same order
+            names: list[str] = next((n for n in gather(list(sums), self.world_size) if n), [])
+            sums = {k: sums[k] if k in sums else torch.zeros((), device=self.device) for k in names}
+        return mean_over_ranks(sums, self.world_size), run, total
 
     def _stage_params(self, stage: str) -> list[nn.Parameter]:
         """``params_of(stage)``, listed once (a Python walk over every module's parameters each step is host
@@ -349,18 +366,23 @@ class Trainer:
         # the global batch: its weight (for each piece's share), items and audio seconds, summed over the ranks
         items = sum(mb.size for mb in micro_batches)
         seconds = sum(mb.audio_seconds for mb in micro_batches)
-        # under a process group a host sync (all_sum reads the all-reduce): the share of each piece is a host number
-        total, size, seconds = all_sum([sum(weights), items, seconds], self.device, self.world_size)
+        # (and how many ranks trained nothing for a whole epoch while others did: agreed here, with no collective
+        # of its own); under a process group a host sync (all_sum reads the all-reduce): the share of each piece
+        # is a host number
+        starved = float(self._rank_idle.starved)
+        total, size, seconds, starved = all_sum([sum(weights), items, seconds, starved], self.device, self.world_size)
+        if starved:
+            raise self._rank_trained_nothing()
         total = total or 1.0
         caches: list[dict[str, Any]] = [{} for _ in micro_batches]  # per micro-batch, shared by its stages
         out: dict[str, Any] = {}
         bad: torch.Tensor | None = None  # on the device: some stage's step was skipped as non-finite
-        trained = False
+        trained = trained_here = False
         for spec in self.specs:
             last = spec is self.specs[-1]
             self.optimizers[spec.name].zero_grad(set_to_none=True)  # each stage starts from clean gradients
             try:
-                sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
+                sums, run, total = self._run_stage(spec.name, micro_batches, weights, total, caches)
             except Exception as exc:
                 if not (self.compiling and is_compile_error(exc)):
                     raise
@@ -369,9 +391,9 @@ class Trainer:
                 for c in caches:
                     c.clear()
                 self.optimizers[spec.name].zero_grad(set_to_none=True)
-                sums = self._run_stage(spec.name, micro_batches, weights, total, caches)
-            # every utterance left out (OOM alone) on every rank? (under a process group a host sync per stage)
-            if any_rank("loss" not in sums, self.device, self.world_size):
+                sums, run, total = self._run_stage(spec.name, micro_batches, weights, total, caches)
+            trained_here |= run.here
+            if not run.anywhere:  # every utterance of every rank left out (each runs out of memory alone)
                 self.optimizers[spec.name].zero_grad(set_to_none=True)  # no update on any rank this stage
                 out[f"grad_norm_{spec.name}"] = torch.tensor(float("nan"))
                 continue
@@ -404,6 +426,8 @@ class Trainer:
         if self._host_reads_now():
             self._check_numerics()
         self._check_trained(trained)
+        if self.world_size > 1:
+            self._rank_idle.update(trained_here, self._epoch())
         out["finite"] = True if bad is None else ~bad  # a device bool (reading it is a host sync)
         return out
 
@@ -441,6 +465,26 @@ class Trainer:
                 self.run_dir.accel.write_text(json.dumps(saved, indent=2, default=str) + "\n")
             except (OSError, ValueError, KeyError) as err:
                 log.warning(f"warning: could not update {self.run_dir.accel}: {err}")
+
+    def _epoch(self) -> int:
+        return self.train_loader.epoch if self.train_loader is not None else self.last_epoch
+
+    def _rank_trained_nothing(self) -> UserError:
+        """Every rank's error when some rank trained nothing for a whole epoch while the others trained (every
+        rank calls it: one gather of who and what)."""
+        ranks = gather((self._rank_idle.starved, self._rank_idle.steps, dict(self.oom.skipped)), self.world_size)
+        who = [r for r, (starved, _, _) in enumerate(ranks) if starved]
+        skipped = {uid: frames for r in who for uid, frames in ranks[r][2].items()}
+        some = ", ".join(f"{uid} ({frames} frames)" for uid, frames in list(skipped.items())[:5])
+        names = ", ".join(str(r) for r in who)
+        return UserError(
+            f"nothing trained on rank {names} (of {self.world_size}) in {max(ranks[r][1] for r in who)} step(s) "
+            f"in a row, a whole epoch of its share of the data, while the other ranks trained: every utterance it "
+            f"was given ran out of memory on its own and was left out ({len(skipped)} utterance(s), e.g. "
+            f"{some or 'none'}). That rank's device has less free memory than the others' (another process on "
+            "it?): free it, or set data.max_frames / data.max_duration below those lengths (data.oversize=skip), "
+            "data.crop_frames, accel.activation_checkpointing or bf16"
+        )
 
     def _check_trained(self, trained: bool) -> None:
         """A whole epoch of steps in which every utterance was left out (each ran out of memory on its own) is
@@ -674,6 +718,8 @@ class Trainer:
                         stop = False
                     if stop:
                         reason = signals.reason or ("max_minutes" if late else "a stop on another rank")
+                        if reason == "a stop on another rank":
+                            peer_stopped()
                         break
                     t0 = time.perf_counter()
                     micro = [next(it) for _ in range(t.grad_accum)]
@@ -688,6 +734,8 @@ class Trainer:
                     self.interval.add(micro, out, it.reset(), elapsed, timed=not warm)
                     self._epoch_boundary()
                     bar.update(1)
+                    if self.trained_steps == 0:  # nothing trained yet (all left out): no rows, evals or checkpoints
+                        continue
                     if self.step % t.log_every == 0 or self.step == t.max_steps:
                         row = self._log_row(self.interval)
                         aps = f"{row['audio_seconds_per_second']:.1f}"
@@ -700,7 +748,7 @@ class Trainer:
                         self.save_checkpoint(best=best)
                 if reason != "max_steps":  # still under the handlers: a second signal cannot cut this save short
                     bar.close()
-                    path = self.save_checkpoint()
+                    path = self.save_checkpoint() if self.trained_steps else None  # (nothing trained: nothing to keep)
                     log.info(f"stopped ({reason}) at step {self.step}; checkpoint {path}")
                     if signals.count > 1:
                         log.info(
@@ -798,6 +846,24 @@ class Trainer:
             row["events"] = events
         self.metrics.write(row)
         return row
+
+
+class IdleSteps:
+    """Steps in a row in which one rank trained nothing (every utterance of its micro-batches left out by the
+    OOM guard); ``starved`` once a whole epoch of its share went by so."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+        self.since_epoch: int | None = None
+        self.starved = False
+
+    def update(self, trained: bool, epoch: int) -> None:
+        if trained:
+            self.steps, self.since_epoch, self.starved = 0, None, False
+            return
+        self.since_epoch = epoch if self.since_epoch is None else self.since_epoch
+        self.steps += 1
+        self.starved = epoch >= self.since_epoch + 2  # a full epoch went by without an update
 
 
 def _num(v: Any) -> bool:

@@ -73,6 +73,8 @@ REASONS = {
     "too_short": "shorter than data.min_duration",
     "too_long": "longer than data.max_duration",
     "empty_text": "no text where the task needs text (data.require_text)",
+    "unreadable_text": "a transcript file of its own that cannot be read or decoded (data.encoding)",
+    "non_speech_text": "a transcript mostly of what is not speech (emoji, symbols) or with no letters at all",
     "unknown_label": "an eval-manifest label or speaker the training data does not have",
     "feature_error": "feature computation failed for this file",
     "model_limit": "breaks a limit of the model (XTTS: more BPE tokens or audio codes than it takes)",
@@ -346,6 +348,26 @@ def read_text_lines(src: Path, encoding: str | None = None, limit: int | None = 
             if limit is not None and len(out) >= limit:
                 break
     return out
+
+
+def read_transcript(src: Path, encoding: str | None, uid: str) -> tuple[str, Problem | None]:
+    """The text of a per-utterance transcript file (its non-empty lines joined by spaces), or ``("", the
+    problem)`` when it cannot be read or decoded: one bad file among thousands is that item's problem
+    (``unreadable_text``), not the corpus's. An unknown ``data.encoding`` is still everyone's error."""
+    codec = _declared_or_sniffed(b"", encoding)
+    if codec is not None:
+        try:
+            codecs.lookup(codec)
+        except LookupError:
+            raise DataError(f"data.encoding={encoding!r} is not a known text encoding") from None
+    try:
+        lines = read_text_lines(src, encoding)
+    except DataError as exc:
+        where, _, detail = str(exc).partition(": ")  # "FILE[:LINE]: why"
+        if not where.startswith(str(src)):
+            where, detail = str(src), str(exc)
+        return "", Problem("unreadable_text", detail, id=uid, where=where)
+    return " ".join(line.strip() for _, line in lines), None
 
 
 def _decode_message(src: Path, blob: bytes, exc: UnicodeDecodeError, encoding: str | None) -> str:

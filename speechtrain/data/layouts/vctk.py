@@ -1,6 +1,7 @@
 """VCTK: ``txt/<speaker>/<id>.txt`` + one ``wav48*/<speaker>/<id>[_micN].wav|flac`` folder (mic1
 preferred); the speaker is the folder name; audio without a transcript is kept with empty text (a
-vocoder can use it)."""
+vocoder can use it); a transcript file that cannot be read or decoded is that item's problem
+(``unreadable_text``), the rest of the corpus is read."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from speechtrain.data.layouts.base import (
     file_signature,
     hidden,
     is_audio,
-    read_text_lines,
+    read_transcript,
 )
 from speechtrain.errors import DataError
 
@@ -61,9 +62,11 @@ def read(root: Path, encoding: str | None = None) -> Listing:
     for txt in sorted((root / "txt").rglob("*.txt")):
         speaker, uid = txt.parent.name, txt.stem
         transcribed.add((speaker, uid))
-        lines = read_text_lines(txt, encoding)
-        text = " ".join(line.strip() for _, line in lines)
         files = audio.get((speaker, uid))
+        text, unreadable = read_transcript(txt, encoding, uid)
+        if unreadable is not None:  # skipped and reported (its audio is not kept text-less either)
+            problems.append(unreadable)
+            continue
         if not files:
             problems.append(
                 Problem("missing_file", f"no audio {audio_dirs[0].name}/{speaker}/{uid}*", id=uid, where=str(txt))
@@ -96,5 +99,6 @@ LAYOUT = Layout(
     reads_folder=True,
     hint="txt/ + wav48*/ (VCTK)",
     points_at="`ROOT/` with `txt/<speaker>/<id>.txt` and one `wav48*/<speaker>/<id>[_micN].wav\\|flac` folder",
-    items="id = file stem, speaker = folder name, mic1 preferred; audio without a transcript is kept with empty text",
+    items="id = file stem, speaker = folder name, mic1 preferred; audio without a transcript is kept with empty text; "
+    "a transcript that cannot be decoded is skipped and reported (`unreadable_text`)",
 )

@@ -17,12 +17,13 @@ with a warning instead of stopping the run.
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from speechtrain.data.derived import file_digest
-from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem
+from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem, Verdict
 from speechtrain.errors import UserError
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from speechtrain.models.xtts.config import XttsArch, XttsConfig
     from speechtrain.models.xtts.tokenizer import XttsTokenizer
 
-LIMITS_VERSION = 1  # bump when a check or the text rules change (every corpus is then checked again)
+LIMITS_VERSION = 2  # bump when a check or the text rules change (every corpus is then checked again)
 
 
 @dataclass(frozen=True)
@@ -102,18 +103,66 @@ class CheckXttsItems:
         assert model.arch is not None
         self.limits = XttsLimits.of(model, model.arch)
 
-    def __call__(self, items: Sequence[LimitItem]) -> list[str | None]:
+    def __call__(self, items: Sequence[LimitItem]) -> list[str | Verdict | None]:
         texts = [self.front_end(it.text, self.language) for it in items]
+        refused = [speech_problem(it.text) for it in items]
         tok = self.base
         if self.model.add_transcript_chars:  # each new character is one token, as after the task's set-up
-            need = sorted(set().union(*(tok.unknown_chars(t) for t in texts))) if texts else []
+            usable = [t for t, r in zip(texts, refused) if r is None]
+            need = sorted(set().union(*(tok.unknown_chars(t) for t in usable))) if usable else []
             tok, _ = tok.extended((), need)
-        out: list[str | None] = []
-        for it, text in zip(items, texts):
+        out: list[str | Verdict | None] = []
+        for it, text, refusal in zip(items, texts, refused):
+            if refusal is not None:
+                out.append(refusal)
+                continue
             ids = tok.encode(text, self.language)
             unknown = None if self.model.add_transcript_chars else _unknown_of(tok, text)
-            out.append(self.limits.problem(ids, it.samples, self.sample_rate, tok.unk_id, unknown))
+            found = self.limits.problem(ids, it.samples, self.sample_rate, tok.unk_id, unknown)
+            out.append(found if found is not None else self._digits(text))
         return out
+
+    def _digits(self, text: str) -> Verdict | None:
+        """Digits the front end left as digits (a language without number words: Hindi, or ``basic``/``none``):
+        the BPE learns them as written, and Coqui's own cleaner fails on them. Kept and reported."""
+        digits = "".join(ch for ch in text if unicodedata.category(ch) == "Nd")
+        if not digits:
+            return None
+        return Verdict(
+            "unspoken_digits",
+            f"digits {digits!r} stay digits after model.text_front_end={self.model.text_front_end} for "
+            f"'{self.language}' (no number words for it; Coqui's own cleaner fails on them): {text[:60]!r}; write "
+            "the numbers in words, or plug a front end that does (model.text_front_end=package.module:function)",
+            keep=True,
+        )
+
+
+#: what is not speech in a transcript: emoji, pictographs and other symbols, and what joins or styles them
+_NON_SPEECH_CATEGORIES = ("So", "Sk", "Co", "Cn", "Cs")
+
+
+def _non_speech(ch: str) -> bool:
+    cp = ord(ch)
+    joiner = cp == 0x200D or 0xFE00 <= cp <= 0xFE0F or cp == 0x20E3 or 0xE0020 <= cp <= 0xE007F
+    return joiner or unicodedata.category(ch) in _NON_SPEECH_CATEGORIES
+
+
+def speech_problem(text: str) -> Verdict | None:
+    """Why an XTTS model cannot learn from ``text`` as Coqui reads the data: an empty or blank transcript (its
+    dataset raises on it and drops the row), or one mostly of emoji and other symbols, more of them than letters
+    and digits, or with no letter or digit at all (its BPE has no token for them: an [UNK], and Coqui drops the
+    row; our front end would keep the little text left and train the whole recording on it)."""
+    if not text.strip():
+        return Verdict("empty_text", "empty transcript: XTTS learns speech from its text (Coqui drops such rows)")
+    other = sum(1 for ch in text if _non_speech(ch))
+    speech = sum(1 for ch in text if unicodedata.category(ch)[0] in "LMN" and not _non_speech(ch))
+    if speech and other <= speech:
+        return None
+    return Verdict(
+        "non_speech_text",
+        f"{other} emoji/symbol character(s) and {speech} letter(s)/digit(s) in {text[:60]!r}: mostly not speech "
+        "(Coqui drops such rows: its vocabulary has no token for them); write what is said, or leave the row out",
+    )
 
 
 def _unknown_of(tok: XttsTokenizer, text: str) -> Callable[[], str]:
