@@ -280,6 +280,7 @@ def test_ranks_agree_on_a_stop_every_few_steps_not_every_step(monkeypatch: pytes
 
     monkeypatch.setattr(trainer_module, "any_rank", any_rank)
     monkeypatch.setattr(trainer_module, "all_sum", lambda values, device, world_size: [float(v) for v in values])
+    monkeypatch.setattr(trainer_module, "any_ranks", lambda flags, device, world_size: [bool(f) for f in flags])
     monkeypatch.setattr(trainer_module, "mean_over_ranks", lambda terms, world_size: terms)
     monkeypatch.setattr(trainer_module, "gather", lambda obj, world_size: [obj])
     tr.world_size = 2
