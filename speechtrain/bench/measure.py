@@ -583,10 +583,13 @@ def profile_view(prof: Any, top: int, device_type: str = "cpu", skip_steps: int 
     - ``step_ms``: the window over the steps.
     """
     events = list(prof.events() or [])
-    steps = sorted((e for e in events if e.name == STEP_RANGE), key=lambda e: e.time_range.start)
+    # the host's ranges (on CUDA the profiler mirrors each range on the GPU's timeline too: not a step, not work)
+    steps = sorted(
+        (e for e in events if e.name == STEP_RANGE and not _is_device_event(e)), key=lambda e: e.time_range.start
+    )
     steps = steps[skip_steps:] if len(steps) > skip_steps else steps
-    averages = list(prof.key_averages())
-    host = [e for e in averages if e.key != STEP_RANGE]
+    averages = [e for e in prof.key_averages() if e.key != STEP_RANGE]
+    host = averages
     view: dict[str, Any] = {
         "steps": len(steps),
         "host_ops": _op_rows(host, lambda e: float(getattr(e, "self_cpu_time_total", 0.0) or 0.0), top),
@@ -599,7 +602,7 @@ def profile_view(prof: Any, top: int, device_type: str = "cpu", skip_steps: int 
         return view
     start = min(e.time_range.start for e in steps)
     end = max(e.time_range.end for e in steps)
-    on_device = [e for e in events if _is_device_event(e)] if device_type == "cuda" else []
+    on_device = [e for e in events if _is_device_event(e) and e.name != STEP_RANGE] if device_type == "cuda" else []
     if on_device:
         view["device_ops"] = _op_rows(
             [e for e in averages if float(getattr(e, "self_device_time_total", 0.0) or 0.0) > 0],
@@ -619,6 +622,7 @@ def profile_view(prof: Any, top: int, device_type: str = "cpu", skip_steps: int 
 
 
 def _is_device_event(event: Any) -> bool:
-    """A kernel or memory operation that ran on the GPU (the profiler's CUDA-side events)."""
+    """A kernel or memory operation that ran on the GPU (the profiler's CUDA-side events; not the GPU-side
+    mirrors of ``record_function`` ranges, which span whole steps)."""
     kind = getattr(event, "device_type", None)
-    return kind is not None and str(kind).endswith("CUDA")
+    return kind is not None and str(kind).endswith("CUDA") and not getattr(event, "is_user_annotation", False)
