@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 LEADING_RUNGS = ("baseline", "fair_baseline", "naive_attention", "lightning", "engine", "bucketing", "loader")
 TRAILING_RUNGS = ("memory_saving", "tuned_batch", "all", "all_eager", "all_compile", "all_graphs")
 #: the rows that are "all" with compile decided one way (``all`` follows the recommendation)
-ALL_VARIANTS = {
+ALL_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "all_eager": ("all, eager (no torch.compile)", {"accel.compile": False}),
     "all_compile": ("all + torch.compile", {"accel.compile": True, "accel.compile_mode": "default"}),
     "all_graphs": (

@@ -169,7 +169,7 @@ def build_report(
     base = next((r for r in rows if r.variant.key == "engine" and r.result is not None), reference)
     fair = next((r for r in rows if r.variant.key == "fair_baseline" and r.result is not None), None)
     runs = []
-    skipped = []
+    skipped: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
         if row.result is not None:
             rec = row.result.to_dict()
@@ -185,8 +185,8 @@ def build_report(
             status = getattr(row.status, "value", row.status)
             if status == "measured":  # a row built without a status: skipped when it carries a reason
                 status = "skipped"
-            entry = {"name": row.variant.label, "key": row.variant.key, "reason": reason, "index": index}
-            entry.update(status=status, error_lines=list(row.error_lines), log=row.log)
+            entry: dict[str, Any] = {"name": row.variant.label, "key": row.variant.key, "reason": reason}
+            entry.update(index=index, status=status, error_lines=list(row.error_lines), log=row.log)
             skipped.append(entry)
     bottleneck = diagnose(runs, device)
     # the load beyond the row's own torch threads (a row at `threads` threads loads the machine by about that
@@ -210,7 +210,7 @@ def build_report(
             *(f"'{r['name']}' flagged: {r['verdict_detail']}" for r in flagged),
         ]
     headline = _headline(runs, str(device.get("type")))
-    pending = [s["name"] for s in skipped if s.get("status") == "not measured yet"]
+    pending = [str(s["name"]) for s in skipped if s.get("status") == "not measured yet"]
     if pending:
         notes = [*notes, f"in progress or stopped: {len(pending)} row(s) not measured yet ({', '.join(pending)})"]
     if headline is not None and headline["verdict"] == Verdict.INCONCLUSIVE.value:
