@@ -273,9 +273,10 @@ class Programme:
     def make_data(self) -> None:
         if not (self.data / "metadata.csv").is_file():
             n = "60" if self.smoke else str(self.utterances)
+            labelled = ["--labelled"] if "classifier_cnn_lstm" in self.prepare_recipes else []
             rc, _, dt = self.sh(
                 "make_dataset",
-                self.st("make-dataset", str(self.data), "--utterances", n, "--seed", "0", "--labelled"),
+                self.st("make-dataset", str(self.data), "--utterances", n, "--seed", "0", *labelled),
                 900,
             )
             if rc:
