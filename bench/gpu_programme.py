@@ -87,7 +87,7 @@ class Step:
 LEASE_PLAN = (
     Step("env", 20, 30),
     Step("data", 60, 90),
-    Step("tune", 45, 90),
+    Step("tune", 45, 120),
     Step("lease_ladder", 300, 420),
     Step("tune_long", 150, 180),
     Step("rtf:vits", 60, 120),
@@ -381,13 +381,12 @@ class Programme:
         self.table(title or f"Tune of {r} against the true per-bucket maximum", lines)
 
     def smoke_tune_args(self, extra_args: tuple[str, ...]) -> list[str]:
-        """--smoke: a tuner that fits the CPU rehearsal's cap (small batches, one step per trial, 2 buckets unless
-        the caller set the buckets)."""
+        """--smoke: a tuner that fits the CPU rehearsal's cap (batches of 1-2, one step per trial, one bucket)."""
         if not self.smoke:
             return []
-        out = ["tune.max_batch_size=4", "tune.steps_per_trial=1"]
+        out = ["tune.max_batch_size=2", "tune.steps_per_trial=1"]
         if not any(a.startswith("data.num_buckets=") for a in extra_args):
-            out.append("data.num_buckets=2")
+            out.append("data.num_buckets=1")
         return out
 
     def tuned_or_recipe(self, r: str) -> str:
