@@ -73,11 +73,17 @@ def test_join_corpus_makes_long_distinct_utterances(programme, tmp_path) -> None
         sf.write(src / "wavs" / f"u{i}.wav", np.full(rate, 0.1 * (i + 1), dtype=np.float32), rate)  # 1 s each
         lines.append(f"u{i}|text {i}|text {i}\n")
     (src / "metadata.csv").write_text("".join(lines))
-    programme.join_corpus(src, tmp_path / "long", 4, 2.5)
+    programme.join_corpus(src, tmp_path / "long", 4, 2.5, 3.5)
     rows = (tmp_path / "long" / "metadata.csv").read_text().splitlines()
     assert len(rows) == 4
     for k, row in enumerate(rows):
         uid, text, _ = row.split("|")
         audio, sr = sf.read(tmp_path / "long" / "wavs" / f"{uid}.wav")
-        assert sr == rate and len(audio) / sr >= 2.5  # three 1 s pieces and two 0.2 s gaps
+        assert sr == rate and 2.5 <= len(audio) / sr <= 3.5  # three 1 s pieces and two 0.2 s gaps: 3.4 s
         assert text.startswith(f"text {3 * k % 5}")  # the k-th starts at utterance 3k: they differ
+    # a piece that would pass the limit (the recipe's max_duration) is passed over, never cut into the item
+    (src / "metadata.csv").write_text("u0|a|a\nbig|b|b\nu1|c|c\nu2|d|d\n")
+    sf.write(src / "wavs" / "big.wav", np.zeros(4 * rate, dtype=np.float32), rate)
+    programme.join_corpus(src, tmp_path / "long2", 1, 2.5, 3.5)
+    row = (tmp_path / "long2" / "metadata.csv").read_text().splitlines()[0]
+    assert row.split("|")[1] == "a c d"
