@@ -18,7 +18,7 @@ as not reached:
                   "all" eager, with torch.compile and with CUDA graphs (``accel.compile_mode=reduce-overhead``;
                   "not available" where this version's config lacks the key); ``--profile`` for the
                   profiler's view of each row
-5. ``tune_long``  a corpus of long synthetic utterances (demo utterances joined to ~13 s), large enough that
+5. ``tune_long``  a corpus of long synthetic utterances (demo utterances joined to 12.5-13.9 s), large enough that
                   memory, not the item count, stops the tuner; the tuner beside the true maximum
                   (bisection to 1 item), estimate beside the measured peak
 6. ``rtf:vits``   VITS trained for a few steps, then ``speechtrain rtf`` on the device
@@ -704,7 +704,7 @@ class Programme:
         self.table(title + ("" if rc == 0 else f": stopped (rc {rc}), the rows measured until then"), lines)
 
     def long_corpus(self) -> Path:
-        """Long synthetic utterances (demo utterances joined to ~13 s) in ``data``/long: enough of them that a
+        """Long synthetic utterances (demo utterances joined to 12.5-13.9 s) in ``data``/long: enough of them that a
         bucket holds more items than memory allows, so the tuner's true maximum is a memory limit."""
         dest = self.data / "long"
         if not (dest / "metadata.csv").is_file():
