@@ -1,26 +1,37 @@
-"""The whole GPU programme of docs/benchmarks.md in one command: every table, every figure beside its goal.
+"""The GPU programme of docs/benchmarks.md in one command: every table, every figure beside its goal.
 
-    python bench/gpu_programme.py --out reports/gpu                 # everything (tens of minutes)
+    python bench/gpu_programme.py --out /tmp/gpu --copy-to $OUT     # the lease plan: 9 minutes on one H100/H200
+    python bench/gpu_programme.py --smoke --out /tmp/smoke          # the same plan rehearsed on the CPU, tiny sizes
+    python bench/gpu_programme.py --plan full --out reports/gpu     # every section (tens of minutes)
     python bench/gpu_programme.py --only pytest tune ladder:gpt_tts_base oom
-    python bench/gpu_programme.py --smoke --out /tmp/smoke          # CPU rehearsal on the tiny recipes
 
-Sections (``--only`` picks some; they run in the order given):
+The lease plan (the default; ``--plan lease``), each step with its own time cap, all within ``--budget``
+seconds (540 by default, data preparation included); a step that would start past the budget is listed
+as not reached:
 
-- ``env``      torch/CUDA/driver versions and the GPU
-- ``data``     the demo corpus (``--utterances``, labelled) and its feature caches
-- ``pytest``   ``pytest -m gpu`` (the tests that skip without a GPU)
-- ``tune``     ``estimate``, then ``tune`` at the default 5 % tolerance (timed; goal < 2 min) and again
-               to 1 item (the true per-bucket maximum by bisection), side by side
-- ``ladder:R`` ``speechtrain bench --ablate`` for recipe R (with the tuned sizes when ``tune`` ran for R)
-- ``oom``      a real OOM: the tuned config trained under a per-process cap of half the memory, the OOM
-               guard recovering; the same steps without the cap; samples and audio seen compared
-- ``rtf:R``    R trained for a few steps, then ``speechtrain rtf`` on the device
-- ``compile``  gpt_tts_base trained with torch.compile over bucketed shapes: dynamic None/False/True,
-               recompiles and graph breaks counted, rate after compilation
+1. ``env``        torch/CUDA/driver versions and the GPU
+2. ``data``       the demo corpus (``--utterances``, 800) and its gpt_tts_base feature cache
+3. ``tune``       the tuner on gpt_tts_base (its per-bucket sizes feed the ladder's tuned rows)
+4. ``lease_ladder`` the rows that matter, each in a fresh process killed at ``--row-timeout``: the plain
+                  fp32 loop, the fair loop (bf16 autocast, SDPA, fused AdamW), bf16 and bf16 + activation
+                  checkpointing at the plain loop's batches (the memory rows), "all" as recommended,
+                  "all" eager, with torch.compile and with CUDA graphs (``accel.compile_mode=reduce-overhead``;
+                  "not available" where this version's config lacks the key); ``--profile`` for the
+                  profiler's view of each row
+5. ``tune_long``  a corpus of long synthetic utterances (demo utterances joined to 12.5-13.9 s), large enough that
+                  memory, not the item count, stops the tuner; the tuner beside the true maximum
+                  (bisection to 1 item), estimate beside the measured peak
+6. ``rtf:vits``   VITS trained for a few steps, then ``speechtrain rtf`` on the device
+7. ``pytest``     ``pytest -m gpu`` (the tests that skip without a GPU)
 
-Each section writes its JSON and logs under ``--out`` and appends its table to ``--out``/programme.md;
-the tables are printed as they finish and once more at the end. A failing section is reported and
-the next one runs.
+Other sections (``--plan full`` or ``--only``): ``ladder:R`` (``speechtrain bench --ablate`` for recipe R),
+``memory``, ``oom`` (a real OOM recovered mid-run), ``rtf:R``, ``compile`` (dynamic None/False/True).
+
+Every step streams its log to ``--out``/logs (a killed step keeps what it printed), and ``programme.md``
+(a summary of the steps with their status, wall time and cap, then every table) is rewritten atomically
+after each step and, while the ladder runs, after each of its rows: a programme killed at any moment
+leaves its table. ``--copy-to`` copies programme.md (and a tarball of the JSON and logs after each step)
+there, e.g. the lease's ``$OUT``.
 """
 
 from __future__ import annotations
@@ -31,7 +42,10 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +60,51 @@ GOALS = {
 }
 GIB = 1024**3
 LADDERS = ("gpt_tts_base", "vocoder_hifigan", "vits", "classifier_cnn_lstm")
+
+#: the ladder rows of the lease plan (the others are skipped)
+LEASE_ROWS = (
+    "baseline",
+    "fair_baseline",
+    "precision",
+    "memory_saving",
+    "all",
+    "all_eager",
+    "all_compile",
+    "all_graphs",
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step of a plan: its section (``name`` or ``name:arg``) and its time cap on a GPU and in ``--smoke``."""
+
+    section: str
+    cap: float
+    smoke_cap: float
+
+
+#: the default plan: what one H100/H200 measures in 9 minutes (540 s), data preparation included
+LEASE_PLAN = (
+    Step("env", 20, 30),
+    Step("data", 60, 90),
+    Step("tune", 45, 120),
+    Step("lease_ladder", 300, 420),
+    Step("tune_long", 150, 180),
+    Step("rtf:vits", 60, 120),
+    Step("pytest", 90, 120),
+)
+FULL_SECTIONS = (
+    "env",
+    "data",
+    "pytest",
+    "tune",
+    *(f"ladder:{r}" for r in LADDERS),
+    "memory",
+    "oom",
+    "rtf:vits",
+    "rtf:gpt_tts_base",
+    "compile",
+)
 
 
 class Programme:
@@ -65,6 +124,17 @@ class Programme:
         self.tuned: dict[str, Path] = {}
         out.mkdir(parents=True, exist_ok=True)
         self.device = "cpu" if smoke else "cuda"
+        self.utterances = 800
+        self.long_utterances = 1200
+        #: the recipes whose feature caches ``data`` prepares (the lease plan: only what its steps read)
+        self.prepare_recipes: tuple[str, ...] = LADDERS
+        self.step_end: float | None = None  # perf_counter() at which the running step's cap ends
+        self.summary: list[list[str]] = []  # one row per step: step, status, wall s, cap s
+        self.live: str | None = None  # the table of the step in progress (the ladder's rows so far)
+        self.copy_to: Path | None = None
+        self.row_timeout = 75.0
+        self.profile = 0
+        self.rtf_steps: int | None = None
 
     # ------------------------------------------------------------------ helpers
     def recipe(self, name: str) -> str:
@@ -89,14 +159,21 @@ class Programme:
         ]
 
     def sh(
-        self, name: str, cmd: list[str], timeout: float, env: dict[str, str] | None = None
+        self,
+        name: str,
+        cmd: list[str],
+        timeout: float,
+        env: dict[str, str] | None = None,
+        on_tick: Callable[[], None] | None = None,
     ) -> tuple[int, str, float]:
         """Run ``cmd``, streaming its output to OUT/logs/name.log (a killed section keeps what it printed),
-        and return (rc, output, seconds). The timeout is clipped to what is left before ``--hard-deadline``."""
+        and return (rc, output, seconds). The timeout is clipped to what is left of the running step's cap
+        and before ``--hard-deadline``; ``on_tick`` is called every 2 s while it runs."""
         log = self.out / "logs" / f"{name}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        if self.hard_end is not None:
-            timeout = min(timeout, max(1.0, self.hard_end - time.perf_counter()))
+        for end in (self.hard_end, self.step_end):
+            if end is not None:
+                timeout = min(timeout, max(1.0, end - time.perf_counter()))
         print(f"$ {shlex.join(cmd)}", flush=True)
         t0 = time.perf_counter()
         chunks: list[str] = []
@@ -113,7 +190,11 @@ class Programme:
             deadline = t0 + timeout
             assert p.stdout is not None
             os.set_blocking(p.stdout.fileno(), False)
+            tick = t0
             while True:
+                if on_tick is not None and time.perf_counter() - tick > 2.0:
+                    tick = time.perf_counter()
+                    on_tick()
                 line = p.stdout.readline()
                 if line:
                     chunks.append(line)
@@ -146,9 +227,23 @@ class Programme:
     def table(self, title: str, lines: list[str]) -> None:
         text = f"### {title}\n\n" + "\n".join(lines) + "\n"
         self.tables.append(text)
-        with open(self.out / "programme.md", "a") as f:
-            f.write(text + "\n")
+        self.live = None
+        self.write_md()
         print("\n" + text, flush=True)
+
+    def write_md(self) -> None:
+        """programme.md: the steps' summary, every finished table and the running step's table so far, replaced
+        whole (temp file + rename), and copied to ``--copy-to``: a kill at any moment leaves a readable table."""
+        head = ["# GPU programme" + (" (--smoke: CPU rehearsal)" if self.smoke else ""), ""]
+        head += ["| step | status | wall s | cap s |", "|---|---|---:|---:|"]
+        head += ["| " + " | ".join(row) + " |" for row in self.summary]
+        parts = ["\n".join(head) + "\n", *self.tables]
+        if self.live:
+            parts.append(self.live)
+        text = "\n".join(parts)
+        for folder in (self.out, self.copy_to):
+            if folder is not None:
+                write_atomic(folder / "programme.md", text)
 
     # ------------------------------------------------------------------ sections
     def env(self) -> None:
@@ -177,16 +272,17 @@ class Programme:
 
     def make_data(self) -> None:
         if not (self.data / "metadata.csv").is_file():
-            n = "120" if self.smoke else str(self.utterances)
+            n = "60" if self.smoke else str(self.utterances)
+            labelled = ["--labelled"] if "classifier_cnn_lstm" in self.prepare_recipes else []
             rc, _, dt = self.sh(
                 "make_dataset",
-                self.st("make-dataset", str(self.data), "--utterances", n, "--seed", "0", "--labelled"),
+                self.st("make-dataset", str(self.data), "--utterances", n, "--seed", "0", *labelled),
                 900,
             )
             if rc:
                 raise RuntimeError("make-dataset failed")
         workers = str(min(16, os.cpu_count() or 2))
-        for r in ("gpt_tts_base", "vocoder_hifigan", "vits", "classifier_cnn_lstm"):
+        for r in self.prepare_recipes:
             recipe = self.recipe(r)
             self.sh(
                 f"prepare_{r}", self.st("prepare", self.manifest(recipe), "--config", recipe, "--workers", workers), 900
@@ -204,30 +300,42 @@ class Programme:
         tail = text.strip().splitlines()[-1] if text.strip() else "?"
         self.table(f"pytest -m gpu ({dt:.0f} s, rc {rc})", [f"- `{s}`" for s in summary] + [f"- **{tail}**"])
 
-    def tune(self, r: str = "gpt_tts_base") -> None:
+    def tune(
+        self,
+        r: str = "gpt_tts_base",
+        extra_args: tuple[str, ...] = (),
+        tag: str = "",
+        title: str = "",
+        which: tuple[str, ...] | None = None,
+    ) -> None:
+        """``estimate`` then the tuner (5 %) and the true maximum (bisection to 1 item) for recipe ``r``, as far
+        as ``which`` (default ``tune_runs``) asks; ``extra_args`` (another manifest, one bucket) and ``tag`` (in
+        the file names) for the long-utterance corpus of :meth:`tune_long`."""
+        runs_wanted = which or self.tune_runs
         recipe = self.recipe(r)
-        base = self.common(recipe)
-        est_json = self.out / f"estimate_{r}.json"
-        self.sh(f"estimate_{r}", self.st("estimate", "--config", recipe, "--json", str(est_json), *base), 600)
+        base = [*self.common(recipe), *extra_args]
+        r_tag = f"{r}{tag}"
+        est_json = self.out / f"estimate_{r_tag}.json"
+        self.sh(f"estimate_{r_tag}", self.st("estimate", "--config", recipe, "--json", str(est_json), *base), 600)
         runs: dict[str, dict[str, Any]] = {}
         for label, extra in (
             ("tuner (memory, 5 %)", ["tune.objective=memory", "tune.tolerance=0.05"]),
             ("true max (bisection to 1 item)", ["tune.objective=memory", "tune.tolerance=0.001"]),
         ):
             key = "exact" if "true" in label else "tuner"
-            if key not in self.tune_runs:
+            if key not in runs_wanted:
                 continue
-            yaml_out = self.out / f"tuned_{r}_{key}.yaml"
-            js = self.out / f"tune_{r}_{key}.json"
+            yaml_out = self.out / f"tuned_{r_tag}_{key}.yaml"
+            js = self.out / f"tune_{r_tag}_{key}.json"
             rc, text, dt = self.sh(
-                f"tune_{r}_{key}",
+                f"tune_{r_tag}_{key}",
                 self.st("tune", "--config", recipe, "--out", str(yaml_out), "--json", str(js), *base, *extra)
-                + (["tune.max_batch_size=8"] if self.smoke else []),
+                + self.smoke_tune_args(extra_args),
                 1200,
             )
             if rc == 0:
                 runs[key] = {"report": json.loads(js.read_text()), "wall": dt, "label": label, "yaml": yaml_out}
-        if "tuner" in runs:
+        if "tuner" in runs and not tag:
             self.tuned[r] = runs["tuner"]["yaml"]
         lines = []
         if "tuner" in runs:
@@ -270,7 +378,16 @@ class Programme:
                     if k.endswith("_bytes") and isinstance(v, (int, float))
                 )
             )
-        self.table(f"Tune of {r} against the true per-bucket maximum", lines)
+        self.table(title or f"Tune of {r} against the true per-bucket maximum", lines)
+
+    def smoke_tune_args(self, extra_args: tuple[str, ...]) -> list[str]:
+        """--smoke: a tuner that fits the CPU rehearsal's cap (batches of 1-2, one step per trial, one bucket)."""
+        if not self.smoke:
+            return []
+        out = ["tune.max_batch_size=2", "tune.steps_per_trial=1"]
+        if not any(a.startswith("data.num_buckets=") for a in extra_args):
+            out.append("data.num_buckets=1")
+        return out
 
     def tuned_or_recipe(self, r: str) -> str:
         """The tuned config of ``r`` when ``tune`` ran (in this process or an earlier one), else the recipe."""
@@ -319,14 +436,19 @@ class Programme:
         return opts
 
     def goals_for(self, r: str, rep: dict[str, Any]) -> list[str]:
+        """The issue's goals beside what this ladder measured (gpt_tts_base's targets; "-" for other recipes)."""
         rows = {row["key"]: row for row in rep.get("runs", [])}
-        base, all_ = rows.get("baseline"), rows.get("all")
+        base, fair = rows.get("baseline"), rows.get("fair_baseline")
+        all_ = next((rows[k] for k in ("all", "all_eager", "all_compile", "all_graphs") if k in rows), None)
+        main = r == "gpt_tts_base"
         out = ["| goal | target | measured |", "|---|---|---|"]
-        if base and all_ and base.get("audio_seconds_per_second"):
-            sp = all_["audio_seconds_per_second"] / base["audio_seconds_per_second"]
-            target = f">= {GOALS['all_vs_baseline']}x" if r == "gpt_tts_base" else "-"
-            out.append(f"| all vs plain loop (audio-s/s) | {target} | {sp:.2f}x |")
-        for key in ("activation_checkpointing", "precision", "all"):
+        for ref, label, target in ((base, "plain fp32 loop", GOALS["all_vs_baseline"]), (fair, "fair loop", 2.0)):
+            for key in ("all", "all_eager", "all_compile", "all_graphs"):
+                row = rows.get(key)
+                if ref and row and ref.get("audio_seconds_per_second"):
+                    sp = row["audio_seconds_per_second"] / ref["audio_seconds_per_second"]
+                    out.append(f"| {key} vs the {label} (audio-s/s) | {f'>= {target}x' if main else '-'} | {sp:.2f}x |")
+        for key in ("precision", "memory_saving", "activation_checkpointing", "all"):
             row = rows.get(key)
             if base and row and base.get("peak_memory_bytes") and row.get("peak_memory_bytes"):
                 ratio = row["peak_memory_bytes"] / base["peak_memory_bytes"]
@@ -340,8 +462,12 @@ class Programme:
         if mfus:
             k, m = max(mfus, key=lambda kv: kv[1])
             out.append(f"| best bf16 MFU ({k}) | >= {GOALS['mfu_bf16']:.0%} | {m:.1%} |")
+        busy = [(k, v.get("gpu_busy_fraction")) for k, v in rows.items() if k.startswith("all") and v]
+        for k, b in busy:
+            if b is not None:
+                out.append(f"| GPU busy, {k} | >= 90% | {b:.0%} |")
         if all_ and all_.get("data_wait_fraction") is not None:
-            out.append(f"| data wait, all | <= {GOALS['data_wait']:.0%} | {all_['data_wait_fraction']:.1%} |")
+            out.append(f"| data wait, {all_['key']} | <= {GOALS['data_wait']:.0%} | {all_['data_wait_fraction']:.1%} |")
         return out
 
     def memory(self, r: str = "gpt_tts_base") -> None:
@@ -457,7 +583,7 @@ class Programme:
     def rtf(self, r: str) -> None:
         recipe = self.recipe(r)
         run_dir = self.out / "runs" / f"rtf_{r}"
-        steps = "4" if self.smoke else "30"
+        steps = str(self.rtf_steps or (4 if self.smoke else 30))
         self.sh(
             f"rtf_train_{r}",
             self.st(
@@ -535,6 +661,118 @@ class Programme:
             )
         self.table(f"torch.compile over bucketed shapes: {r} ({steps} steps)", lines)
 
+    # ------------------------------------------------------------------ the lease plan's own steps
+    def lease_ladder(self, r: str = "gpt_tts_base") -> None:
+        """The lease's rows of the ladder (:data:`LEASE_ROWS`) for ``r`` with the tuner's sizes, each row in a
+        fresh process killed at ``row_timeout``; the bench rewrites its JSON and markdown after every row, and
+        programme.md shows them as they come."""
+        from speechtrain.bench.ablate import RUNGS
+
+        recipe = self.tuned_or_recipe(r)
+        js, md = self.out / f"ladder_{r}.json", self.out / f"ladder_{r}.md"
+        for stale in (js, md):
+            stale.unlink(missing_ok=True)
+        skip = [k for k in RUNGS if k not in LEASE_ROWS]
+        cmd = self.st(
+            "bench",
+            "--config",
+            recipe,
+            "--ablate",
+            *("--steps", str(self.steps), "--warmup", str(self.warmup), "--time-limit", str(self.time_limit)),
+            *("--repeat", str(self.repeat or 1), "--min-seconds", str(self.min_seconds or 0)),
+            *("--row-timeout", str(self.row_timeout), "--json", str(js), "--markdown", str(md)),
+            *(["--profile", str(self.profile)] if self.profile else []),
+            *(a for k in skip for a in ("--skip", k)),
+            *self.common(recipe),
+        )
+        title = f"Lease ladder: {r} ({self.device}, one pass per row, rows killed at {self.row_timeout:g} s)"
+        seen = [0.0]
+
+        def refresh() -> None:  # the ladder's markdown so far into programme.md
+            if md.is_file() and md.stat().st_mtime != seen[0]:
+                seen[0] = md.stat().st_mtime
+                self.live = f"### {title} (running)\n\n" + md.read_text() + "\n"
+                self.write_md()
+
+        rc, text, dt = self.sh(f"lease_ladder_{r}", cmd, 3600, on_tick=refresh)
+        if not js.is_file():
+            self.table(f"{title}: no row measured (rc {rc})", ["```", text[-2000:], "```"])
+            return
+        rep = json.loads(js.read_text())
+        lines = [md.read_text() if md.is_file() else "", f"({dt:.0f} s wall, rc {rc})", ""]
+        lines += self.goals_for(r, rep)
+        self.table(title + ("" if rc == 0 else f": stopped (rc {rc}), the rows measured until then"), lines)
+
+    def long_corpus(self) -> Path:
+        """Long synthetic utterances (demo utterances joined to 12.5-13.9 s) in ``data``/long: enough of them that a
+        bucket holds more items than memory allows, so the tuner's true maximum is a memory limit."""
+        dest = self.data / "long"
+        if not (dest / "metadata.csv").is_file():
+            # the recipes' data.max_duration: 11.5 s (gpt_tts_tiny), 14.0 s (gpt_tts_base)
+            count, seconds, limit = (40, 9.0, 11.4) if self.smoke else (self.long_utterances, 12.5, 13.9)
+            join_corpus(self.data, dest, count, seconds, limit)
+        return dest
+
+    def tune_long(self, r: str = "gpt_tts_base") -> None:
+        long = self.long_corpus()
+        workers = str(min(16, os.cpu_count() or 2))
+        recipe = self.recipe(r)
+        self.sh(f"prepare_long_{r}", self.st("prepare", str(long), "--config", recipe, "--workers", workers), 600)
+        extra = (f"data.manifest={long}", "data.num_buckets=1")
+        title = f"Tune of {r} against the true maximum: long utterances, one bucket"
+        self.tune(r, extra, "_long", title, which=("tuner", "exact"))
+
+
+def join_corpus(source: Path, dest: Path, count: int, seconds: float, limit: float) -> None:
+    """``count`` utterances of ``seconds`` to ``limit`` seconds each in ``dest`` (LJSpeech layout), each the
+    concatenation of consecutive utterances of the LJSpeech-layout corpus ``source`` (0.2 s of silence between
+    them; a piece that would pass ``limit``, the recipe's ``data.max_duration``, is passed over), the k-th
+    starting at utterance 3k (mod the corpus), so that they differ."""
+    import numpy as np
+    import soundfile as sf
+
+    rows = [ln.split("|") for ln in (source / "metadata.csv").read_text(encoding="utf-8").splitlines() if ln]
+    (dest / "wavs").mkdir(parents=True, exist_ok=True)
+    cache: dict[str, tuple[np.ndarray, int]] = {}
+
+    def load(uid: str) -> tuple[np.ndarray, int]:
+        if uid not in cache:
+            cache[uid] = sf.read(source / "wavs" / f"{uid}.wav", dtype="float32")
+        return cache[uid]
+
+    lines = []
+    for k in range(count):
+        pieces: list[np.ndarray] = []
+        texts: list[str] = []
+        total, rate = 0.0, 22050
+        for i in range(3 * k, 3 * k + len(rows)):  # one pass over the corpus at most
+            uid, text = rows[i % len(rows)][0], rows[i % len(rows)][1]
+            audio, rate = load(uid)
+            length = len(audio) / rate + (0.2 if pieces else 0.0)
+            if total + length > limit:
+                continue
+            if pieces:
+                pieces.append(np.zeros(int(0.2 * rate), dtype=np.float32))
+            pieces.append(audio)
+            texts.append(text)
+            total += length
+            if total >= seconds:
+                break
+        uid = f"LONG-{k:05d}"
+        sf.write(dest / "wavs" / f"{uid}.wav", np.concatenate(pieces), rate)
+        text = " ".join(texts)
+        lines.append(f"{uid}|{text}|{text}\n")
+    (dest / "metadata.csv").write_text("".join(lines), encoding="utf-8")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file and a rename: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
 
 def copy_results(out: Path, dest: Path) -> None:
     """programme.md and one tarball of every JSON, YAML and log (no checkpoints) into ``dest``."""
@@ -558,66 +796,107 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", default="reports/gpu", help="folder for tables, JSON and logs")
     p.add_argument("--data", default="data/demo_gpu", help="demo corpus (made when missing)")
-    p.add_argument("--utterances", type=int, default=2000, help="utterances when the corpus is made")
-    p.add_argument("--only", nargs="+", default=None, help="sections to run (default: all)")
-    p.add_argument("--steps", type=int, default=20, help="timed steps per ladder row")
-    p.add_argument("--warmup", type=int, default=5, help="warm-up steps per ladder row")
-    p.add_argument("--time-limit", type=float, default=30.0, help="seconds of timing per ladder row")
-    p.add_argument("--smoke", action="store_true", help="CPU rehearsal with the tiny recipes")
-    p.add_argument("--repeat", type=int, default=None, help="ladder passes (default: bench.repeat)")
+    p.add_argument("--utterances", type=int, default=800, help="utterances when the corpus is made")
+    p.add_argument("--long-utterances", type=int, default=1200, help="long (~13 s) utterances for tune_long")
+    p.add_argument("--plan", choices=("lease", "full"), default="lease", help="lease: 9 minutes; full: every section")
+    p.add_argument(
+        "--budget", type=float, default=None, help="seconds the lease plan may take in all (540; --smoke: 900)"
+    )
+    p.add_argument("--only", nargs="+", default=None, help="sections to run instead of a plan")
+    p.add_argument("--steps", type=int, default=None, help="timed steps per ladder row (lease 10, full 20)")
+    p.add_argument("--warmup", type=int, default=None, help="warm-up steps per ladder row (lease 3, full 5)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds of timing per row (lease 8, full 30)")
+    p.add_argument("--row-timeout", type=float, default=None, help="kill a ladder row after this (lease 75 s)")
+    p.add_argument("--profile", type=int, default=0, help="the lease ladder's profiler view: top N operators")
+    p.add_argument("--smoke", action="store_true", help="CPU rehearsal with the tiny recipes and sizes")
+    p.add_argument("--repeat", type=int, default=None, help="ladder passes (default: bench.repeat; lease 1)")
     p.add_argument("--min-seconds", type=float, default=None, help="timed seconds per ladder row, at least")
     p.add_argument("--skip", nargs="*", default=[], help="ladder rungs to leave out (e.g. lightning cpu_allocator)")
-    p.add_argument("--tune-runs", default="tuner,exact", help="which tunes the tune section runs: tuner,exact")
+    p.add_argument(
+        "--tune-runs", default=None, help="which tunes the tune section runs: tuner,exact (lease plan: tuner)"
+    )
+    p.add_argument("--rtf-steps", type=int, default=None, help="training steps before rtf (lease 5)")
     p.add_argument(
         "--hard-deadline", type=float, default=None, help="kill any command still running after this many seconds"
     )
     p.add_argument("--deadline", type=float, default=None, help="start no section after this many seconds")
     p.add_argument(
-        "--copy-to", default=None, help="after each section, copy programme.md and a tarball of the JSON/logs here"
+        "--copy-to", default=None, help="after each step, copy programme.md and a tarball of the JSON/logs here"
     )
     args = p.parse_args(argv)
-    prog = Programme(Path(args.out), Path(args.data), args.smoke, args.steps, args.warmup, args.time_limit)
-    prog.utterances = args.utterances  # type: ignore[attr-defined]
+    lease = args.only is None and args.plan == "lease"
+    steps = args.steps or (4 if args.smoke else 10 if lease else 20)
+    warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 3 if lease else 5)
+    limit = args.time_limit or (4.0 if args.smoke else 8.0 if lease else 30.0)
+    prog = Programme(Path(args.out), Path(args.data), args.smoke, steps, warmup, limit)
+    prog.utterances, prog.long_utterances = args.utterances, args.long_utterances
     prog.repeat, prog.min_seconds, prog.skip = args.repeat, args.min_seconds, list(args.skip)
-    prog.tune_runs = tuple(x for x in args.tune_runs.split(",") if x)
-    if args.hard_deadline:
-        prog.hard_end = time.perf_counter() + args.hard_deadline
-    sections = args.only or (
-        [
-            "env",
-            "data",
-            "pytest",
-            "tune",
-            *(f"ladder:{r}" for r in LADDERS),
-            "memory",
-            "oom",
-            "rtf:vits",
-            "rtf:gpt_tts_base",
-            "compile",
-        ]
-    )
-    if any(s != "env" for s in sections) and "data" not in sections:
-        sections.insert(1 if sections[0] == "env" else 0, "data")
+    runs = args.tune_runs or ("tuner" if lease else "tuner,exact")
+    prog.tune_runs = tuple(x for x in runs.split(",") if x)
+    prog.copy_to = Path(args.copy_to) if args.copy_to else None
+    prog.profile = args.profile
+    if args.row_timeout:
+        prog.row_timeout = args.row_timeout
+    elif args.smoke:
+        prog.row_timeout = 60.0
     t0 = time.perf_counter()
-    for s in sections:
-        name, _, arg = s.partition(":")
-        fn = {"data": prog.make_data}.get(name) or getattr(prog, name, None)
-        if fn is None:
-            print(f"unknown section {s}", file=sys.stderr)
-            return 2
-        elapsed = time.perf_counter() - t0
-        if args.deadline and elapsed > args.deadline:
-            prog.table(f"{s}: not run", [f"deadline: {elapsed:.0f} s > --deadline {args.deadline:g} s"])
-            continue
-        print(f"\n=== {s} ({elapsed:.0f} s) ===", flush=True)
-        try:
-            fn(arg) if arg else fn()
-        except Exception as exc:  # a failing section must not cost the others their device minutes
-            prog.table(f"{s}: failed", [f"`{type(exc).__name__}: {exc}`"])
-        if args.copy_to:
-            copy_results(prog.out, Path(args.copy_to))
+    if lease:
+        plan = list(LEASE_PLAN)
+        prog.rtf_steps = args.rtf_steps or (2 if args.smoke else 5)
+        prog.hard_end = t0 + (args.hard_deadline or args.budget or (900.0 if args.smoke else 540.0))
+    else:
+        sections = list(args.only or FULL_SECTIONS)
+        if any(s != "env" for s in sections) and "data" not in sections:
+            sections.insert(1 if sections[0] == "env" else 0, "data")
+        plan = [Step(s, 3600.0, 3600.0) for s in sections]
+        prog.rtf_steps = args.rtf_steps
+        if args.hard_deadline:
+            prog.hard_end = t0 + args.hard_deadline
+    rc = run_plan(prog, plan, t0, args.deadline, lease)
     print(f"\n=== programme done in {time.perf_counter() - t0:.0f} s ===")
     print("\n".join(prog.tables))
+    return rc
+
+
+def run_plan(prog: Programme, plan: list[Step], t0: float, deadline: float | None, lease: bool) -> int:
+    """Run ``plan`` step by step, each within its cap (and the whole within ``prog.hard_end``); the summary
+    row of each step says done, failed, timed out or not reached."""
+    for step in plan:
+        name, _, arg = step.section.partition(":")
+        fn = {"data": prog.make_data}.get(name) or getattr(prog, name, None)
+        if fn is None:
+            print(f"unknown section {step.section}", file=sys.stderr)
+            return 2
+    if lease:  # the lease plan prepares only what its steps read (vits prepares its own corpus in rtf)
+        prog.prepare_recipes = ("gpt_tts_base",)
+    for step in plan:
+        name, _, arg = step.section.partition(":")
+        fn = {"data": prog.make_data}.get(name) or getattr(prog, name)
+        cap = step.smoke_cap if prog.smoke else step.cap
+        now = time.perf_counter()
+        left = (prog.hard_end - now) if prog.hard_end is not None else cap
+        if (deadline and now - t0 > deadline) or left < 5:
+            prog.summary.append([step.section, "not reached (budget spent)", "-", f"{cap:.0f}"])
+            prog.write_md()
+            continue
+        prog.step_end = now + min(cap, left)
+        prog.summary.append([step.section, "running", "-", f"{cap:.0f}"])
+        prog.write_md()
+        print(f"\n=== {step.section} ({now - t0:.0f} s, cap {min(cap, left):.0f} s) ===", flush=True)
+        status = "done"
+        try:
+            fn(arg) if arg else fn()
+        except Exception as exc:  # a failing step must not cost the others their device minutes
+            status = "failed"
+            prog.table(f"{step.section}: failed", [f"`{type(exc).__name__}: {exc}`"])
+        wall = time.perf_counter() - now
+        if status == "done" and time.perf_counter() >= prog.step_end - 0.5:
+            status = "stopped at its cap"
+        prog.summary[-1] = [step.section, status, f"{wall:.0f}", f"{cap:.0f}"]
+        prog.step_end = None
+        prog.write_md()
+        if prog.copy_to is not None:
+            copy_results(prog.out, prog.copy_to)
     return 0
 
 

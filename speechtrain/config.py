@@ -739,6 +739,12 @@ class BenchConfig(Section):
         description="A speed-up whose per-pass ratios range wider than this fraction of the median (or across "
         "1.0x) is reported as inconclusive.",
     )
+    row_timeout: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds a ladder row's process may take in all (start, warm-up, compilation, timing); past it "
+        "the row is killed, marked 'timed out' and the next row runs (None: no limit).",
+    )
 
 
 class Config(Section):

@@ -4,6 +4,8 @@ Rows, all on the same model, data and device, measured in one invocation:
 
 1. ``baseline``: the plain PyTorch loop (:mod:`speechtrain.bench.baseline`) with the model's standard
    attention (``scaled_dot_product_attention``, the families' default): the reference of every ratio.
+   ``fair_baseline``: the loop a competent user writes (bf16 autocast where the device has fast bf16,
+   SDPA, fused AdamW, random batches of the recipe's size): on a GPU the headline is against it.
    ``naive_attention``: the same loop with the explicit softmax(QK^T)V path, listed for reference only.
    ``lightning``: the same Task in a LightningModule (:mod:`speechtrain.bench.lightning_row`).
 2. ``speechtrain, all off``: our Trainer and loader with every change switched off (fp32,
@@ -14,10 +16,15 @@ Rows, all on the same model, data and device, measured in one invocation:
    declares a rung in its module (:class:`speechtrain.accel.catalog.Rung`), in the table's order: TF32
    and cuDNN autotune (CUDA), the CPU allocator, precision, channels-last, activation checkpointing,
    fused optimizer, compile; then tuned per-bucket batch sizes (from ``speechtrain tune``).
-4. ``all``: every setting the hardware recommendation switches on, plus bucketing and the tuned
-   batch sizes.
+4. ``memory_saving``: bf16 + activation checkpointing at the baseline's batches (the memory goal's row).
+5. ``all``: every setting the hardware recommendation switches on, plus bucketing and the tuned
+   batch sizes; then ``all`` eager (no compile), with ``torch.compile`` and with compile's CUDA graphs
+   (``accel.compile_mode=reduce-overhead``), where they differ from ``all``.
 
-The rows run ``repeat`` passes, interleaved (:func:`run_ladder`); every speed-up is the ratio of a
+The rows run ``repeat`` passes, interleaved (:func:`run_ladder`), each in a fresh process that may be
+limited in time (``row_timeout``: the row is marked timed out and the next one runs); after every
+measurement the caller gets the ladder so far (``on_result``), so a report written then survives a kill;
+every speed-up is the ratio of a
 row's median audio-seconds/s to the baseline's, with the range of the per-pass ratios and a
 :func:`verdict`. Whether a change took effect comes from the AccelRecords the Trainer wrote
 (``applied``), never from the switch alone. The recipe (:mod:`speechtrain.recipes.bench`) reads the
@@ -31,17 +38,35 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from speechtrain.bench.lightning_row import INSTALL_HINT, lightning_available
-from speechtrain.bench.measure import Execute, RowNotApplicable, RunFailed, RunResult, RunSpec, run_spec
+from speechtrain.bench.measure import (
+    Execute,
+    RowNotApplicable,
+    RowTimedOut,
+    RunFailed,
+    RunResult,
+    RunSpec,
+    run_spec,
+)
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
 
 #: rows of the ladder that are not an acceleration: before the accelerations' rungs, and after them
-LEADING_RUNGS = ("baseline", "naive_attention", "lightning", "engine", "bucketing", "loader")
-TRAILING_RUNGS = ("tuned_batch", "all")
+LEADING_RUNGS = ("baseline", "fair_baseline", "naive_attention", "lightning", "engine", "bucketing", "loader")
+TRAILING_RUNGS = ("memory_saving", "tuned_batch", "all", "all_eager", "all_compile", "all_graphs")
+#: the rows that are "all" with compile decided one way (``all`` follows the recommendation)
+ALL_VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "all_eager": ("all, eager (no torch.compile)", {"accel.compile": False}),
+    "all_compile": ("all + torch.compile", {"accel.compile": True, "accel.compile_mode": "default"}),
+    "all_graphs": (
+        "all + torch.compile with CUDA graphs (reduce-overhead)",
+        {"accel.compile": True, "accel.compile_mode": "reduce-overhead"},
+    ),
+}
 
 
 def _acceleration_rungs(device_type: str = "cpu", recommended: dict[str, Any] | None = None) -> list[tuple[Any, Any]]:
@@ -181,6 +206,7 @@ def plan_ladder(
     loader_over, loader_note = _loader_overrides(rec, device_type)
     rows = [
         Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
+        fair_variant(device_type),
         Variant("naive_attention", "naive (explicit attention)", {"accel.sdpa": False}, kind="baseline"),
         Variant("lightning", "Lightning (same model and loss, plain DataLoader)", kind="lightning"),
         Variant("engine", "speechtrain, all off"),
@@ -197,8 +223,10 @@ def plan_ladder(
         if rung.skip_keeps_off and rung.key in skip and acc.off is not None:
             all_over[acc.key] = acc.off(device_type)
         rows.append(row)
+    rows.append(memory_variant(rec))
     rows.append(Variant("tuned_batch", "+ tuned batch sizes", tuned_over, records=("bucketing",)))
     rows.append(Variant("all", "all (recommended settings)", all_over, records=()))
+    rows += all_variants(all_over, device_type)
     for row in rows:
         if row.key in skip:
             row.skip_reason = "skipped (--skip " + row.key + ")"
@@ -207,6 +235,47 @@ def plan_ladder(
         elif row.key == "tuned_batch" and not tuned:
             row.skip_reason = "no tuned batch sizes in the config: run `speechtrain tune` first or pass --tune"
     return rows
+
+
+def fair_variant(device_type: str) -> Variant:
+    """The fair baseline's row: the plain loop as a competent user writes it on this device."""
+    from speechtrain.bench.baseline import fair_precision
+
+    precision = fair_precision(device_type)
+    what = "bf16 autocast, SDPA, fused AdamW" if precision == "bf16" else "fp32: no fast bf16 here; SDPA, fused AdamW"
+    return Variant("fair_baseline", f"fair baseline ({what})", kind="fair")
+
+
+def memory_variant(rec: Mapping[str, Any]) -> Variant:
+    """bf16 (or the recommendation's fp16) + activation checkpointing at the baseline's batches: the row the
+    memory goal reads (peak memory against the plain loop's at the same batch)."""
+    precision = rec.get("accel.precision")
+    precision = precision if precision in ("bf16", "fp16") else "bf16"
+    overrides = {"accel.precision": precision, "accel.activation_checkpointing": True}
+    label = f"{precision} + activation checkpointing (memory)"
+    return Variant("memory_saving", label, overrides, records=("precision", "activation_checkpointing"))
+
+
+def all_variants(all_over: Mapping[str, Any], device_type: str) -> list[Variant]:
+    """ "all" with compile off, on, and with CUDA graphs; a row whose settings are those of "all" itself is
+    listed with that reason instead of measured twice."""
+    from speechtrain.config import AccelConfig
+
+    out = []
+    for key, (label, extra) in ALL_VARIANTS.items():
+        row = Variant(key, label, {**all_over, **extra}, records=())
+        same = all(all_over.get(k, False if k == "accel.compile" else "default") == v for k, v in extra.items())
+        if same:
+            same_as = ", ".join(f"{k}={v}" for k, v in extra.items())
+            row.skip_reason = f"the same settings as 'all' here ({same_as})"
+        elif key == "all_graphs" and device_type != "cuda":
+            row.skip_reason = f"not applicable on {device_type}: CUDA graphs need a CUDA device"
+        elif any(k.startswith("accel.") and k.split(".", 1)[1] not in AccelConfig.model_fields for k in extra):
+            row.skip_reason = "not available: this version's config has no " + ", ".join(
+                k for k in extra if k.startswith("accel.") and k.split(".", 1)[1] not in AccelConfig.model_fields
+            )
+        out.append(row)
+    return out
 
 
 def set_dotted(raw: dict[str, Any], key: str, value: Any) -> None:
@@ -226,6 +295,9 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
         return "-"
     if variant.key == "baseline":
         return "reference"
+    if variant.key == "fair_baseline":
+        rec = result.applied.get("fair_loop") or {}
+        return f"not speechtrain: {rec.get('detail', 'the fair loop')}"
     if variant.key == "engine":
         return "everything off"
     if variant.key == "lightning":
@@ -234,7 +306,7 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
     if variant.key == "naive_attention":
         n = (result.applied.get("explicit_attention") or {}).get("info", {}).get("modules", 0)
         return f"not the reference: {n} attention modules on the explicit softmax path"
-    if variant.key in ("all", "config"):
+    if variant.key in ("all", "config", *ALL_VARIANTS):
         on = sorted(name for name, rec in result.applied.items() if isinstance(rec, dict) and rec.get("applied"))
         return "on: " + (", ".join(on) if on else "nothing")
     found = [(n, r) for n, r in result.applied.items() if any(n == k or n.startswith(k + ":") for k in variant.records)]
@@ -251,17 +323,6 @@ def applied_text(result: RunResult | None, variant: Variant) -> str:
         return "yes"
     reasons = "; ".join(str(r.get("detail", "")) for _, r in found if not r.get("applied"))
     return f"no: {reasons}"
-
-
-@dataclass
-class LadderRow:
-    """A row of the finished ladder: the variant, its median pass (None when skipped or failed) and
-    the audio-s/s of every pass (``rates[r]``: pass ``r``, None where that pass did not measure it)."""
-
-    variant: Variant
-    result: RunResult | None
-    error: str | None = None
-    rates: list[float | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -287,6 +348,75 @@ class Spread:
         return cls(statistics.median(vals), vals[0], vals[-1], len(vals))
 
 
+class RowStatus(str, Enum):
+    """Where a ladder row stands."""
+
+    MEASURED = "measured"
+    SKIPPED = "skipped"
+    NOT_APPLICABLE = "not applicable"
+    FAILED = "failed"
+    TIMED_OUT = "timed out"
+    PENDING = "not measured yet"
+
+
+@dataclass
+class LadderRow:
+    """A row of the ladder: the variant, its median pass (None when skipped or failed) and the audio-s/s of
+    every pass (``rates[r]``: pass ``r``, None where that pass did not measure it). A row that was not
+    measured says why: ``status``, ``error`` (one line), ``error_lines`` (the first lines of the error its
+    process printed) and ``log`` (the file with that process's whole output)."""
+
+    variant: Variant
+    result: RunResult | None
+    error: str | None = None
+    rates: list[float | None] = field(default_factory=list)
+    status: RowStatus = RowStatus.MEASURED
+    error_lines: list[str] = field(default_factory=list)
+    log: str | None = None
+
+
+#: called after every measurement of :func:`run_ladder` with the ladder so far and the index of that row
+OnResult = Callable[[list[LadderRow], int], None]
+
+
+@dataclass
+class _LadderState:
+    """What :func:`run_ladder` has measured so far."""
+
+    variants: Sequence[Variant]
+    runs: dict[int, list[RunResult | None]]
+    errors: dict[int, RunFailed] = field(default_factory=dict)
+    logs: dict[int, str] = field(default_factory=dict)
+
+    def rows(self) -> list[LadderRow]:
+        """The ladder as it stands: measured rows with their median pass, the others with their reason."""
+        rows = []
+        for i, variant in enumerate(self.variants):
+            if i not in self.runs:
+                rows.append(LadderRow(variant, None, variant.skip_reason, status=RowStatus.SKIPPED))
+                continue
+            err = self.errors.get(i)
+            rates = [None if res is None else res.audio_seconds_per_second for res in self.runs[i]]
+            row = _median_row([LadderRow(variant, res) for res in self.runs[i]] or [LadderRow(variant, None)])
+            row.rates, row.log = rates, self.logs.get(i)
+            if row.result is None:
+                row.status, row.error = _failure(err)
+                row.error_lines = list(err.lines) if err is not None else []
+                row.log = err.log if err is not None and err.log else row.log
+            rows.append(row)
+        return rows
+
+
+def _failure(err: RunFailed | None) -> tuple[RowStatus, str]:
+    if err is None:
+        return RowStatus.PENDING, "not measured yet (the ladder stopped before this row)"
+    if isinstance(err, RowNotApplicable):
+        return RowStatus.NOT_APPLICABLE, str(err)
+    if isinstance(err, RowTimedOut):
+        return RowStatus.TIMED_OUT, str(err)
+    return RowStatus.FAILED, f"failed: {err}"
+
+
 def run_ladder(
     variants: Sequence[Variant],
     specs: Sequence[RunSpec | None],
@@ -296,26 +426,33 @@ def run_ladder(
     time_limit: float | Callable[[int], float] | None = None,
     on_row: Callable[[int, Variant, int], None] | None = None,
     execute: Execute | None = None,
+    row_timeout: float | None = None,
+    log_dir: Path | None = None,
+    on_result: OnResult | None = None,
+    profile: int = 0,
 ) -> list[LadderRow]:
     """Measure every row that has a spec, ``repeat`` passes, interleaved round-robin.
 
     Pass ``r`` runs the rows in ladder order rotated by ``r * rows / repeat``, so a load that drifts
     during the ladder falls on every row alike and no row always runs first or last after another.
     Each row keeps its median pass by audio-s/s and the rate of every pass (the spread). A row that
-    fails, or does not apply, in one pass is not measured again. ``time_limit``: seconds of timing
+    fails, times out or does not apply in one pass is not measured again. ``time_limit``: seconds of timing
     per measurement, or a function of the row index (a demo that shares out what is left of its
-    budget). ``on_row(i, variant, pass)`` is called before each measurement. ``execute`` measures a
-    row in this process (needed with ``isolate=False``).
+    budget). ``row_timeout``: seconds a row's fresh process may take in all (start, warm-up, compilation);
+    past it the row is killed and marked timed out. ``log_dir``: each row's output goes to
+    ``log_dir/<key>.log`` (a failed row's report names it). ``on_row(i, variant, pass)`` is called before each
+    measurement, ``on_result(rows so far, i)`` after it. ``profile`` > 0: after the passes, each measured row
+    runs once more under the profiler (not ranked) and keeps its :func:`~speechtrain.bench.measure.profile_view`.
+    ``execute`` measures a row in this process (needed with ``isolate=False``).
     """
     repeat = max(1, repeat)
     measured = [i for i, spec in enumerate(specs) if spec is not None and not variants[i].skip_reason]
-    runs: dict[int, list[RunResult | None]] = {i: [] for i in measured}
-    errors: dict[int, str] = {}
+    state = _LadderState(variants, {i: [] for i in measured})
     for r in range(repeat):
         shift = (r * len(measured)) // repeat
         for i in measured[shift:] + measured[:shift]:
-            if i in errors:
-                runs[i].append(None)
+            if i in state.errors:
+                state.runs[i].append(None)
                 continue
             if on_row is not None:
                 on_row(i, variants[i], r)
@@ -324,29 +461,53 @@ def run_ladder(
             assert spec is not None
             if limit is not None:
                 spec = replace(spec, time_limit=limit)
+            log = log_dir / f"{variants[i].key}.log" if log_dir is not None else None
+            if log is not None:
+                state.logs[i] = str(log)
             try:
-                runs[i].append(run_spec(spec, isolate=isolate, execute=execute))
-            except RowNotApplicable as exc:
-                errors[i] = str(exc)
-                runs[i].append(None)
+                state.runs[i].append(run_spec(spec, isolate=isolate, execute=execute, timeout=row_timeout, log=log))
             except RunFailed as exc:
-                errors[i] = f"failed: {exc}"
-                runs[i].append(None)
-    rows = []
-    for i, variant in enumerate(variants):
-        if i not in runs:
-            rows.append(LadderRow(variant, None))
-            continue
-        rates = [None if res is None else res.audio_seconds_per_second for res in runs[i]]
-        row = _median_row([LadderRow(variant, res, errors.get(i)) for res in runs[i]])
-        if row.result is None:
-            row.error = errors.get(i, row.error)
-        row.rates = rates
-        rows.append(row)
+                state.errors[i] = exc
+                state.runs[i].append(None)
+            if on_result is not None:
+                on_result(state.rows(), i)
+    rows = state.rows()
+    if profile > 0:
+        _profile_rows(rows, specs, profile, isolate, execute, row_timeout, log_dir, on_result, on_row)
     return rows
 
 
-def _median_row(runs: list[LadderRow | None]) -> LadderRow:
+def _profile_rows(
+    rows: list[LadderRow],
+    specs: Sequence[RunSpec | None],
+    top: int,
+    isolate: bool,
+    execute: Execute | None,
+    row_timeout: float | None,
+    log_dir: Path | None,
+    on_result: OnResult | None,
+    on_row: Callable[[int, Variant, int], None] | None,
+) -> None:
+    """One more, profiled run per measured row (its rates are not the row's: the profiler slows the step);
+    the row's result keeps the run's ``profile_view`` (or the reason it has none in ``profile_view.error``)."""
+    for i, row in enumerate(rows):
+        spec = specs[i]
+        if row.result is None or spec is None:
+            continue
+        if on_row is not None:
+            on_row(i, row.variant, -1)
+        log = log_dir / f"{row.variant.key}.profile.log" if log_dir is not None else None
+        quick = replace(spec, profile=top, min_seconds=0.0, steps=min(spec.steps, 10))
+        try:
+            view = run_spec(quick, isolate=isolate, execute=execute, timeout=row_timeout, log=log).profile_view
+        except RunFailed as exc:
+            view = {"error": str(exc), "log": exc.log}
+        row.result.profile_view = view
+        if on_result is not None:
+            on_result(rows, i)
+
+
+def _median_row(runs: list[LadderRow]) -> LadderRow:
     """The run with the median audio-s/s among the passes that measured the row (else the first)."""
     measured = sorted((r for r in runs if r is not None and r.result is not None), key=_rate)
     if not measured:

@@ -14,6 +14,11 @@ writes it before optimizing anything.
   ``data.noise_snr_db``, SpecAugment masks), the loop applies the same module to each batch, as a
   user's loop would call its own feature code.
 
+``fair=True`` is the loop a competent user writes on a GPU (the fair baseline, the GPU headline's
+reference): the same loop with bf16 autocast around forward and loss where the device has fast bf16
+maths (:func:`fair_precision`), the model's SDPA attention, and ``AdamW(fused=True)`` (foreach where the
+fused kernel is missing); the same random batches of ``data.batch_size``.
+
 ``bench/baseline_loop.py`` runs this loop as a script.
 """
 
@@ -106,13 +111,36 @@ def endless(loader: torch.utils.data.DataLoader) -> Iterator[Batch]:
         yield from loader
 
 
-class PlainLoop:
-    """The user's loop: modules on the device, one AdamW per stage, fp32 steps."""
+def fair_precision(device_type: str) -> str:
+    """What the fair loop computes in: bf16 autocast on a GPU with bf16 (Ampere or newer), else fp32 (on a CPU
+    bf16 autocast is slower than fp32 without AMX: a user would not pick it)."""
+    if device_type == "cuda" and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bf16"
+    return "fp32"
 
-    def __init__(self, cfg: Any, task: Task, device: torch.device, explicit_attention: bool = False) -> None:
+
+def _adamw(params: list[nn.Parameter], fused: bool, **kwargs: Any) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW, fused when asked and the kernel exists for the parameters' device (else foreach), and its name."""
+    if fused:
+        try:
+            return torch.optim.AdamW(params, fused=True, **kwargs), "fused AdamW"
+        except (RuntimeError, ValueError, TypeError):  # no fused kernel for this device or dtype
+            return torch.optim.AdamW(params, foreach=True, **kwargs), "foreach AdamW (no fused kernel here)"
+    return torch.optim.AdamW(params, **kwargs), "AdamW"
+
+
+class PlainLoop:
+    """The user's loop: modules on the device, one AdamW per stage, fp32 steps (``fair``: bf16 autocast
+    where the device has it, fused AdamW)."""
+
+    def __init__(
+        self, cfg: Any, task: Task, device: torch.device, explicit_attention: bool = False, fair: bool = False
+    ) -> None:
         self.cfg = cfg
         self.task = task
         self.device = device
+        #: "bf16" or "fp32": the autocast the steps run under
+        self.precision = fair_precision(device.type) if fair else "fp32"
         modules = task.modules()
         for module in modules.values():
             module.to(device).train()
@@ -130,13 +158,24 @@ class PlainLoop:
         features = DeviceFeatures(cfg.data, task.needs())
         self.features = features.to(device).train() if features.active else None
         self.stages: list[tuple[Any, list[nn.Parameter], torch.optim.Optimizer]] = []
+        #: the optimizer kernel the stages got ("AdamW", "fused AdamW", ...)
+        self.optimizer_name = "AdamW"
         for spec in task.optimizer_specs():
             params = [p for name in spec.modules for p in modules[name].parameters() if p.requires_grad]
             o = cfg.optim
-            opt = torch.optim.AdamW(
-                params, lr=o.lr * spec.lr_multiplier, betas=tuple(o.betas), eps=o.eps, weight_decay=o.weight_decay
+            opt, self.optimizer_name = _adamw(
+                params,
+                fair,
+                lr=o.lr * spec.lr_multiplier,
+                betas=tuple(o.betas),
+                eps=o.eps,
+                weight_decay=o.weight_decay,
             )
             self.stages.append((spec, params, opt))
+
+    def autocast(self) -> Any:
+        """The forward's autocast context (a no-op in fp32)."""
+        return torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
     def prepare(self, batch: Batch) -> Batch:
         """Host batch -> device, then the config's on-device features/augmentation."""
@@ -150,7 +189,8 @@ class PlainLoop:
         out = []
         for spec, _, opt in self.stages:
             opt.zero_grad(set_to_none=True)
-            loss = self.task.training_step(batch, spec.name, cache)["loss"]
+            with self.autocast():
+                loss = self.task.training_step(batch, spec.name, cache)["loss"]
             loss.backward()
             out.append(loss.detach())
         return out
@@ -161,7 +201,8 @@ class PlainLoop:
         cache: dict[str, Any] = {}
         for spec, params, opt in self.stages:
             opt.zero_grad(set_to_none=True)
-            loss = self.task.training_step(batch, spec.name, cache)["loss"]
+            with self.autocast():
+                loss = self.task.training_step(batch, spec.name, cache)["loss"]
             loss.backward()
             clip = spec.grad_clip if spec.grad_clip is not None else self.cfg.optim.grad_clip
             if clip is not None:

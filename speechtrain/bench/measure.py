@@ -74,6 +74,7 @@ class RunResult:
     applied: dict[str, Any] = field(default_factory=dict)
     mfu: float | None = None
     speedup_vs_baseline: float | None = None
+    speedup_vs_fair: float | None = None  # against the fair baseline (bf16 autocast, SDPA, fused AdamW)
     tuned_batch_size: float | None = None
     cpu_seconds: float | None = None  # this process's CPU time (all threads) over the timed steps
     host_load: float | None = None  # 1-minute load average around the timed steps (other processes count)
@@ -84,6 +85,8 @@ class RunResult:
     losses: dict[str, float] | None = None  # mean of each loss over the last RunSpec.record_losses timed steps
     trained_parameters: int | None = None  # parameters the optimizers update
     profile: list[dict[str, Any]] | None = None  # top operators by self time (RunSpec.profile), see profile_summary
+    profile_view: dict[str, Any] | None = None  # host/device operators, device idle share, launches (profile_view)
+    warmup_seconds: float | None = None  # wall time of the untimed warm-up steps (a compiled row's compilation)
 
     @property
     def steps_per_second(self) -> float:
@@ -151,11 +154,14 @@ class RunResult:
             "flops_per_padded_frame": self.flops_per_padded_frame,
             "precision": self.precision,
             "speedup_vs_baseline": self.speedup_vs_baseline,
+            "speedup_vs_fair": self.speedup_vs_fair,
             "applied": self.applied,
             "processes": self.processes,
             "losses": self.losses,
             "trained_parameters": self.trained_parameters,
             "profile": self.profile,
+            "profile_view": self.profile_view,
+            "warmup_seconds": self.warmup_seconds,
         }
 
     @classmethod
@@ -252,9 +258,11 @@ def timed_loop(
     """
     from speechtrain.bench.nvml import GpuBusySampler
 
+    warm_start = time.perf_counter()
     for _ in range(warmup):
         step(next(batches))
     synchronize(device)
+    warmup_seconds = time.perf_counter() - warm_start
     counts = {"steps": 0, "samples": 0, "audio_seconds": 0.0, "padded_frames": 0, "real_frames": 0}
     wait = 0.0
     index = getattr(device, "index", None)
@@ -293,6 +301,7 @@ def timed_loop(
     return {
         **counts,
         "seconds": seconds,
+        "warmup_seconds": warmup_seconds,
         "data_wait_seconds": wait,
         "gpu_busy_fraction": busy.fraction,
         "cpu_seconds": cpu_seconds,
@@ -327,13 +336,21 @@ CHILD_MODULE = "speechtrain.recipes.bench"
 
 
 def run_spec(
-    spec: RunSpec, isolate: bool = True, timeout: float | None = None, execute: Execute | None = None
+    spec: RunSpec,
+    isolate: bool = True,
+    timeout: float | None = None,
+    execute: Execute | None = None,
+    log: str | Path | None = None,
 ) -> RunResult:
     """Measure ``spec`` in a fresh process (``isolate``: ``python -m speechtrain.recipes.bench``) or in
     this one with ``execute``. ``spec.processes > 1`` starts that many processes with torchrun
     (``python -m torch.distributed.run --standalone``), one per device.
 
-    A configuration that fails raises :class:`RunFailed` with the child's last error lines.
+    ``timeout``: seconds the fresh process may run in all (start-up, warm-up or compilation included);
+    past it the process and its children (loader workers) are killed and :class:`RowTimedOut` is raised.
+    ``log``: file that keeps the process's whole output (stdout and stderr); without it the output
+    lives in a temporary folder. A configuration that fails raises :class:`RunFailed` with the lines that
+    say what went wrong (:func:`error_excerpt`) and the log's path.
     """
     if not isolate:
         if spec.processes > 1:
@@ -343,6 +360,8 @@ def run_spec(
         return execute(spec)
     with tempfile.TemporaryDirectory(prefix="speechtrain-bench-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "out.json"
+        log_path = Path(log) if log is not None else Path(tmp) / "row.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(asdict(spec), default=str))
         cmd = [sys.executable, "-m", CHILD_MODULE, str(spec_path), str(out_path)]
         env = None
@@ -351,15 +370,60 @@ def run_spec(
             cmd = [*launcher, f"--nproc-per-node={spec.processes}", "-m", *cmd[2:]]
             # torchrun would set 1 thread per worker and warn; the spec sets the threads itself
             env = {**os.environ, "OMP_NUM_THREADS": str(spec.threads or 1)}
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        except subprocess.TimeoutExpired:
-            raise RunFailed(f"timed out after {timeout:.0f} s") from None
-        if proc.returncode == NOT_APPLICABLE_EXIT:
-            raise RowNotApplicable(last_error_line(proc.stderr or "") or "not applicable")
-        if proc.returncode != 0 or not out_path.is_file():
-            raise RunFailed(last_error_line(proc.stderr or "") or f"exit status {proc.returncode}")
+        returncode = _run_logged(cmd, log_path, timeout, env)
+        text = log_path.read_text(errors="replace") if log_path.is_file() else ""
+        kept = str(log_path) if log is not None else None
+        if returncode is None:
+            raise RowTimedOut(
+                f"timed out after {timeout:.0f} s (process killed)", lines=error_excerpt(text, tail=True), log=kept
+            )
+        lines = error_excerpt(text)
+        if returncode == NOT_APPLICABLE_EXIT:
+            raise RowNotApplicable(last_error_line(text) or "not applicable", lines=lines, log=kept)
+        if returncode != 0 or not out_path.is_file():
+            if not lines:
+                lines = [_exit_text(returncode)]
+            elif returncode < 0:
+                lines = [*lines, _exit_text(returncode)]
+            raise RunFailed(lines[0], lines=lines, log=kept)
         return RunResult.from_raw(json.loads(out_path.read_text()))
+
+
+def _run_logged(cmd: list[str], log_path: Path, timeout: float | None, env: dict[str, str] | None) -> int | None:
+    """Run ``cmd`` with its output in ``log_path``; its exit status, or None when it ran past ``timeout``
+    (then its whole process group is killed: a row's loader workers go with it)."""
+    import signal
+
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended between the timeout and the kill
+                pass
+            proc.wait()
+            return None
+        except BaseException:  # the ladder itself is stopped (Ctrl-C): take the row's process with it
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            raise
+
+
+def _exit_text(returncode: int) -> str:
+    if returncode < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        hint = " (SIGKILL from outside: often the host's out-of-memory killer)" if name == "SIGKILL" else ""
+        return f"the measuring process was killed by {name}{hint}"
+    return f"exit status {returncode}"
 
 
 def last_error_line(stderr: str) -> str | None:
@@ -373,13 +437,50 @@ def last_error_line(stderr: str) -> str | None:
     return named[-1].split("]:", 1)[-1].strip()
 
 
+#: lines of a failed row's error kept in the report (the whole output stays in the row's log)
+ERROR_LINES = 8
+
+
+def error_excerpt(output: str, max_lines: int = ERROR_LINES, tail: bool = False) -> list[str]:
+    """What a failed child said went wrong: the first lines of its last exception (the exception's type and
+    message, which torch's own errors spread over several lines, e.g. dynamo's "Unsupported: ..." before its
+    closing "Set TORCHDYNAMO_VERBOSE=1" line), without the traceback's frames. Without a traceback: the
+    lines that name an error, else the last lines (``tail``: always the last lines, for a killed process).
+    Under torchrun the worker lines are read without their ``[rankN]:`` tag."""
+    lines = [ln.rstrip() for ln in output.splitlines() if ln.strip()]
+    if any(ln.startswith("[rank") for ln in lines):
+        lines = [ln.split("]:", 1)[-1].rstrip() for ln in lines if ln.startswith("[rank")]
+    if tail:
+        return [ln.strip() for ln in lines[-max_lines:]]
+    starts = [i for i, ln in enumerate(lines) if ln.strip().startswith("Traceback (most recent call last)")]
+    if starts:
+        j = starts[-1] + 1
+        while j < len(lines) and lines[j].startswith(" "):  # the frames: "  File ...", their code, "^^^" marks
+            j += 1
+        message = [ln.strip() for ln in lines[j : j + max_lines]]
+        if message:
+            return message
+    named = [ln.strip() for ln in lines if "Error" in ln or "error:" in ln or "Killed" in ln]
+    return named[:max_lines] if named else [ln.strip() for ln in lines[-max_lines:]]
+
+
 class RunFailed(RuntimeError):
-    """A configuration that could not be measured (its error is listed in the report)."""
+    """A configuration that could not be measured (its error is listed in the report): ``lines``, the first
+    lines of the error the measuring process printed; ``log``, the file with its whole output."""
+
+    def __init__(self, message: str, lines: list[str] | None = None, log: str | None = None) -> None:
+        super().__init__(message)
+        self.lines = list(lines) if lines else [message]
+        self.log = log
 
 
 class RowNotApplicable(RunFailed):
     """A configuration that means nothing for this model (e.g. explicit attention in a model without
     attention); listed with the reason, not as a failure."""
+
+
+class RowTimedOut(RunFailed):
+    """A configuration killed at its time limit (``--row-timeout``): listed as timed out, the next row runs."""
 
 
 #: exit status of a measuring process whose configuration does not apply (:class:`RowNotApplicable`)
@@ -433,3 +534,95 @@ def profile_summary(prof: Any, top: int, device_type: str = "cpu") -> list[dict[
         {"op": e.key, "self_seconds": self_us(e) / 1e6, "share": self_us(e) / total, "calls": int(e.count)}
         for e in ranked
     ]
+
+
+#: the name of the profiler range around each timed step (:func:`profiled_step`)
+STEP_RANGE = "speechtrain.bench.step"
+
+
+def profiled_step(step: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``step`` inside a profiler range named :data:`STEP_RANGE`, so that :func:`profile_view` can count
+    the steps and find the window they cover."""
+    import torch
+
+    def wrapped(batch: Any) -> Any:
+        with torch.profiler.record_function(STEP_RANGE):
+            return step(batch)
+
+    return wrapped
+
+
+def _op_rows(events: list[Any], key: Callable[[Any], float], top: int) -> list[dict[str, Any]]:
+    total = sum(key(e) for e in events) or 1.0
+    ranked = [e for e in sorted(events, key=key, reverse=True) if key(e) > 0][:top]
+    return [{"op": e.key, "self_seconds": key(e) / 1e6, "share": key(e) / total, "calls": int(e.count)} for e in ranked]
+
+
+def _union_us(intervals: list[tuple[float, float]]) -> float:
+    """Length of the union of (start, end) intervals, in their unit."""
+    covered, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        covered += b - max(a, end)
+        end = b
+    return covered
+
+
+def profile_view(prof: Any, top: int, device_type: str = "cpu", skip_steps: int = 0) -> dict[str, Any]:
+    """What a profiled row spent its steps on (the steps are :func:`profiled_step`'s ranges; the first
+    ``skip_steps``, the warm-up with any compilation, are left out of the counts and the window, not of the
+    operator tables):
+
+    - ``host_ops``: the ``top`` operators by self CPU time (the Python/dispatcher side of the step);
+    - ``device_ops``: on CUDA, the ``top`` kernels and copies by device time (empty on a CPU);
+    - ``launches_per_step``: on CUDA, device kernels and memory operations per step; on a CPU (no launches),
+      the ATen operators the dispatcher ran per step, the host work a launch stands for;
+    - ``device_idle_fraction``: on CUDA, the share of the steps' window (first step's start to the later of the
+      last step's end and its last kernel's end) in which no kernel or copy ran; None on a CPU;
+    - ``step_ms``: the window over the steps.
+    """
+    events = list(prof.events() or [])
+    # the host's ranges (on CUDA the profiler mirrors each range on the GPU's timeline too: not a step, not work)
+    steps = sorted(
+        (e for e in events if e.name == STEP_RANGE and not _is_device_event(e)), key=lambda e: e.time_range.start
+    )
+    steps = steps[skip_steps:] if len(steps) > skip_steps else steps
+    averages = [e for e in prof.key_averages() if e.key != STEP_RANGE]
+    host = averages
+    view: dict[str, Any] = {
+        "steps": len(steps),
+        "host_ops": _op_rows(host, lambda e: float(getattr(e, "self_cpu_time_total", 0.0) or 0.0), top),
+        "device_ops": [],
+        "launches_per_step": None,
+        "device_idle_fraction": None,
+        "step_ms": None,
+    }
+    if not steps:
+        return view
+    start = min(e.time_range.start for e in steps)
+    end = max(e.time_range.end for e in steps)
+    on_device = [e for e in events if _is_device_event(e) and e.name != STEP_RANGE] if device_type == "cuda" else []
+    if on_device:
+        view["device_ops"] = _op_rows(
+            [e for e in averages if float(getattr(e, "self_device_time_total", 0.0) or 0.0) > 0],
+            lambda e: float(getattr(e, "self_device_time_total", 0.0) or 0.0),
+            top,
+        )
+        inside = [e for e in on_device if e.time_range.start >= start]
+        end = max([end, *(e.time_range.end for e in inside)])
+        busy = _union_us([(e.time_range.start, e.time_range.end) for e in inside])
+        view["device_idle_fraction"] = max(0.0, 1.0 - busy / (end - start)) if end > start else None
+        view["launches_per_step"] = len(inside) / len(steps)
+    elif device_type != "cuda":
+        aten = [e for e in events if e.name.startswith("aten::") and start <= e.time_range.start <= end]
+        view["launches_per_step"] = len(aten) / len(steps)
+    view["step_ms"] = (end - start) / 1000.0 / len(steps)
+    return view
+
+
+def _is_device_event(event: Any) -> bool:
+    """A kernel or memory operation that ran on the GPU (the profiler's CUDA-side events; not the GPU-side
+    mirrors of ``record_function`` ranges, which span whole steps)."""
+    kind = getattr(event, "device_type", None)
+    return kind is not None and str(kind).endswith("CUDA") and not getattr(event, "is_user_annotation", False)

@@ -1,13 +1,19 @@
 """Benchmark reports: JSON, a markdown table and a PNG chart, from measured ladder rows.
 
 The JSON has ``device``, ``runs`` (measured configurations, rates derived from the raw counts),
-``skipped`` (rows listed with their reason but not measured), ``bottleneck`` (the diagnosis),
-``command`` and ``notes``. Speed-ups are ratios to the baseline run of the same invocation.
+``skipped`` (rows listed with their reason but not measured: skipped, not applicable, failed with the first
+lines of their error and their log, timed out, or not measured yet when the ladder was stopped),
+``bottleneck`` (the diagnosis), ``headline``, ``command`` and ``notes``. Speed-ups are ratios to the plain
+baseline of the same invocation (``speedup_vs_baseline``) and to the fair baseline (``speedup_vs_fair``).
+A ladder rewrites its report after every row (:func:`write_json`, :func:`write_markdown` replace the file
+atomically), so a killed ladder leaves the rows it measured.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,20 +40,23 @@ def _finish_runs(rows: Sequence[LadderRow], probe_result: Any) -> None:
     """Fill speed-up and MFU of every measured row (from the baseline of the same invocation)."""
     base = next((r.result for r in rows if r.variant.key == "baseline" and r.result is not None), None)
     base_rate = base.audio_seconds_per_second if base is not None else None
+    fair = next((r.result for r in rows if r.variant.key == "fair_baseline" and r.result is not None), None)
+    fair_rate = fair.audio_seconds_per_second if fair is not None else None
     flops_per_frame = base.flops_per_padded_frame if base is not None else None
     for row in rows:
         res = row.result
         if res is None:
             continue
         res.speedup_vs_baseline = res.audio_seconds_per_second / base_rate if base_rate else None
+        res.speedup_vs_fair = res.audio_seconds_per_second / fair_rate if fair_rate else None
         flops = flops_per_frame * res.padded_frames if flops_per_frame else None
         tf32 = bool((res.applied.get("tf32") or {}).get("applied"))
         peak = peak_flops_for(probe_result, res.precision, tf32=tf32)
         res.mfu = mfu(flops, res.seconds, peak)
 
 
-#: the rows a headline ratio is read from, first found wins
-HEADLINE_KEYS = ("all", "config")
+#: the rows a headline ratio is read from, first measured wins ("all" failed: the same settings without compile)
+HEADLINE_KEYS = ("all", "all_eager", "all_compile", "all_graphs", "config")
 
 
 def _spread_dict(spread: Spread | None) -> dict[str, Any] | None:
@@ -57,7 +66,11 @@ def _spread_dict(spread: Spread | None) -> dict[str, Any] | None:
 
 
 def _row_stats(
-    row: LadderRow, reference: LadderRow | None, max_spread: float, base: LadderRow | None = None
+    row: LadderRow,
+    reference: LadderRow | None,
+    max_spread: float,
+    base: LadderRow | None = None,
+    fair: LadderRow | None = None,
 ) -> dict[str, Any]:
     """The row's rate range over its passes and its ratio to the reference with a verdict; a rung whose gain
     over ``base`` (the row it sits on) passes what its mechanism can give is flagged (verdict "exceeds its
@@ -68,6 +81,8 @@ def _row_stats(
         "rate_spread": _spread_dict(rates),
         "rate_spread_fraction": None if rates is None or rates.count < 2 else rates.width,
     }
+    if fair is not None and row is not fair:
+        out["speedup_vs_fair_spread"] = _spread_dict(Spread.of(paired_ratios(row, fair)))
     if reference is None:
         return out
     if row is reference:
@@ -92,24 +107,41 @@ def _row_stats(
     return out
 
 
-def _headline(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _headline(runs: list[dict[str, Any]], device_type: str) -> dict[str, Any] | None:
+    """The headline ratio: the "all" row (or the config row) against the fair baseline on a GPU (the loop a
+    competent user writes there: bf16, SDPA, fused AdamW), against the plain fp32 loop elsewhere or when the
+    fair row was not measured; the text names the reference and gives the other ratio beside it."""
     by_key = {r["key"]: r for r in runs}
     row = next((by_key[k] for k in HEADLINE_KEYS if k in by_key), None)
     if row is None or row.get("speedup_vs_baseline") is None:
         return None
-    spread = row.get("speedup_spread") or {}
-    text = f"{row['name']} vs the baseline (plain PyTorch loop): {row['speedup_vs_baseline']:.2f}x"
+    plain = row["speedup_vs_baseline"]
+    fair = row.get("speedup_vs_fair")
+    against_fair = device_type == "cuda" and fair is not None
+    if against_fair:
+        spread = row.get("speedup_vs_fair_spread") or {}
+        text = f"{row['name']} vs the fair baseline (bf16 autocast, SDPA, fused AdamW): {fair:.2f}x"
+    else:
+        spread = row.get("speedup_spread") or {}
+        text = f"{row['name']} vs the baseline (plain fp32 PyTorch loop): {plain:.2f}x"
     if spread.get("passes", 0) >= 2:
         text += f" (passes {spread['low']:.2f}-{spread['high']:.2f}x)"
-    if row.get("verdict") == Verdict.INCONCLUSIVE.value:
+    if row.get("verdict") == Verdict.INCONCLUSIVE.value and not against_fair:
         text += ": inconclusive, " + str(row.get("verdict_detail"))
-    elif row.get("verdict") == Verdict.UNREPEATED.value:
+    elif spread.get("passes", 0) < 2:
         text += ": one pass, no spread"
+    if against_fair:
+        text += f"; vs the plain fp32 loop: {plain:.2f}x"
+    elif fair is not None:
+        text += f"; vs the fair baseline: {fair:.2f}x"
     return {
         "key": row["key"],
-        "speedup": row["speedup_vs_baseline"],
+        "reference": "fair_baseline" if against_fair else "baseline",
+        "speedup": fair if against_fair else plain,
+        "speedup_vs_baseline": plain,
+        "speedup_vs_fair": fair,
         "spread": spread or None,
-        "verdict": row.get("verdict"),
+        "verdict": None if against_fair else row.get("verdict"),
         "text": text,
     }
 
@@ -135,19 +167,27 @@ def build_report(
     reference = next((r for r in rows if r.variant.key == "baseline" and r.result is not None), None)
     # the row every rung sits on: speechtrain with everything off, else the baseline
     base = next((r for r in rows if r.variant.key == "engine" and r.result is not None), reference)
+    fair = next((r for r in rows if r.variant.key == "fair_baseline" and r.result is not None), None)
     runs = []
-    skipped = []
+    skipped: list[dict[str, Any]] = []
     for index, row in enumerate(rows):
         if row.result is not None:
             rec = row.result.to_dict()
             rec["key"] = row.variant.key
             rec["index"] = index
+            rec["status"] = "measured"
+            rec["log"] = row.log
             rec["applied_summary"] = applied_text(row.result, row.variant)
-            rec.update(_row_stats(row, reference, max_spread, base))
+            rec.update(_row_stats(row, reference, max_spread, base, fair))
             runs.append(rec)
         else:
             reason = row.error or row.variant.skip_reason
-            skipped.append({"name": row.variant.label, "key": row.variant.key, "reason": reason, "index": index})
+            status = getattr(row.status, "value", row.status)
+            if status == "measured":  # a row built without a status: skipped when it carries a reason
+                status = "skipped"
+            entry: dict[str, Any] = {"name": row.variant.label, "key": row.variant.key, "reason": reason}
+            entry.update(index=index, status=status, error_lines=list(row.error_lines), log=row.log)
+            skipped.append(entry)
     bottleneck = diagnose(runs, device)
     # the load beyond the row's own torch threads (a row at `threads` threads loads the machine by about that
     # much itself; its loader workers stay below a core on these rows): what other processes added
@@ -169,7 +209,10 @@ def build_report(
             *notes,
             *(f"'{r['name']}' flagged: {r['verdict_detail']}" for r in flagged),
         ]
-    headline = _headline(runs)
+    headline = _headline(runs, str(device.get("type")))
+    pending = [str(s["name"]) for s in skipped if s.get("status") == "not measured yet"]
+    if pending:
+        notes = [*notes, f"in progress or stopped: {len(pending)} row(s) not measured yet ({', '.join(pending)})"]
     if headline is not None and headline["verdict"] == Verdict.INCONCLUSIVE.value:
         why = "the machine was too loaded to conclude" if loaded else "the passes disagree too much to conclude"
         advice = "re-run with more --repeat or on a quiet machine"
@@ -206,6 +249,7 @@ def _cell(text: str) -> str:
 def markdown_table(report: dict[str, Any]) -> str:
     """The ladder as a markdown table (ladder order; skipped and failed rows carry their reason).
 
+    ``vs fair`` is the ratio to the fair baseline (bf16 autocast, SDPA, fused AdamW) where it was measured.
     ``speed-up`` is the ratio of medians to the baseline, with the range of the per-pass ratios and
     "inconclusive" when that range crosses 1.0x or is too wide; ``spread`` is the range of the row's
     own audio-s/s over its passes, as a share of its median. On a CPU device two more columns: audio
@@ -217,9 +261,11 @@ def markdown_table(report: dict[str, Any]) -> str:
     base_peak = base.get("peak_memory_bytes") if base else None
     extra = " audio-s/CPU-s | load | faults/step |" if cpu else ""
     header = (
-        "| configuration | audio-s/s | speed-up | spread | steps/s | samples/s | peak memory | memory saved "
+        "| configuration | audio-s/s | speed-up | vs fair | spread | steps/s | samples/s | peak memory | memory saved "
         "| padding | data wait | GPU busy | MFU |" + extra + " applied? |\n"
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if cpu else "") + "---|\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        + ("---:|---:|---:|" if cpu else "")
+        + "---|\n"
     )
     lines: list[tuple[int, str]] = []
     for r in runs:
@@ -229,6 +275,7 @@ def markdown_table(report: dict[str, Any]) -> str:
             _cell(r["name"]),
             f"{r['audio_seconds_per_second']:.1f}",
             _speedup_cell(r),
+            "-" if r.get("speedup_vs_fair") is None else f"{r['speedup_vs_fair']:.2f}x",
             "-" if r.get("rate_spread_fraction") is None else f"{r['rate_spread_fraction']:.0%}",
             f"{r['steps_per_second']:.2f}",
             f"{r['samples_per_second']:.1f}",
@@ -247,9 +294,50 @@ def markdown_table(report: dict[str, Any]) -> str:
         cells.append(_cell(r.get("applied_summary", "")))
         lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
-        dashes = " - |" * (14 if cpu else 11)
-        lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{dashes} {_cell(s['reason'])} |"))
+        dashes = " - |" * (15 if cpu else 12)
+        lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{dashes} {_cell(skipped_reason(s))} |"))
     return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
+
+
+def skipped_reason(s: dict[str, Any]) -> str:
+    """The cell of a row that was not measured: its reason; a failed or timed-out row adds the first lines of
+    its error (beyond the reason's own line) and its log file."""
+    text = str(s.get("reason") or "")
+    extra = [ln for ln in s.get("error_lines") or [] if ln and ln not in text][:3]
+    if extra:
+        text += " / " + " / ".join(extra)
+    if s.get("log") and s.get("status") in ("failed", "timed out"):
+        text += f" (log: {s['log']})"
+    return text
+
+
+def row_line(report: dict[str, Any], key: str) -> str:
+    """One line with a row's figures as soon as it is measured (or why it was not)."""
+    run = next((r for r in report["runs"] if r.get("key") == key), None)
+    if run is None:
+        s = next((s for s in report.get("skipped", []) if s.get("key") == key), None)
+        return f"  {key}: {skipped_reason(s) if s else 'no result'}"
+    parts = [
+        f"{run['audio_seconds_per_second']:.1f} audio-s/s",
+        f"{run['steps_per_second']:.2f} steps/s",
+        f"{run['mean_batch_size']:.1f} items/batch",
+        f"peak {_gib(run.get('peak_memory_bytes'))}",
+    ]
+    if run.get("speedup_vs_baseline") is not None:
+        parts.append(f"{run['speedup_vs_baseline']:.2f}x plain loop")
+    if run.get("speedup_vs_fair") is not None:
+        parts.append(f"{run['speedup_vs_fair']:.2f}x fair loop")
+    for label, field_key in (("GPU busy", "gpu_busy_fraction"), ("MFU", "mfu")):
+        if run.get(field_key) is not None:
+            parts.append(f"{label} {run[field_key]:.1%}")
+    if run.get("warmup_seconds") is not None:
+        parts.append(f"warm-up {run['warmup_seconds']:.1f} s")
+    view = run.get("profile_view") or {}
+    if view.get("launches_per_step") is not None:
+        parts.append(f"{view['launches_per_step']:.0f} launches/step")
+    if view.get("device_idle_fraction") is not None:
+        parts.append(f"device idle {view['device_idle_fraction']:.0%}")
+    return f"  {run['name']}: " + ", ".join(parts)
 
 
 def _speedup_cell(r: dict[str, Any]) -> str:
@@ -294,21 +382,70 @@ def markdown_report(report: dict[str, Any], title: str = "speechtrain bench") ->
         "",
     ]
     lines += [f"- {n}" for n in report.get("notes", [])]
+    profile = profile_markdown(report)
+    if profile:
+        lines += ["", profile]
     return "\n".join(lines) + "\n"
 
 
-def write_json(report: dict[str, Any], path: str | Path) -> Path:
+def profile_markdown(report: dict[str, Any], top: int = 3) -> str:
+    """The profiler's view of each profiled row (``--profile N``): launches per step, the device's idle
+    share of the step, the step time under the profiler and the top host and device operators."""
+    rows = [r for r in report["runs"] if r.get("profile_view")]
+    if not rows:
+        return ""
+    out = [
+        "## Profile (one more run per row under torch.profiler; its rates are not the row's)",
+        "",
+        "| configuration | step ms (profiled) | launches/step | device idle | top host operators (self CPU) "
+        "| top device operators (self device) |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        v = r["profile_view"]
+        if v.get("error"):
+            out.append(f"| {_cell(r['name'])} | - | - | - | {_cell(v['error'])} | - |")
+            continue
+
+        def ops(key: str, v: dict[str, Any] = v) -> str:
+            return "; ".join(f"{o['op']} {o['share']:.0%}" for o in (v.get(key) or [])[:top]) or "-"
+
+        step = "-" if v.get("step_ms") is None else f"{v['step_ms']:.1f}"
+        launches = "-" if v.get("launches_per_step") is None else f"{v['launches_per_step']:.0f}"
+        out.append(
+            f"| {_cell(r['name'])} | {step} | {launches} | {_pct(v.get('device_idle_fraction'))} "
+            f"| {_cell(ops('host_ops'))} | {_cell(ops('device_ops'))} |"
+        )
+    out.append("")
+    out.append(
+        "launches/step: device kernels and copies per step on a GPU; on a CPU (no launches) the ATen operators "
+        "the dispatcher ran per step. device idle: share of the steps' window with no kernel running (GPU only)."
+    )
+    return "\n".join(out)
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader (or a kill)
+    sees the old file or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
     return path
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> Path:
+    return write_atomic(path, json.dumps(report, indent=2, default=str) + "\n")
 
 
 def write_markdown(report: dict[str, Any], path: str | Path, title: str = "speechtrain bench") -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(markdown_report(report, title))
-    return path
+    return write_atomic(path, markdown_report(report, title))
 
 
 def chart_label(r: dict[str, Any]) -> str:

@@ -32,6 +32,25 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--fake-data", type=int, default=None, metavar="N", help="N synthetic utterances, no manifest")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="cap each configuration's timing")
     p.add_argument(
+        "--row-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="kill a row whose process runs longer than S seconds in all (start, warm-up, compilation): it is "
+        "marked 'timed out' and the next row runs (bench.row_timeout)",
+    )
+    p.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the passes, one more run per row under torch.profiler: its top N host and device operators, "
+        "the device's idle share of the step and the launches per step, in the JSON and the markdown",
+    )
+    p.add_argument(
+        "--logs", default=None, metavar="DIR", help="keep each row's output in DIR/<row>.log (default: beside --json)"
+    )
+    p.add_argument(
         "--repeat", type=int, default=None, help="passes over the rows, interleaved; median and range (bench.repeat)"
     )
     p.add_argument("--threads", type=_threads, default=None, help="torch threads per row, or auto (bench.threads)")
@@ -94,6 +113,10 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError(f"--min-seconds must be >= 0, got {args.min_seconds}")
     if isinstance(args.threads, int) and args.threads < 1:
         raise UserError(f"--threads must be >= 1 or auto, got {args.threads}")
+    if args.row_timeout is not None and args.row_timeout <= 0:
+        raise UserError(f"--row-timeout must be > 0 seconds, got {args.row_timeout}")
+    if args.profile < 0:
+        raise UserError(f"--profile must be >= 0 operators, got {args.profile}")
     if args.max_spread is not None and args.max_spread <= 0:
         raise UserError(f"--max-spread must be > 0, got {args.max_spread}")
     if args.fake_data is not None and args.fake_data < 2:
@@ -111,6 +134,8 @@ def _validate(args: argparse.Namespace) -> None:
                 ("--plot", args.plot),
                 ("--in-process", args.in_process),
                 ("--time-limit", args.time_limit is not None),
+                ("--row-timeout", args.row_timeout is not None),
+                ("--profile", args.profile > 0),
             )
             if on
         ]
@@ -149,8 +174,23 @@ def run_peers(argv: list[str]) -> int:
     return subprocess.run([sys.executable, str(script), *argv]).returncode
 
 
+def log_folder(args: argparse.Namespace) -> Path | None:
+    """Where the rows' logs go: ``--logs``, else beside ``--json`` (or ``--markdown``): ``OUT.logs/``."""
+    if args.logs:
+        return Path(args.logs)
+    out = args.json or args.markdown
+    return Path(out).with_suffix(".logs") if out else None
+
+
 def run(args: argparse.Namespace) -> int:
-    from speechtrain.bench.report import diagnosis_text, markdown_table, write_json, write_markdown, write_plot
+    from speechtrain.bench.report import (
+        diagnosis_text,
+        markdown_table,
+        row_line,
+        write_json,
+        write_markdown,
+        write_plot,
+    )
     from speechtrain.cli.common import config_from_args
     from speechtrain.recipes.bench import run_bench
 
@@ -166,6 +206,15 @@ def run(args: argparse.Namespace) -> int:
     if args.nproc is not None:
         return _scaling(cfg, args, command, on_row)
     tuned = tune_overrides(cfg) if args.tune else None
+
+    def on_report(partial: dict[str, Any], key: str) -> None:
+        # the row's figures now, and the files rewritten (atomically): a killed ladder keeps every finished row
+        print(row_line(partial, key), flush=True)
+        if args.json:
+            write_json(partial, args.json)
+        if args.markdown:
+            write_markdown(partial, args.markdown)
+
     report = run_bench(
         cfg,
         steps=args.steps,
@@ -182,6 +231,10 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         command=command,
         on_row=on_row,
+        row_timeout=args.row_timeout,
+        log_dir=log_folder(args),
+        on_report=on_report,
+        profile=args.profile,
     )
     print()
     print(markdown_table(report))

@@ -28,6 +28,8 @@ from speechtrain.bench.measure import (
     RunSpec,
     mean_losses,
     profile_summary,
+    profile_view,
+    profiled_step,
     profiler,
     timed_loop,
 )
@@ -63,6 +65,10 @@ def run_bench(
     tuned: dict[str, Any] | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
+    row_timeout: float | None = None,
+    log_dir: str | Path | None = None,
+    on_report: Callable[[dict[str, Any], str], None] | None = None,
+    profile: int = 0,
 ) -> dict[str, Any]:
     """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
 
@@ -76,9 +82,22 @@ def run_bench(
     ``measure_peak`` times a matmul on the CPU so that MFU has a (measured, not specified) peak.
     ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config.data,
     cfg.data)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called
-    before each measurement.
+    before each measurement; ``on_report(report so far, key of the row just measured)`` after each (the CLI
+    prints the row's figures and rewrites its JSON and markdown there, so a killed ladder keeps its rows).
+    ``row_timeout`` (default ``bench.row_timeout``): seconds a row's process may take in all, then it is
+    killed, marked timed out and the next row runs. ``log_dir``: each row's output is kept in
+    ``log_dir/<row>.log`` (default: a fresh temporary folder, named in the report). ``profile`` > 0: one
+    more run per row under torch.profiler, its view (top ``profile`` host and device operators, the device's
+    idle share, launches per step) in the row's ``profile_view``.
     """
-    from speechtrain.bench.ablate import Variant, config_tuned, plan_ladder, run_ladder, tuned_batch_size
+    from speechtrain.bench.ablate import (
+        Variant,
+        config_tuned,
+        fair_variant,
+        plan_ladder,
+        run_ladder,
+        tuned_batch_size,
+    )
     from speechtrain.bench.measure import device_info, probe
     from speechtrain.bench.report import build_report
     from speechtrain.device import resolve_device
@@ -98,14 +117,59 @@ def run_bench(
         probe_result = probe(measure=measure_peak and dev.type == "cpu")
     finally:
         torch.set_num_threads(saved_threads)
+    row_timeout = b.row_timeout if row_timeout is None else row_timeout
     if ablate:
         variants = plan_ladder(cfg.data, dev.type, probe_result, skip, tuned)
     else:
         variants = [
             Variant("baseline", "baseline (plain PyTorch loop)", kind="baseline"),
+            fair_variant(dev.type),
             Variant("config", "speechtrain (this config)", records=()),
         ]
+        for v in variants:
+            if v.key in skip and v.key != "config":
+                v.skip_reason = f"skipped (--skip {v.key})"
     n = len(variants)
+    logs = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="speechtrain-bench-logs-"))
+    window = f"at least {steps} timed steps and {min_seconds:g} s" + (
+        " (fewer if time-limited)" if time_limit is not None else ""
+    )
+    notes = [f"each measurement: {warmup} warm-up steps, then {window}"]
+    if row_timeout:
+        notes.append(f"each row's process: at most {row_timeout:g} s in all (start, warm-up, compilation), then killed")
+    if isolate:
+        notes.append(f"each row's output: {logs}/<row>.log")
+    if repeat > 1:
+        notes.append(
+            f"{repeat} passes over the rows, interleaved round-robin; each row shows its median pass and the "
+            "range of its passes; a speed-up is the ratio of medians, its range that of the ratios within each pass"
+        )
+    notes.append(
+        f"torch threads per row: {threads}"
+        + (" (the cores left over by the row's loader workers)" if threads == "auto" else "")
+        + f"; {cores} usable cores"
+    )
+    if fake_data:
+        notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
+    info = device_info(probe_result, cfg.train.device)
+    info["torch_threads"] = threads
+    info["usable_cores"] = cores
+    tuned_size = tuned_batch_size(tuned) or tuned_batch_size(config_tuned(cfg.data))
+
+    def report_of(rows: list[Any]) -> dict[str, Any]:
+        return build_report(
+            rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread
+        )
+
+    def on_result(rows: list[Any], i: int) -> None:
+        if on_report is not None:
+            on_report(report_of(rows), variants[i].key)
+
+    def label(i: int, v: Variant, r: int) -> str:
+        if r < 0:
+            return v.label + " (profiled run, not ranked)"
+        return v.label + (f" (pass {r + 1}/{repeat})" if repeat > 1 else "")
+
     with tempfile.TemporaryDirectory(prefix="speechtrain-ladder-") as tmp:
         setup_state = str(Path(tmp) / "setup.pt")  # the task's data-dependent setup runs once; later rows load it
         specs = []
@@ -132,32 +196,14 @@ def run_bench(
             repeat=repeat,
             isolate=isolate,
             time_limit=time_limit,
-            on_row=(lambda i, v, r: on_row(i, n, v.label + (f" (pass {r + 1}/{repeat})" if repeat > 1 else "")))
-            if on_row
-            else None,
+            on_row=(lambda i, v, r: on_row(i, n, label(i, v, r))) if on_row else None,
             execute=execute,
+            row_timeout=row_timeout,
+            log_dir=logs,
+            on_result=on_result,
+            profile=profile,
         )
-    window = f"at least {steps} timed steps and {min_seconds:g} s" + (
-        " (fewer if time-limited)" if time_limit is not None else ""
-    )
-    notes = [f"each measurement: {warmup} warm-up steps, then {window}"]
-    if repeat > 1:
-        notes.append(
-            f"{repeat} passes over the rows, interleaved round-robin; each row shows its median pass and the "
-            "range of its passes; a speed-up is the ratio of medians, its range that of the ratios within each pass"
-        )
-    notes.append(
-        f"torch threads per row: {threads}"
-        + (" (the cores left over by the row's loader workers)" if threads == "auto" else "")
-        + f"; {cores} usable cores"
-    )
-    if fake_data:
-        notes.append(f"data: {fake_data} synthetic LJSpeech-like utterances (--fake-data)")
-    info = device_info(probe_result, cfg.train.device)
-    info["torch_threads"] = threads
-    info["usable_cores"] = cores
-    tuned_size = tuned_batch_size(tuned) or tuned_batch_size(config_tuned(cfg.data))
-    return build_report(rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread)
+    return report_of(rows)
 
 
 def run_scaling(
@@ -309,11 +355,20 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     precision = "fp32"
     loader: Any = None
     trained: int | None = None
-    if spec.kind == "baseline":
+    if spec.kind in ("baseline", "fair"):
         device = resolve_device(cfg.train.device)
         reset_peak(device)
         explicit = cfg.accel.sdpa is False  # the naive row; the reference keeps the model's SDPA attention
-        loop = PlainLoop(cfg, task, device, explicit_attention=explicit)
+        loop = PlainLoop(cfg, task, device, explicit_attention=explicit, fair=spec.kind == "fair")
+        precision = loop.precision
+        if spec.kind == "fair":
+            applied["fair_loop"] = {
+                "applied": True,
+                "exact": loop.precision == "fp32",
+                "detail": f"{'bf16 autocast' if loop.precision == 'bf16' else 'fp32'}, SDPA, {loop.optimizer_name}, "
+                f"random batches of {cfg.data.batch_size}",
+                "info": {"precision": loop.precision, "optimizer": loop.optimizer_name},
+            }
         if explicit:
             if not loop.explicit_attention_modules:
                 raise RowNotApplicable("not applicable: the model has no attention module with a `use_sdpa` switch")
@@ -381,6 +436,8 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     else:
         raise ValueError(f"unknown run kind {spec.kind!r} (baseline, lightning or engine)")
     outputs: list[Any] | None = [] if spec.record_losses else None
+    if spec.profile:
+        step = profiled_step(step)
     with profiler(spec.profile, device.type) as prof:
         counts = timed_loop(
             step, batches, spec.steps, spec.warmup, device, spec.time_limit, progress, spec.min_seconds, outputs
@@ -392,6 +449,7 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     result.trained_parameters = trained
     if spec.profile:
         result.profile = profile_summary(prof, spec.profile, device.type)
+        result.profile_view = profile_view(prof, spec.profile, device.type, skip_steps=spec.warmup)
     return result
 
 
@@ -511,6 +569,7 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m speechtrain.recipes.bench SPEC.json OUT.json", file=sys.stderr)
         return 2
     spec = RunSpec(**json.loads(Path(argv[0]).read_text()))
+    _exit_with_parent()
     register_all(spec.families or {})  # the plug-in families of the parent (the test-suite's toy tasks)
     started = init_from_env(None)  # under torchrun (spec.processes > 1): one process per device
     try:
@@ -527,6 +586,25 @@ def _main(argv: list[str]) -> int:
         return 0
     finally:
         shutdown(started)
+
+
+def _exit_with_parent() -> None:
+    """End this measuring process when the bench that started it is gone (killed with SIGKILL, say): a row
+    runs in a process group of its own (so that a row timeout can kill its loader workers with it), which a
+    kill of the bench does not reach. A daemon thread looks for a new parent once a second."""
+    import os
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(1)  # no clean-up to wait for: nobody reads this row any more
+
+    threading.Thread(target=watch, name="speechtrain-bench-parent-watch", daemon=True).start()
 
 
 def merge_ranks(results: list[dict[str, Any]]) -> RunResult:
