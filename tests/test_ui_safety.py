@@ -6,6 +6,7 @@ Each refusal is one line, and nothing starts."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -252,3 +253,80 @@ def test_data_roots_follow_the_operators_links_and_the_uploads(tmp_path: Path) -
     with pytest.raises(UserError, match="data.manifest"):
         ws.load_config("gpt_tts_tiny", [f"data.manifest={elsewhere}"])
     assert ws.load_config("gpt_tts_tiny", [f"data.manifest={elsewhere}"], reads_data=False)  # the probe reads none
+
+
+def test_recipes_come_from_the_listed_folders_and_the_data_roots(tmp_path: Path) -> None:
+    """A recipe by name is one of the listed folders' (recipes/, --recipes DIR, the tuned configs); by path a .yaml
+    file under those or the data roots, and so is every file it extends; anything else is refused before it is read.
+    """
+    from speechtrain.ui.page import Workspace
+
+    mine = tmp_path / "my_recipes"
+    mine.mkdir()
+    (mine / "voice.yaml").write_text(f"extends: {RECIPES / 'gpt_tts_tiny.yaml'}\n")
+    ws = Workspace(tmp_path / "runs", tmp_path / "data", recipe_folders=[mine])
+    assert ws.recipe("gpt_tts_tiny") == RECIPES / "gpt_tts_tiny.yaml"
+    assert str(mine / "voice.yaml") in ws.recipes() and ws.recipe(str(mine / "voice.yaml")) == mine / "voice.yaml"
+    assert ws.recipe("voice") == mine / "voice.yaml"
+    with pytest.raises(UserError, match="recipe 'no_such' is not listed here"):
+        ws.recipe("no_such")
+    for bad in ("/etc/passwd", str(tmp_path / "x.yaml"), str(tmp_path / "data" / ".." / "x.yaml")):
+        with pytest.raises(UserError, match="the web UI reads recipes only from its recipe folders and data roots"):
+            ws.recipe(bad)
+    under = tmp_path / "data" / "r.yaml"
+    under.write_text("extends: ../outside.yaml\n")
+    with pytest.raises(UserError, match=r"extends: of .*r\.yaml"):
+        ws.recipe(str(under))
+    closed = Workspace(tmp_path / "runs", tmp_path / "data")  # without --recipes: that folder is elsewhere
+    with pytest.raises(UserError, match="reads recipes only"):
+        closed.recipe(str(mine / "voice.yaml"))
+
+
+def test_path_values_of_the_page_and_of_the_operator(tmp_path: Path) -> None:
+    """The operator's recipe keeps its own path values (train.output_dir: runs/... beside the server); the page's
+    overrides and a recipe under the data roots do not; a resume's overrides are checked against the run's own."""
+    from speechtrain.config import save_config
+    from speechtrain.ui.page import Workspace
+
+    ws = Workspace(tmp_path / "runs", tmp_path / "data")
+    corpus = tmp_path / "data" / "c"
+    corpus.mkdir()
+    over = [f"data.manifest={corpus}"]
+    assert ws.load_config("gpt_tts_tiny", over).train.output_dir == "runs/gpt_tts_tiny"  # the recipe's own
+    with pytest.raises(UserError, match="train.output_dir=runs/gpt_tts_tiny: the web UI reads and writes only"):
+        uploaded = tmp_path / "data" / "up.yaml"
+        uploaded.write_text(f"extends: {RECIPES / 'gpt_tts_tiny.yaml'}\n")
+        ws.load_config(str(uploaded), over)
+    with pytest.raises(UserError, match="data.cache_dir=/var/tmp/c"):
+        ws.load_config("gpt_tts_tiny", [*over, 'data={"cache_dir": "/var/tmp/c"}'])
+    run = tmp_path / "runs" / "r"
+    run.mkdir()
+    cfg = ws.load_config("gpt_tts_tiny", [*over, f"train.output_dir={run}"])
+    cfg.data.cache_dir = "/opt/its_own_cache"  # written by whoever started the run (the CLI): kept
+    save_config(cfg, run / "config.yaml")
+    assert ws.load_run_config(run, ["train.max_steps=5"]).data.cache_dir == "/opt/its_own_cache"
+    with pytest.raises(UserError, match="train.init_from=/etc/passwd"):
+        ws.load_run_config(run, ["train.init_from=/etc/passwd"])
+
+
+def test_a_manifests_audio_outside_the_roots_is_skipped_for_the_ui_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside the UI's reads (its own process: a context; its jobs: the environment) an entry whose audio lies
+    outside the data roots is an ``outside_data_roots`` problem, named before the file is touched; elsewhere (the
+    command line) the manifest reads as before."""
+    from speechtrain.data.manifest import ROOTS_ENV, audio_roots, read_manifest
+
+    corpus = tmp_path / "data" / "lj"
+    (corpus / "wavs").mkdir(parents=True)
+    (corpus / "metadata.csv").write_text("a|hi|hi\n../../../elsewhere/b|x|x\n")  # the files need not exist
+    listed = [e.id for e in read_manifest(corpus, "ljspeech")[0]]
+    assert listed == ["a", "../../../elsewhere/b"]
+    with audio_roots([tmp_path / "data"]):
+        entries, problems = read_manifest(corpus, "ljspeech")
+    assert [e.id for e in entries] == ["a"]
+    assert [(p.reason, p.id) for p in problems] == [("outside_data_roots", "../../../elsewhere/b")]
+    monkeypatch.setenv(ROOTS_ENV, str(tmp_path / "data"))
+    assert [e.id for e in read_manifest(corpus, "ljspeech")[0]] == ["a"]
+    monkeypatch.setenv(ROOTS_ENV, os.pathsep.join([str(tmp_path / "elsewhere"), str(tmp_path / "data")]))
+    assert len(read_manifest(corpus, "ljspeech")[0]) == 2
