@@ -299,6 +299,12 @@ def test_path_values_of_the_page_and_of_the_operator(tmp_path: Path) -> None:
         ws.load_config(str(uploaded), over)
     with pytest.raises(UserError, match="data.cache_dir=/var/tmp/c"):
         ws.load_config("gpt_tts_tiny", [*over, 'data={"cache_dir": "/var/tmp/c"}'])
+    for own in (ws.shown, ws.tuned, ws.ui / "jobs"):  # the UI's own folder: what it serves, its tuned recipes
+        with pytest.raises(UserError, match=f"not in its own {ws.ui}"):
+            ws.load_config("gpt_tts_tiny", [*over, f"data.cache_dir={own / 'c'}"])
+    assert ws.load_config("gpt_tts_tiny", [*over, f"data.cache_dir={ws.uploads / 'z' / 'c'}"])  # an upload's
+    with pytest.raises(UserError, match="train.output_dir=.*uploads"):
+        ws.load_config("gpt_tts_tiny", [*over, f"train.output_dir={ws.uploads / 'r'}"])
     run = tmp_path / "runs" / "r"
     run.mkdir()
     cfg = ws.load_config("gpt_tts_tiny", [*over, f"train.output_dir={run}"])

@@ -178,21 +178,22 @@ class Workspace:
         return [self.runs] if kind == "run" else [self.runs, self.data]
 
     def check_path(self, key: str, kind: str, value: str) -> None:
-        """One path value of a config: under :meth:`path_roots` (``..`` resolved), never in the UI's own served or
-        job folders for a run; a one-line UserError naming the key and the roots otherwise."""
+        """One path value of a config: under :meth:`path_roots` (``..`` resolved), never in the UI's own folder
+        ``RUNS/.ui`` (what it serves, its jobs, its tuned recipes) but for the uploads' data; a one-line UserError
+        naming the key and the roots otherwise."""
         if kind == "dataset":
             self.data_path(value, key)
             return
         full = Path(os.path.normpath(Path(value).expanduser().absolute()))
         roots = self.path_roots(kind)
         inside = any(full.is_relative_to(root) for root in roots)
-        own = full.is_relative_to(self.shown) or (kind == "run" and full.is_relative_to(self.ui))
+        own = full.is_relative_to(self.ui) and (kind == "run" or not full.is_relative_to(self.uploads))
         if inside and not own:
             return
         where = " or ".join(str(r) for r in roots)
         raise UserError(
-            f"{key}={value}: the web UI reads and writes only under its folders ({where}"
-            + (f", not in its own {self.ui}" if kind == "run" else f", not in {self.shown}")
+            f"{key}={value}: the web UI reads and writes only under its folders ({where}, not in its own {self.ui}"
+            + ("" if kind == "run" else f" but for {self.uploads}")
             + "): choose a path there, or run it from the command line"
         )
 
