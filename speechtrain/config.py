@@ -84,6 +84,39 @@ def code_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
     return found
 
 
+#: the schema marks of a field whose value is a file or folder of the machine (``Field(...,
+#: json_schema_extra=NAMES_DATASET)``), by what the job does there: reads it as a dataset, writes a run directory
+#: there, or reads and writes files there (a feature cache, a checkpoint folder, weights to start from). A
+#: network-facing door (the web UI) keeps each one under its own folders (:func:`path_values`);
+#: tests/test_path_fields.py fails on an unmarked one
+NAMES_DATASET: dict[str, Any] = {"names_path": "dataset"}
+NAMES_RUN: dict[str, Any] = {"names_path": "run"}
+NAMES_FILES: dict[str, Any] = {"names_path": "files"}
+
+
+def path_kind(field: Any) -> str | None:
+    """``dataset``, ``run`` or ``files`` for a pydantic field declared with a path mark (:data:`NAMES_DATASET`
+    ...), else None."""
+    extra = getattr(field, "json_schema_extra", None)
+    kind = extra.get("names_path") if isinstance(extra, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def path_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str, str]]:
+    """``(dotted key, kind, value)`` of every set path field of ``section`` (a whole Config, or one section, walked
+    into its sub-sections; list values one by one)."""
+    found: list[tuple[str, str, str]] = []
+    for name, field in type(section).model_fields.items():
+        value = getattr(section, name, None)
+        key, kind = f"{prefix}{name}", path_kind(field)
+        if kind is not None:
+            values = value if isinstance(value, (list, tuple)) else [value]
+            found += [(key, kind, str(v)) for v in values if isinstance(v, (str, os.PathLike)) and str(v)]
+        elif isinstance(value, BaseModel):
+            found += path_values(value, f"{key}.")
+    return found
+
+
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, assignments are validated."""
 
@@ -312,6 +345,7 @@ class DataConfig(Section):
     manifest: str | None = Field(
         None,
         description="The dataset: a folder in one of the layouts (data.format), or its metadata file.",
+        json_schema_extra=NAMES_DATASET,
     )
     format: str = Field(
         "auto",
@@ -322,10 +356,14 @@ class DataConfig(Section):
         None,
         description="Text encoding of the metadata (e.g. latin-1, cp1251); None: UTF-8, or UTF-16/UTF-8 with a BOM.",
     )
-    eval_manifest: str | None = Field(None, description="Separate evaluation manifest; else items are held out.")
+    eval_manifest: str | None = Field(
+        None, description="Separate evaluation manifest; else items are held out.", json_schema_extra=NAMES_DATASET
+    )
     eval_utterances: int = Field(16, ge=0, description="Utterances held out for evaluation when no eval_manifest.")
     cache_dir: str | None = Field(
-        None, description="Feature cache folder (default: .speechtrain_cache beside the data)."
+        None,
+        description="Feature cache folder (default: .speechtrain_cache beside the data).",
+        json_schema_extra=NAMES_FILES,
     )
 
     audio: AudioSection = Field(
@@ -641,6 +679,7 @@ class TrainConfig(Section):
         "speechtrain run directory or checkpoint, a jik876/hifi-gan g_ file (and its do_ file), or a "
         "SingingVocoders NSF-HiFiGAN checkpoint. Modules the file lacks keep their initialisation; "
         "init_report.txt in the run lists every tensor.",
+        json_schema_extra=NAMES_FILES,
     )
     init_trust_pickle: bool = Field(
         False, description="init_from: allow files holding pickled Python objects (Lightning checkpoints)."
@@ -651,7 +690,7 @@ class TrainConfig(Section):
     def _one_path_is_a_list(cls, value: Any) -> Any:
         return [value] if isinstance(value, str | os.PathLike) else value
 
-    output_dir: str = Field("runs/run", description="Run directory.")
+    output_dir: str = Field("runs/run", description="Run directory.", json_schema_extra=NAMES_RUN)
     auto_resume: bool = Field(
         False,
         description="Continue output_dir from its newest loadable checkpoint when it has one, else start (the rows "

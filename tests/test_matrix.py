@@ -320,6 +320,7 @@ def _ui_job(client: Any, family: str, run: Path, corpora: dict[str, list[str]]) 
     data = run.parent.parent / "data" / f"{spec.corpus}-{corpus.name}"  # the page reads datasets under --data only
     if not data.exists():
         data.symlink_to(corpus, target_is_directory=True)  # as an operator links a corpus there
+    more = [_linked_cache(o, data) for o in more]  # and its feature cache: the page's paths stay in its folders
     name = f"{run.name}_ui"
     overrides = " ".join([*more, *spec.extra, *TINY, *steps(1)])
     status, _ = client.predict(str(spec.recipe), str(data), "auto", "", overrides, name, 1, api_name="/start_train")
@@ -330,6 +331,17 @@ def _ui_job(client: Any, family: str, run: Path, corpora: dict[str, list[str]]) 
         time.sleep(1.0)
         view = client.predict(name, api_name="/run_view")
     assert "finished" in view[0], f"{view[0]}\n{view[-1]}"
+
+
+def _linked_cache(override: str, data: Path) -> str:
+    """``data.cache_dir=X`` as the page may name it: a link to X beside the linked corpus, under --data."""
+    key, _, value = override.partition("=")
+    if key != "data.cache_dir":
+        return override
+    link = data.with_name(f"{data.name}-cache")
+    if not link.exists():
+        link.symlink_to(value, target_is_directory=True)
+    return f"{key}={link}"
 
 
 def _accel(run: Path) -> dict[str, Any]:
@@ -402,6 +414,7 @@ def served(matrix_root: Path) -> Iterator[str]:
         block=False,
         quiet=True,
         allow_models=["examples.own_model:build_task"],  # the page builds a model of your own when told to
+        recipe_folders=[ROOT / "examples"],  # and reads its recipe from the operator's folder
     )
     yield url
     from speechtrain.ui import jobs, runs

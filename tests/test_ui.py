@@ -123,10 +123,13 @@ def test_the_ui_builds_no_model_it_was_not_told_to(tmp_path: Path, monkeypatch: 
 
     own = "examples.own_model:build_task"
     root = Path(__file__).resolve().parents[1]
-    allowed = Workspace(tmp_path / "runs", tmp_path / "data", allow_models=[own])
+    examples = [root / "examples"]  # the operator names the folder of that recipe (speechtrain ui --recipes)
+    allowed = Workspace(tmp_path / "runs", tmp_path / "data", allow_models=[own], recipe_folders=examples)
     assert allowed.load_config(str(root / "examples" / "own_model.yaml"), []).model.name == own
     with pytest.raises(UserError, match="--allow-model"):
-        ws.load_config(str(root / "examples" / "own_model.yaml"), [])
+        Workspace(tmp_path / "runs", tmp_path / "data", recipe_folders=examples).load_config(
+            str(root / "examples" / "own_model.yaml"), []
+        )
 
 
 def test_the_page_names_only_the_runs_it_lists(tmp_path: Path) -> None:

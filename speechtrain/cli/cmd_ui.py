@@ -1,5 +1,5 @@
 """speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR] [--password P] [--allow-model M:F]
-[--allow-code KEY=M:F]"""
+[--allow-code KEY=M:F] [--recipes DIR]"""
 
 from __future__ import annotations
 
@@ -27,6 +27,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="DIR",
         help="another folder whose runs the page lists (repeatable; default: reports, where `speechtrain demo` "
         "writes its run)",
+    )
+    p.add_argument(
+        "--recipes",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a folder of your recipes the page lists and may read (repeatable); besides recipes/, the page reads "
+        "recipe files under --data and its uploads only",
     )
     p.add_argument(
         "--password",
@@ -88,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         allow_models=args.allow_model,
         also=also,
         allow_code=allow_code,
+        recipe_folders=args.recipes,
     )
     port = url.rstrip("/").rsplit(":", 1)[-1]
     there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""

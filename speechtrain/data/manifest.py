@@ -22,6 +22,9 @@ check uses it).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from speechtrain.data.layouts import layout, layouts, matches, names
@@ -41,6 +44,7 @@ from speechtrain.errors import DataError
 
 __all__ = [
     "AUDIO_EXTENSIONS",
+    "ROOTS_ENV",
     "OTHER_AUDIO_EXTENSIONS",
     "REASONS",
     "Entry",
@@ -54,9 +58,54 @@ __all__ = [
     "manifest_signature",
     "paired_eval_file",
     "read_manifest",
+    "audio_roots",
     "read_text_lines",
     "resolve_format",
 ]
+
+#: set by a door that reads data on others' behalf (the web UI, for the jobs it starts): the folders, joined by
+#: os.pathsep, that a manifest's audio must lie in; unset (the command line), a manifest may name any file
+ROOTS_ENV = "SPEECHTRAIN_DATA_ROOTS"
+_ROOTS: ContextVar[tuple[Path, ...] | None] = ContextVar("speechtrain_data_roots", default=None)
+
+
+@contextmanager
+def audio_roots(roots: list[Path] | tuple[Path, ...]) -> Iterator[None]:
+    """Within it, :func:`read_manifest` (in this thread) refuses entries whose audio lies outside ``roots``, as
+    :data:`ROOTS_ENV` does for a whole process."""
+    token = _ROOTS.set(tuple(Path(r) for r in roots))
+    try:
+        yield
+    finally:
+        _ROOTS.reset(token)
+
+
+def _roots() -> tuple[Path, ...] | None:
+    roots = _ROOTS.get()
+    if roots is None and os.environ.get(ROOTS_ENV):
+        roots = tuple(Path(p) for p in os.environ[ROOTS_ENV].split(os.pathsep) if p)
+    return roots
+
+
+def _inside_roots(entries: list[Entry], problems: list[Problem]) -> list[Entry]:
+    """``entries`` whose audio lies under the data roots (``..`` resolved, before the file is touched: nothing
+    tells whether the file exists); each other one is an ``outside_data_roots`` problem. All of them without roots."""
+    roots = _roots()
+    if roots is None:
+        return entries
+    kept = []
+    for e in entries:
+        full = Path(os.path.normpath(Path(e.audio_path).absolute()))
+        if any(full.is_relative_to(root) for root in roots):
+            kept.append(e)
+        else:
+            where = ", ".join(str(r) for r in roots)
+            problems.append(
+                Problem(
+                    "outside_data_roots", f"audio {e.audio_path} lies outside the data roots ({where})", e.id, e.where
+                )
+            )
+    return kept
 
 
 def layout_candidates(root: Path, encoding: str | None = None) -> dict[str, str]:
@@ -169,6 +218,7 @@ def read_manifest(
     if not lay.reads_folder and not src.is_file():
         raise DataError(f"{src}: expected a {fmt} manifest file")
     entries, problems = lay.read(src, encoding)
+    entries = _inside_roots(entries, problems)
     return _dedupe(entries, problems)
 
 

@@ -82,6 +82,7 @@ def launch(
     allow_models: tuple[str, ...] | list[str] = (),
     also: tuple[str | Path, ...] | list[str | Path] = (),
     allow_code: tuple[str, ...] | list[str] = (),
+    recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
 ) -> tuple[gr.Blocks, str]:
     """Build and start the page; returns the app and its local URL (``block=False`` returns at once).
 
@@ -89,9 +90,10 @@ def launch(
     ``password``) then guards the page, its API and its files; on this machine it is optional. A port already in
     use is a UserError. ``allow_models``: the ``package.module:factory`` models the page may build, ``allow_code``:
     the other config values naming code it may run (``KEY=module:function``); every other one is refused. ``also``:
-    more folders whose runs the page lists. The server serves the files the page shows and nothing else under
-    ``runs_root`` and ``data_root`` (:class:`Workspace`); datasets are read under ``data_root`` and the uploads
-    only."""
+    more folders whose runs the page lists; ``recipe_folders``: more folders of recipes the page lists and reads
+    (besides recipes/; any other recipe file must lie under the data roots). The server serves the files the page
+    shows and nothing else under ``runs_root`` and ``data_root`` (:class:`Workspace`); datasets are read under
+    ``data_root`` and the uploads only, other path values of a config stay under ``runs_root`` and ``data_root``."""
     from speechtrain.errors import UserError
 
     if host not in LOCAL_HOSTS and not password:
@@ -99,7 +101,9 @@ def launch(
             f"serving on {host} reaches other machines: it needs a password (speechtrain ui --password ..., or "
             "SPEECHTRAIN_UI_PASSWORD; `speechtrain ui` makes one and prints it when neither is given)"
         )
-    ws = Workspace(runs_root, data_root, also=also, allow_models=allow_models, allow_code=allow_code)
+    ws = Workspace(
+        runs_root, data_root, also=also, allow_models=allow_models, allow_code=allow_code, recipe_folders=recipe_folders
+    )
     app = build_app(ws)
     app.queue(default_concurrency_limit=4)
     try:

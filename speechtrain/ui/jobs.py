@@ -36,8 +36,10 @@ class JobState:
     error: str = ""
 
 
-def start(folder: str | Path, argv: list[str], cwd: str | Path | None = None) -> JobState:
-    """Start ``speechtrain ARGV...`` in the background, its files in ``folder``."""
+def start(
+    folder: str | Path, argv: list[str], cwd: str | Path | None = None, env: dict[str, str] | None = None
+) -> JobState:
+    """Start ``speechtrain ARGV...`` in the background, its files in ``folder``; ``env``: more environment."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     state = status(folder)
@@ -50,7 +52,7 @@ def start(folder: str | Path, argv: list[str], cwd: str | Path | None = None) ->
     log = open(folder / "output.log", "ab")  # noqa: SIM115 - handed to the child
     log.write(f"\n$ speechtrain {shlex.join(argv)}\n".encode())
     log.flush()
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, **(env or {}), PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "speechtrain.cli.jobrunner", str(folder / "exit_code"), *argv]
     proc = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd, env=env, start_new_session=True

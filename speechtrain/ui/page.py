@@ -45,6 +45,7 @@ class Workspace:
         also: tuple[str | Path, ...] | list[str | Path] = (),
         allow_models: tuple[str, ...] | list[str] = (),
         allow_code: tuple[str, ...] | list[str] = (),
+        recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
     ) -> None:
         self.runs = Path(runs_root).resolve()
         self.data = Path(data_root).resolve()
@@ -57,6 +58,7 @@ class Workspace:
         self.also = [Path(p).resolve() for p in also if Path(p).resolve() != self.runs]
         self.allow_models = tuple(allow_models)
         self.allow_code = backend.parse_allow_code(allow_code)
+        self.recipe_folders = [Path(p).resolve() for p in recipe_folders]
         self.gpu: deque[dict[str, Any]] = deque(maxlen=600)
         self.t0 = time.time()
 
@@ -68,22 +70,83 @@ class Workspace:
         return found[-1] if found else None
 
     def recipes(self) -> list[str]:
-        return backend.list_recipes([self.tuned])
+        return backend.list_recipes([self.tuned, *self.recipe_folders])
+
+    # ------------------------------------------------------------------ recipes
+    def operator_recipe_folders(self) -> list[Path]:
+        """Folders whose recipes the operator put there: ./recipes and the shipped recipes/, ``--recipes`` folders,
+        and the tuned configs the page wrote (from configs it checked)."""
+        return [*backend.recipe_dirs(), *self.recipe_folders, self.tuned]
+
+    def recipe(self, name: str | None) -> Path:
+        """The recipe file the page names ``name``: a listed recipe (by name or path), or a ``.yaml`` file under the
+        operator's recipe folders or the data roots, each file it ``extends:`` too; else a one-line UserError naming
+        those roots. Nothing is read before the check (any other YAML file of the machine, read as a recipe, would
+        show its keys in the errors)."""
+        if not name:
+            raise UserError("choose a recipe (e.g. gpt_tts_tiny)")
+        if "/" not in name and "\\" not in name:  # a name: the folders' own recipes only
+            stem = name.removesuffix(".yaml").removesuffix(".yml")
+            for folder in self.operator_recipe_folders():
+                if (folder / f"{stem}.yaml").is_file():
+                    return folder / f"{stem}.yaml"
+            raise UserError(f"recipe '{name}' is not listed here (recipes: {', '.join(self.recipes()) or 'none'})")
+        path = self._recipe_file(Path(name))
+        self._check_extends(path)
+        return path
+
+    def _recipe_file(self, path: Path, named_by: str = "") -> Path:
+        full = Path(os.path.normpath(path.expanduser().absolute()))
+        roots = [*self.operator_recipe_folders(), *self.data_roots()]
+        if full.suffix in (".yaml", ".yml") and any(full.is_relative_to(root) for root in roots):
+            return full
+        raise UserError(
+            f"recipe {path}{named_by}: the web UI reads recipes only from its recipe folders and data roots "
+            f"({', '.join(str(r) for r in dict.fromkeys(roots))}; speechtrain ui --recipes DIR adds one), as .yaml "
+            "files: choose a listed recipe, or put the file there"
+        )
+
+    def _check_extends(self, path: Path) -> None:
+        """Each file ``path`` extends (``extends: base.yaml``, relative to the file) lies under the recipe roots too:
+        a recipe under the uploads must not pull in any other file of the machine."""
+        import yaml
+
+        seen: set[Path] = set()
+        while path not in seen:
+            seen.add(path)
+            try:
+                raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError, yaml.YAMLError):
+                return  # the config reader says what is wrong with this file (it is under the roots)
+            base = raw.get("extends") if isinstance(raw, dict) else None
+            if not base:
+                return
+            path = self._recipe_file(path.parent / str(base), f" (extends: of {path})")
+
+    def is_operators_recipe(self, path: Path) -> bool:
+        """A recipe of the operator's folders (:meth:`operator_recipe_folders`), not one of the data roots."""
+        return any(path.is_relative_to(folder) for folder in self.operator_recipe_folders())
 
     def load_config(self, recipe: str, overrides: list[str], reads_data: bool = True) -> Any:
-        """:func:`backend.load_config` with the code this UI allows; with ``reads_data`` (every job but the probe)
-        its dataset paths must be under the data roots (:meth:`data_path`)."""
-        cfg = backend.load_config(recipe, overrides, self.allow_models, self.allow_code)
+        """:func:`backend.load_config` of the checked recipe (:meth:`recipe`) with the code this UI allows; with
+        ``reads_data`` (every job but the probe) its dataset paths must be under the data roots (:meth:`data_path`)
+        and its other path values under the UI's folders (:meth:`check_paths`), but for the values of an operator's
+        recipe."""
+        path = self.recipe(recipe)
+        cfg = backend.load_config(str(path), overrides, self.allow_models, self.allow_code)
         if reads_data:
-            self.check_data_paths(cfg)
+            trusted = _saved_values(path) if self.is_operators_recipe(path) else {}
+            self.check_paths(cfg, {k: v for k, v in trusted.items() if k not in self.DATA_KEYS})
         return cfg
 
     def load_run_config(self, run_dir: Path, overrides: list[str] | None = None) -> Any:
-        """A run's config with the page's overrides; a dataset path the overrides name must be under the data roots
-        (the run's own, written by whoever started it, is kept)."""
+        """A run's config with the page's overrides; a path value the overrides change must be under the UI's
+        folders (:meth:`check_paths`; the run's own, written by whoever started it, is kept)."""
         cfg = backend.load_run_config(run_dir, overrides or [], self.allow_models, self.allow_code)
-        if any(o.split("=", 1)[0].strip() in self.DATA_KEYS for o in overrides or []):
-            self.check_data_paths(cfg)
+        from speechtrain.train.rundir import RunDir
+
+        saved = RunDir(run_dir).config
+        self.check_paths(cfg, _saved_values(saved) if saved.is_file() else {})
         return cfg
 
     # ------------------------------------------------------------------ data roots
@@ -106,12 +169,64 @@ class Workspace:
             f"and its uploads {self.uploads}: upload a .zip, or put the dataset under {self.data}"
         )
 
+    def path_roots(self, kind: str) -> list[Path]:
+        """Where a path value of this kind (:func:`speechtrain.config.path_kind`) may point from the page: datasets
+        under the data roots, a run directory under ``--runs``, other files (caches, checkpoints) under ``--runs``
+        or ``--data``."""
+        if kind == "dataset":
+            return self.data_roots()
+        return [self.runs] if kind == "run" else [self.runs, self.data]
+
+    def check_path(self, key: str, kind: str, value: str) -> None:
+        """One path value of a config: under :meth:`path_roots` (``..`` resolved), never in the UI's own folder
+        ``RUNS/.ui`` (what it serves, its jobs, its tuned recipes) but for the uploads' data; a one-line UserError
+        naming the key and the roots otherwise."""
+        if kind == "dataset":
+            self.data_path(value, key)
+            return
+        full = Path(os.path.normpath(Path(value).expanduser().absolute()))
+        roots = self.path_roots(kind)
+        inside = any(full.is_relative_to(root) for root in roots)
+        own = full.is_relative_to(self.ui) and (kind == "run" or not full.is_relative_to(self.uploads))
+        if inside and not own:
+            return
+        where = " or ".join(str(r) for r in roots)
+        raise UserError(
+            f"{key}={value}: the web UI reads and writes only under its folders ({where}, not in its own {self.ui}"
+            + ("" if kind == "run" else f" but for {self.uploads}")
+            + "): choose a path there, or run it from the command line"
+        )
+
+    def check_paths(self, cfg: Any, trusted: dict[str, list[str]] | None = None) -> None:
+        """Every path value of ``cfg`` (the fields the schema declares with a path mark: data.manifest, data.cache_dir,
+        train.output_dir, train.init_from, model.checkpoint_dir ...) is under its roots (:meth:`check_path`), but
+        the values ``trusted`` lists by key (the operator's recipe, the run's saved config)."""
+        from speechtrain.config import path_values
+
+        for key, kind, value in path_values(cfg):
+            if value not in (trusted or {}).get(key, []):
+                self.check_path(key, kind, value)
+
     def check_data_paths(self, cfg: Any) -> None:
         """Every dataset path of ``cfg`` (:attr:`DATA_KEYS`) is under the data roots (:meth:`data_path`)."""
         for key in self.DATA_KEYS:
             value = backend.config_value(cfg, key)
             if value:
                 self.data_path(str(value), key)
+
+    def reading_data(self) -> Any:
+        """A context in which a manifest's audio outside the data roots is refused (skipped, with its reason), for
+        the reads the page does in its own process (plan, estimate, the prepare report)."""
+        from speechtrain.data.manifest import audio_roots
+
+        return audio_roots(self.data_roots())
+
+    def start(self, folder: Path, argv: list[str]) -> Any:
+        """:func:`jobs.start` of a job whose manifests' audio must lie under the data roots (as
+        :meth:`reading_data`, told to the job by its environment)."""
+        from speechtrain.data.manifest import ROOTS_ENV
+
+        return jobs.start(folder, argv, env={ROOTS_ENV: os.pathsep.join(str(r) for r in self.data_roots())})
 
     # ------------------------------------------------------------------ runs
     def run_paths(self) -> list[Path]:
@@ -183,6 +298,29 @@ class Inputs:
     def all(self) -> list[Any]:
         """The five components, in the order :func:`all_overrides` takes their values."""
         return [self.recipe, self.data, self.fmt, self.switch_text, self.extra]
+
+
+def _saved_values(path: Path) -> dict[str, list[str]]:
+    """The values a config file names itself, by dotted key (a list's items one by one; ``extends:`` merged): the
+    path values the page keeps as they are (an operator's recipe, a run's saved config). {} when unreadable."""
+    from speechtrain.config import read_yaml
+
+    try:
+        raw = read_yaml(path)
+    except UserError:
+        return {}
+    found: dict[str, list[str]] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}.")
+        else:
+            items = node if isinstance(node, list) else [node]
+            found[prefix.rstrip(".")] = [str(v) for v in items if isinstance(v, str)]
+
+    walk(raw, "")
+    return found
 
 
 def header(ws: Workspace) -> Inputs:

@@ -67,6 +67,7 @@ REASONS = {
     "malformed_line": "a manifest line that cannot be parsed (field count, JSON, missing or mistyped key)",
     "duplicate_id": "an id listed twice (the first is kept)",
     "missing_file": "the listed audio file does not exist",
+    "outside_data_roots": "audio outside the web UI's data roots (a manifest read for the UI only; the CLI reads any)",
     "unreadable_audio": "not an audio file soundfile can open (garbage bytes, unknown format)",
     "truncated_audio": "fewer samples in the file than its header says",
     "empty_audio": "zero samples",

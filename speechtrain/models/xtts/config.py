@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from speechtrain.config import NAMES_CODE, ModelSection, Section
+from speechtrain.config import NAMES_CODE, NAMES_FILES, ModelSection, Section
 
 #: ``model_args`` keys of Coqui's config.json that the architecture reads
 COQUI_ARCH_KEYS = (
@@ -194,7 +194,9 @@ class XttsConfig(ModelSection):
 
     name: str = "xtts"
     checkpoint_dir: str | None = Field(
-        None, description="Coqui XTTS-v2 checkpoint folder (model.pth, dvae.pth, mel_stats.pth, vocab.json, ...)."
+        None,
+        description="Coqui XTTS-v2 checkpoint folder (model.pth, dvae.pth, mel_stats.pth, vocab.json, ...).",
+        json_schema_extra=NAMES_FILES,  # read, and written by random_checkpoint: the web UI keeps it in its folders
     )
     random_checkpoint: Literal["off", "tiny", "tiny_coqui", "xtts_v2"] = Field(
         "off",

@@ -47,10 +47,11 @@ def layout(ws: Workspace) -> BenchTab:
 def wire(ws: Workspace, tab: BenchTab, inputs: Inputs) -> None:
     @guarded(5)  # status, log, table, plot, diagnosis: a refusal answered 4 and the page showed gradio's error
     def do_bench(r: str, d: str, f: str, sw: str, ex: str, steps: float, limit: float, leave_out: str):  # noqa: ANN202
+        r = str(ws.recipe(r))  # a listed recipe, or a file under the UI's roots, before anything reads it
         overrides = all_overrides(r, d, f, sw, ex)
         ws.load_config(r, overrides)
         folder = ws.job("bench")
-        jobs.start(
+        ws.start(
             folder,
             backend.bench_argv(r, overrides, folder, int(steps or 20), float(limit or 10), (leave_out or "").split()),
         )

@@ -87,6 +87,7 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
     def do_prepare(r: str, d: str, f: str, sw: str, ex: str):  # noqa: ANN202 - a generator
         if not d:
             raise UserError("choose a dataset folder or manifest (or make the demo corpus)")
+        r = str(ws.recipe(r))  # a listed recipe, or a file under the UI's roots, before anything reads it
         ws.data_path(d)  # under the data roots, before anything reads it
         if f == "auto":
             backend.detect_format(d)  # the same error as the CLI, before starting anything
@@ -95,7 +96,7 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
         extra = backend.parse_overrides(sw) + backend.parse_overrides(ex)
         ws.load_config(r, backend.data_overrides(r, d, f) + extra)  # prepare imports the model's family
         argv = backend.prepare_argv(r, d, f, report_json, extra)
-        jobs.start(folder, argv)
+        ws.start(folder, argv)
         skip = [gr.skip()] * 6
         while (state := jobs.status(folder)).status == "running":
             yield ok(f"preparing ... (`{state.command}`)"), jobs.log_tail(folder), *skip
@@ -104,7 +105,8 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
         if state.status != "done":
             yield err_line(state), tail, *skip
             return
-        rep = backend.data_report(report_json)
+        with ws.reading_data():
+            rep = backend.data_report(report_json)
         width, bins = backend.histogram(rep.durations)
         hist = df(bins, ["seconds", "utterances"])
         yield (

@@ -74,14 +74,18 @@ def wire(ws: Workspace, tab: RecipeTab, inputs: Inputs) -> None:
 
     @guarded(2)
     def do_estimate(r: str, d: str, f: str, sw: str, ex: str) -> tuple[str, str]:
+        r = str(ws.recipe(r))  # a listed recipe, or a file under the UI's roots, before anything reads it
         cfg = ws.load_config(r, all_overrides(r, d, f, sw, ex))
-        return ok("estimate done (`speechtrain estimate`)"), backend.estimate_text(cfg)
+        with ws.reading_data():
+            return ok("estimate done (`speechtrain estimate`)"), backend.estimate_text(cfg)
 
     tab.estimate.click(do_estimate, inputs.all(), [tab.status, tab.estimate_out], api_name="estimate")
 
     @guarded(2)
     def do_plan(r: str, d: str, f: str, sw: str, ex: str) -> tuple[str, str]:
+        r = str(ws.recipe(r))
         cfg = ws.load_config(r, all_overrides(r, d, f, sw, ex))
-        return ok("plan done (`speechtrain plan`)"), backend.plan_text(cfg)
+        with ws.reading_data():
+            return ok("plan done (`speechtrain plan`)"), backend.plan_text(cfg)
 
     tab.plan.click(do_plan, inputs.all(), [tab.status, tab.plan_out], api_name="plan")

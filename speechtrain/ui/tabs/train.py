@@ -138,6 +138,7 @@ def layout(ws: Workspace) -> TrainTab:
 def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
     @guarded(2)
     def do_start(r: str, d: str, f: str, sw: str, ex: str, name: str, steps: float) -> tuple[str, Any]:
+        r = str(ws.recipe(r))  # a listed recipe, or a file under the UI's roots, before anything reads it
         overrides = all_overrides(r, d, f, sw, ex)
         name = (name or "").strip() or f"{Path(r).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         if "/" in name or "\\" in name or name.startswith("."):
@@ -149,7 +150,7 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
         if steps and int(steps) > 0:
             overrides.append(f"train.max_steps={int(steps)}")
         ws.load_config(r, overrides)  # config errors (and what the UI refuses) before any process starts
-        jobs.start(runs.job_folder(run_dir), backend.train_argv(r, overrides))
+        ws.start(runs.job_folder(run_dir), backend.train_argv(r, overrides))
         return ok(f"started {name}"), gr.update(choices=ws.run_names(), value=name)
 
     tab.start.click(
@@ -178,7 +179,7 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
             raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
         if info.status in ("running", "starting"):
             raise UserError(f"{path.name} is already running")
-        jobs.start(runs.job_folder(path), backend.resume_argv(path, overrides))
+        ws.start(runs.job_folder(path), backend.resume_argv(path, overrides))
         return ok(f"resuming {path.name} from step {info.step}")
 
     tab.resume.click(do_resume, [tab.run_pick, tab.resume_extra], [tab.status], api_name="resume_train")

@@ -36,11 +36,12 @@ def layout(ws: Workspace) -> TuneTab:
 def wire(ws: Workspace, tab: TuneTab, inputs: Inputs) -> None:
     @guarded(4)
     def do_tune(r: str, d: str, f: str, sw: str, ex: str):  # noqa: ANN202 - a generator
+        r = str(ws.recipe(r))  # a listed recipe, or a file under the UI's roots, before anything reads it
         overrides = all_overrides(r, d, f, sw, ex)
         ws.load_config(r, overrides)  # bad overrides (and what the UI refuses) fail here, with the CLI's message
         folder = ws.job("tune")
         out_yaml = ws.tuned / f"{Path(r).stem}-tuned-{time.strftime('%H%M%S')}.yaml"
-        jobs.start(folder, backend.tune_argv(r, overrides, out_yaml, folder / "tune.json"))
+        ws.start(folder, backend.tune_argv(r, overrides, out_yaml, folder / "tune.json"))
         while (state := jobs.status(folder)).status == "running":
             yield (
                 ok("tuning ..."),
