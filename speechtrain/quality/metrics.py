@@ -59,6 +59,8 @@ def pesq_wb(ref: np.ndarray, deg: np.ndarray, rate: int) -> float:
     import pesq
 
     r, d = _pair(resample(ref, rate, RATE_16K), resample(deg, rate, RATE_16K))
+    if not np.any(r) or not np.any(d):  # a silent signal: no utterance to score (pesq would divide by 0)
+        return math.nan
     try:
         return float(pesq.pesq(RATE_16K, r.astype(np.float32), d.astype(np.float32), "wb"))
     except pesq.PesqError:

@@ -1,0 +1,188 @@
+"""Quality metrics (speechtrain.quality): the metrics on known pairs move the right way, the config checks
+train.best_metric against the family's metrics, best.pt follows train.best_metric where the eval loss disagrees,
+early stopping on it, and a missing package is named with its install hint."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from speechtrain.config import ConfigError, DataConfig, load_config
+from speechtrain.data.demo import synthesize_text
+from speechtrain.data.features import log_mel_numpy
+from speechtrain.quality import catalog
+from speechtrain.quality import metrics as qm
+from speechtrain.quality.score import QualityItem, QualityScorer
+from speechtrain.train import checkpoint as ckpt
+from speechtrain.train.metrics import read_metrics
+from tests.test_train_engine import ListLoader, cfg_for, make_batch, make_trainer
+
+RATE = 22050
+
+
+@pytest.fixture(scope="module")
+def speech() -> tuple[np.ndarray, np.ndarray]:
+    """A demo utterance and a copy with white noise at about 10 dB SNR."""
+    clean = synthesize_text("the quick brown fox jumps over it").astype(np.float32)
+    noise = np.random.default_rng(0).normal(0.0, 1.0, clean.shape)
+    noisy = clean + noise * np.std(clean) / math.sqrt(10.0)
+    return clean, noisy.astype(np.float32)
+
+
+def _mel(x: np.ndarray) -> np.ndarray:
+    return log_mel_numpy(x, DataConfig())
+
+
+def test_intrusive_metrics_on_the_same_file_and_on_a_noisy_copy(speech: tuple[np.ndarray, np.ndarray]) -> None:
+    clean, noisy = speech
+    same = {
+        "pesq": qm.pesq_wb(clean, clean, RATE),
+        "stoi": qm.stoi(clean, clean, RATE),
+        "mcd": qm.mcd(_mel(clean), _mel(clean)),
+        "mrstft": qm.mrstft(clean, clean),
+        "mcd_dtw": qm.mcd_dtw(_mel(clean), _mel(clean))[0],
+    }
+    assert same["pesq"] > 4.4 and same["stoi"] > 0.999
+    assert same["mcd"] == pytest.approx(0.0, abs=1e-6) and same["mrstft"] == pytest.approx(0.0, abs=1e-9)
+    assert same["mcd_dtw"] == pytest.approx(0.0, abs=1e-3)
+    worse = {
+        "pesq": qm.pesq_wb(clean, noisy, RATE),
+        "stoi": qm.stoi(clean, noisy, RATE),
+        "mcd": qm.mcd(_mel(clean), _mel(noisy)),
+        "mrstft": qm.mrstft(clean, noisy),
+        "mcd_dtw": qm.mcd_dtw(_mel(clean), _mel(noisy))[0],
+    }
+    for name, value in worse.items():
+        better = catalog.METRICS[name].mode == "max"
+        assert (value < same[name]) if better else (value > same[name]), (name, value, same[name])
+
+
+def test_dtw_aligns_a_slower_copy_and_reports_its_duration(speech: tuple[np.ndarray, np.ndarray]) -> None:
+    clean, _ = speech
+    ref = _mel(clean)
+    slow = np.repeat(ref, 2, axis=1)[:, : int(ref.shape[1] * 1.5)]  # the first 3/4 at half speed
+    aligned, ratio = qm.mcd_dtw(ref, slow)
+    assert aligned < qm.mcd(ref, slow) / 2  # frame by frame the copy drifts; aligned it is nearly the same
+    assert ratio == pytest.approx(math.log2(slow.shape[1] / ref.shape[1]), abs=1e-9)
+
+
+def test_f0_errors_count_cents_gross_errors_and_voicing() -> None:
+    ref = np.array([100.0, 100.0, 100.0, 100.0, 0.0, 0.0])
+    deg = np.array([100.0, 200.0, 100.0 * 2 ** (50 / 1200), 0.0, 0.0, 150.0])
+    out = qm.f0_errors(ref, deg)
+    assert out["vde"] == pytest.approx(2 / 6)  # frame 3 unvoiced in deg, frame 5 voiced in deg only
+    assert out["gpe"] == pytest.approx(1 / 3)  # of the 3 frames voiced in both, the octave is off by > 20 %
+    assert out["f0_rmse_cents"] == pytest.approx(math.sqrt((1200**2 + 50**2) / 3))
+
+
+def test_macro_f1_and_accuracy_of_a_confusion_matrix() -> None:
+    from sklearn.metrics import f1_score
+
+    true = [0] * 5 + [1] * 3 + [2] * 2
+    pred = [0, 0, 0, 1, 2, 1, 1, 0, 2, 2]
+    confusion = np.zeros((3, 3))
+    for t, p in zip(true, pred):
+        confusion[t, p] += 1
+    out = qm.classification_scores(confusion)
+    assert out["accuracy"] == pytest.approx(0.7)
+    assert out["macro_f1"] == pytest.approx(f1_score(true, pred, average="macro"))
+
+
+@pytest.mark.slow
+def test_dnsmos_scores_a_noisy_copy_lower_and_runs_offline(speech: tuple[np.ndarray, np.ndarray]) -> None:
+    clean, noisy = speech
+    a, b = qm.dnsmos(clean, RATE), qm.dnsmos(noisy, RATE)
+    assert set(a) == {"dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl"} and all(1.0 <= v <= 5.0 for v in a.values())
+    assert b["dnsmos_bak"] < a["dnsmos_bak"]
+
+
+def test_the_scorer_names_a_missing_package_with_its_install_hint(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, speech: tuple[np.ndarray, np.ndarray]
+) -> None:
+    real = catalog.importlib.util.find_spec
+    monkeypatch.setattr(catalog.importlib.util, "find_spec", lambda name: None if name == "pesq" else real(name))
+    clean, noisy = speech
+    scorer = QualityScorer("vocoder", RATE, _mel)
+    report = scorer.score([QualityItem("a", noisy, clean)])
+    assert "pesq" not in report.scores and {"stoi", "mcd", "mrstft"} <= set(report.scores)
+    assert report.row()["quality_missing"] == ["pesq (pip install pesq, or pip install 'speechtrain[quality]')"]
+    assert "pesq (pip install pesq" in caplog.text
+
+
+def test_the_scorer_counts_items_without_a_value() -> None:
+    scorer = QualityScorer("vocoder", RATE, _mel)
+    silent = np.zeros(RATE, dtype=np.float32)
+    report = scorer.score([QualityItem("a", silent, silent)])
+    assert report.failed.get("pesq") == 1 and "pesq" not in report.scores  # PESQ finds no utterance in silence
+
+
+# ------------------------------------------------------------------------------------------ the config
+def test_best_metric_is_checked_against_the_family_when_the_config_is_read() -> None:
+    assert load_config(None, ["model.name=hifigan", "train.best_metric=pesq"]).train.best_metric == "pesq"
+    with pytest.raises(ConfigError, match=r"dnsmos_ovrl is not a metric of this model .*choose one of pesq, stoi"):
+        load_config(None, ["model.name=hifigan", "train.best_metric=dnsmos_ovrl"])
+    with pytest.raises(ConfigError, match="pesq is better when maximised"):
+        load_config(None, ["model.name=hifigan", "train.best_metric=pesq:min"])
+    with pytest.raises(ConfigError, match="train.quality_items items, which is 0"):
+        load_config(None, ["model.name=vits", "train.best_metric=mcd_dtw", "train.quality_items=0"])
+    assert load_config(None, ["model.name=cnn_lstm", "train.best_metric=macro_f1"]).train.best_metric == "macro_f1"
+
+
+def test_the_default_best_metric_is_a_quality_metric_per_family() -> None:
+    assert catalog.resolve_best("vocoder", None, 4) == catalog.BestMetric("mcd", "min")
+    assert catalog.resolve_best("speaker_tts", None, 4) == catalog.BestMetric("mcd_dtw", "min")
+    assert catalog.resolve_best("classifier", None, 0) == catalog.BestMetric("macro_f1", "max")
+    assert catalog.resolve_best("tts", None, 0) == catalog.BestMetric("loss", "min")  # nothing scored
+    assert catalog.resolve_best("", "score:max", 4) == catalog.BestMetric("score", "max")
+    assert catalog.resolve_best("vocoder", "pesq", 4) == catalog.BestMetric("pesq", "max")
+
+
+# ------------------------------------------------------------------------------------------ best.pt
+class _Scripted:
+    """Wraps a toy task's eval summary: the eval loss falls at every evaluation while ``score`` peaks at the
+    second one (what a real model does when its loss keeps falling and its audio gets worse)."""
+
+    LOSS = [3.0, 2.0, 1.0, 0.5, 0.25]
+    SCORE = [0.5, 0.9, 0.1, 0.2, 0.3]
+
+    def __init__(self, task: Any) -> None:
+        self.task, self.calls = task, 0
+
+    def __call__(self, outputs: list[tuple[float, dict[str, float]]]) -> dict[str, Any]:
+        i, self.calls = self.calls, self.calls + 1
+        return {"loss": self.LOSS[i], "score": self.SCORE[i]}
+
+
+def _fit(tmp_path: Any, *overrides: str) -> tuple[Any, dict[str, Any]]:
+    from speechtrain.recipes import build_task
+
+    cfg = cfg_for("train.max_steps=10", "train.eval_every=2", "train.save_every=100", *overrides)
+    task = build_task(cfg)
+    task.eval_summary = _Scripted(task)  # type: ignore[method-assign]
+    batches = [make_batch(i, [12, 9]) for i in range(2)]
+    trainer = make_trainer(cfg, task, ListLoader(batches), [make_batch(9, [10])], tmp_path / "run")
+    return trainer, trainer.fit()
+
+
+def test_best_checkpoint_follows_the_best_metric_not_the_loss(tmp_path: Any) -> None:
+    trainer, summary = _fit(tmp_path, "train.best_metric=score:max")
+    best = ckpt.safe_load(trainer.run_dir.best)
+    assert best["step"] == 4 and summary["best_eval"] == 0.9 and summary["best_metric"] == "score"
+    _, by_loss = _fit(tmp_path / "loss", "train.best_metric=loss")
+    assert by_loss["best_eval"] == 0.25  # the loss alone would have kept the last evaluation
+
+
+def test_early_stopping_on_the_best_metric(tmp_path: Any) -> None:
+    trainer, summary = _fit(tmp_path, "train.best_metric=score:max", "train.early_stop_patience=2")
+    assert summary["stopped"] == "early_stop" and summary["steps"] == 8  # evals 3 and 4 did not beat eval 2
+    assert [r["step"] for r in read_metrics(trainer.run_dir.path, split="eval")] == [2, 4, 6, 8]
+
+
+def test_a_best_metric_the_eval_row_lacks_is_one_clear_error(tmp_path: Any) -> None:
+    from speechtrain.errors import UserError
+
+    with pytest.raises(UserError, match=r"train.best_metric=scor: the eval row has no 'scor' \(it has loss, score\)"):
+        _fit(tmp_path, "train.best_metric=scor")
