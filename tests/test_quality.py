@@ -186,3 +186,53 @@ def test_a_best_metric_the_eval_row_lacks_is_one_clear_error(tmp_path: Any) -> N
 
     with pytest.raises(UserError, match=r"train.best_metric=scor: the eval row has no 'scor' \(it has loss, score\)"):
         _fit(tmp_path, "train.best_metric=scor")
+
+
+# ------------------------------------------------------------------------------------------ speechtrain eval
+@pytest.fixture(scope="module")
+def hifigan_run(demo_data: list[str], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A HiFi-GAN tiny run of 2 steps, evaluated (and best.pt written) at step 2."""
+    from speechtrain.cli.main import main
+    from tests.doors import RECIPES, TINY, steps
+
+    run = tmp_path_factory.mktemp("quality") / "hifigan"
+    config = ["--config", str(RECIPES / "vocoder_hifigan_tiny.yaml"), *demo_data, *TINY, *steps(2)]
+    assert main(["train", *config, f"train.output_dir={run}"]) == 0
+    return run
+
+
+#: how far two scorings of the same voice may differ and still be the same (float32 graph vs PyTorch: the
+#: audio differs in the last bits; PESQ's and MR-STFT's own noise on 2 short clips is larger)
+NOISE = {"pesq": 0.1, "stoi": 0.02, "mcd": 1.0, "mrstft": 0.25}
+
+
+@pytest.mark.slow
+def test_eval_scores_a_run_as_its_evaluation_did_and_its_onnx_export_alike(hifigan_run: Any, tmp_path: Any) -> None:
+    import json
+
+    from speechtrain.cli.main import main
+
+    row = read_metrics(hifigan_run, split="eval")[-1]
+    out = tmp_path / "eval.json"
+    assert main(["eval", str(hifigan_run), "--json", str(out), "--device", "cpu"]) == 0
+    torch_scores = json.loads(out.read_text())
+    assert torch_scores["step"] == 2 and torch_scores["items"] == 2 and torch_scores["runtime"] == "torch"
+    for name in NOISE:  # the same items, the same weights, the same code as the training's evaluation
+        assert torch_scores["scores"][name] == pytest.approx(row[name], rel=1e-4), name
+    assert main(["eval", str(hifigan_run), "--runtime", "onnx", "--json", str(out)]) == 0
+    onnx_scores = json.loads(out.read_text())
+    assert onnx_scores["runtime"] == "onnxruntime" and "loss" not in onnx_scores["scores"]
+    for name, noise in NOISE.items():
+        assert abs(onnx_scores["scores"][name] - torch_scores["scores"][name]) <= noise, name
+
+
+@pytest.mark.slow
+def test_eval_takes_a_checkpoint_file_and_refuses_a_missing_one(hifigan_run: Any, capsys: Any) -> None:
+    from speechtrain.cli.main import main
+
+    step = sorted((hifigan_run / "checkpoints").glob("step_*.pt"))[-1]
+    assert main(["eval", str(hifigan_run), "--checkpoint", str(step), "--items", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"{step.name}, step 2, torch" in out and "(1 items scored)" in out and "pesq" in out
+    assert main(["eval", str(hifigan_run), "--checkpoint", "nope.pt"]) != 0
+    assert "--checkpoint nope.pt: file not found" in capsys.readouterr().err

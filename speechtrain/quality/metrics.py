@@ -93,7 +93,7 @@ def mrstft(ref: np.ndarray, deg: np.ndarray, resolutions: Sequence[tuple[int, in
     total = 0.0
     for n_fft, hop, win in resolutions:
         s, s_hat = _magnitude(r, n_fft, hop, win), _magnitude(d, n_fft, hop, win)
-        sc = np.linalg.norm(s - s_hat) / max(np.linalg.norm(s), 1e-9)
+        sc = float(np.linalg.norm(s - s_hat)) / max(float(np.linalg.norm(s)), 1e-9)
         log_l1 = np.mean(np.abs(np.log(np.maximum(s, 1e-7)) - np.log(np.maximum(s_hat, 1e-7))))
         total += float(sc + log_l1)
     return total / len(resolutions)
@@ -224,7 +224,7 @@ def dnsmos(audio: np.ndarray, rate: int) -> dict[str, float]:
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine similarity of two embeddings."""
     x, y = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
-    return float(x @ y / max(np.linalg.norm(x) * np.linalg.norm(y), 1e-12))
+    return float(x @ y) / max(float(np.linalg.norm(x) * np.linalg.norm(y)), 1e-12)
 
 
 # ------------------------------------------------------------------------------------ classification

@@ -38,7 +38,9 @@ class _Scored:
 class Evaluator:
     """Runs ``task.eval_step`` over ``batches`` with the modules in eval mode (``settings``:
     ``train.eval_batches`` caps the batches, ``train.eval_audio_samples`` the audio samples written,
-    ``train.quality_items`` the items ``quality`` scores; ``quality`` None: no quality metrics)."""
+    ``train.quality_items`` the items ``quality`` scores; ``quality`` None: no quality metrics). ``generate``: what
+    makes the scored audio of a batch's first items (default ``task.quality_audio``; ``speechtrain eval --runtime
+    onnx`` passes the exported graph's)."""
 
     def __init__(
         self,
@@ -48,12 +50,14 @@ class Evaluator:
         run_dir: str | os.PathLike[str] | None = None,
         metrics: MetricsWriter | None = None,
         quality: QualityScorer | None = None,
+        generate: Callable[[Batch, int], list[Any]] | None = None,
     ) -> None:
         self.task, self.batches = task, batches
         self.max_batches, self.audio_samples = settings.eval_batches, settings.eval_audio_samples
         self.run_dir, self.metrics = RunDir(run_dir) if run_dir else None, metrics
         self.quality = quality if task.produces_audio else None
         self.quality_items = settings.quality_items if self.quality is not None else 0
+        self.generate = generate or task.quality_audio
         self.quality_seconds = 0.0  # every evaluation's synthesis and scoring for the metrics, summed
         self._generated = 0.0  # this evaluation's synthesis for the metrics (seconds)
 
@@ -105,9 +109,9 @@ class Evaluator:
         task generates its samples the same way (``samples`` of them)."""
         if self.quality is None or n <= 0:
             return _Scored([], None)
-        same = self.task.samples_are_quality_audio
+        same = self.task.samples_are_quality_audio and self.generate == self.task.quality_audio
         t0 = time.perf_counter()
-        wavs = self.task.quality_audio(batch, max(n, samples) if same else n)
+        wavs = self.generate(batch, max(n, samples) if same else n)
         spent = time.perf_counter() - t0  # the samples' share of it would be spent without the metrics too
         spent *= n / max(n, samples) if same else 1.0
         self._generated += spent

@@ -687,11 +687,11 @@ class Trainer:
                 f"train.best_metric={name}: the eval row has no '{name}' (it has {', '.join(numeric)}); set "
                 f"train.best_metric to one of them"
             )
-        value = summary.get(name)
         if self.step < self.train.best_after:
             return False
-        if _num(value) and math.isfinite(value) and self.best_metric.better(float(value), self.best_eval):
-            self.best_eval, self.evals_since_best = float(value), 0
+        value = float(summary[name]) if _num(summary.get(name)) else math.nan
+        if math.isfinite(value) and self.best_metric.better(value, self.best_eval):
+            self.best_eval, self.evals_since_best = value, 0
             return True
         self.evals_since_best += 1
         return False
