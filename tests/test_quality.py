@@ -236,3 +236,22 @@ def test_eval_takes_a_checkpoint_file_and_refuses_a_missing_one(hifigan_run: Any
     assert f"{step.name}, step 2, torch" in out and "(1 items scored)" in out and "pesq" in out
     assert main(["eval", str(hifigan_run), "--checkpoint", "nope.pt"]) != 0
     assert "--checkpoint nope.pt: file not found" in capsys.readouterr().err
+
+
+def test_the_train_tab_plots_the_quality_metrics_beside_the_eval_loss() -> None:
+    from speechtrain.ui.runs import eval_series
+
+    rows = [
+        {"split": "train", "step": 2, "loss": 4.0},
+        {"split": "eval", "step": 2, "loss": 3.0, "pesq": 1.5, "mcd": 9.0, "quality_items": 2, "quality_seconds": 1.2},
+        {"split": "eval", "step": 4, "loss": 2.0, "pesq": 2.5, "mcd": 7.0, "quality_items": 2, "quality_share": 0.1},
+    ]
+    series = {(step, name): value for step, name, value in eval_series(rows)}
+    assert series == {
+        (2, "eval loss"): 3.0,
+        (2, "eval pesq"): 1.5,
+        (2, "eval mcd"): 9.0,
+        (4, "eval loss"): 2.0,
+        (4, "eval pesq"): 2.5,
+        (4, "eval mcd"): 7.0,
+    }
