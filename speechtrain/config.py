@@ -591,6 +591,12 @@ class TrainConfig(Section):
 
     max_steps: int = Field(1000, gt=0, description="Optimizer steps to run.")
     max_minutes: float | None = Field(None, gt=0, description="Stop (and save) after this much wall time.")
+    max_audio_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Stop (evaluate and save) once this many seconds of audio were trained: equal audio for every "
+        "configuration compared (bench --quality).",
+    )
     grad_accum: int = Field(1, gt=0, description="Micro-batches per optimizer step.")
     log_every: int = Field(50, gt=0, description="Write metrics every N steps.")
     eval_every: int = Field(500, gt=0, description="Evaluate every N steps.")

@@ -255,3 +255,39 @@ def test_the_train_tab_plots_the_quality_metrics_beside_the_eval_loss() -> None:
         (4, "eval pesq"): 2.5,
         (4, "eval mcd"): 7.0,
     }
+
+
+# ------------------------------------------------------------------------------------------ time-to-quality
+def test_a_run_stops_after_equal_audio_with_an_evaluation_there(tmp_path: Any) -> None:
+    trainer, summary = _fit(tmp_path, "train.max_audio_seconds=1.0", "train.eval_every=100")
+    assert summary["stopped"] == "max_audio_seconds" and summary["steps"] == 5  # 21 frames = 0.244 s a step
+    (row,) = read_metrics(trainer.run_dir.path, split="eval")
+    assert row["step"] == 5 and row["audio_seconds_seen"] == pytest.approx(5 * 21 * 256 / 22050)
+    assert row["train_seconds"] > 0
+    assert ckpt.safe_load(trainer.run_dir.best)["step"] == 5
+
+
+def test_time_to_quality_rows_spreads_and_the_mark_of_a_speed_up_that_costs_quality() -> None:
+    from speechtrain.recipes.quality_bench import run_from_rows, summarise
+
+    def rows(values: list[float]) -> list[dict[str, Any]]:
+        return [
+            {"step": 10 * (i + 1), "pesq": v, "audio_seconds_seen": 5.0 * (i + 1), "train_seconds": 2.0 * (i + 1)}
+            for i, v in enumerate(values)
+        ]
+
+    runs = [
+        run_from_rows("fp32", 1, rows([1.2, 1.6, 2.0]), "pesq", "max", 1.5),
+        run_from_rows("fp32", 2, rows([1.1, 1.4, 1.8]), "pesq", "max", 1.5),
+        run_from_rows("bf16", 1, rows([1.3, 1.9, 1.9]), "pesq", "max", 1.5),
+        run_from_rows("bf16", 2, rows([1.2, 1.7, 2.1]), "pesq", "max", 1.5),
+        run_from_rows("fast", 1, rows([1.0, 1.1, 1.2]), "pesq", "max", 1.5),
+        run_from_rows("fast", 2, rows([1.0, 1.2, 1.6]), "pesq", "max", 1.5),
+    ]
+    assert runs[0].quality == 2.0 and runs[0].seconds_to_target == 4.0 and runs[1].audio_to_target == 15.0
+    assert runs[4].seconds_to_target is None  # never reached 1.5
+    fp32, bf16, fast = summarise(["fp32", "bf16", "fast"], runs, "max")
+    assert fp32.verdict == "reference" and fp32.quality is not None and fp32.quality.low == 1.8
+    assert bf16.verdict.startswith("keeps quality") and bf16.reached == 2
+    assert fast.verdict.startswith("costs quality") and fast.reached == 1 and fast.seconds_to_target is None
+    assert fp32.audio_per_second is not None and fp32.audio_per_second.median == pytest.approx(2.5)

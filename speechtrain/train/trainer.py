@@ -142,6 +142,7 @@ class Trainer:
         self.best_metric: BestMetric = resolve_best(kind, train.best_metric, train.quality_items)
         self.evals_since_best = 0  # evaluations in a row without a better best_metric (train.early_stop_patience)
         self._fit_start: float | None = None
+        self._eval_seconds = 0.0  # this process's evaluations, summed (left out of the eval rows' train_seconds)
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
         self.samples_seen = 0
@@ -588,12 +589,17 @@ class Trainer:
                         aps = f"{row['audio_seconds_per_second']:.1f}"
                         bar.set_postfix(loss=f"{row.get('loss', math.nan):.3f}", aps=aps, mem=row["mem"])
                         self.interval = Interval()
-                    eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps
+                    heard = t.max_audio_seconds is not None and self.audio_seconds_seen >= t.max_audio_seconds
+                    heard = any_rank(heard, self.device, self.world_size) if t.max_audio_seconds else False
+                    eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps or heard
                     best = self._maybe_eval() if eval_now else False
                     best = any_rank(best, self.device, self.world_size) if eval_now else False  # rank 0 evaluates
                     stale = eval_now and self._patience_spent()
-                    if self.step % t.save_every == 0 or self.step == t.max_steps or best or stale:
+                    if self.step % t.save_every == 0 or self.step == t.max_steps or best or stale or heard:
                         self.save_checkpoint(best=best)
+                    if heard and self.step < t.max_steps:
+                        reason = "max_audio_seconds"
+                        break
                     if stale:
                         reason = "early_stop"
                         log.info(
@@ -603,7 +609,7 @@ class Trainer:
                         )
                         break
                 # still under the handlers: a second signal cannot cut this save short
-                if reason not in ("max_steps", "early_stop"):
+                if reason not in ("max_steps", "early_stop", "max_audio_seconds"):
                     bar.close()
                     path = self.save_checkpoint()
                     log.info(f"stopped ({reason}) at step {self.step}; checkpoint {path}")
@@ -667,9 +673,14 @@ class Trainer:
         """Evaluate and write the eval row; True when its ``best_metric`` is the best so far (after best_after)."""
         if self.evaluator is None:
             return False
+        t0 = time.perf_counter()
         summary = self.evaluator.run(self.step, lambda b: self.to_device(b, training=False), self.precision.autocast)
+        self._eval_seconds += time.perf_counter() - t0
         if summary is None:
             return False
+        summary["audio_seconds_seen"] = self.audio_seconds_seen
+        if self._fit_start is not None:  # wall time training, evaluations left out: what a time-to-quality counts
+            summary["train_seconds"] = round(time.perf_counter() - self._fit_start - self._eval_seconds, 3)
         if self.evaluator.quality is not None and self._fit_start is not None:
             elapsed = time.perf_counter() - self._fit_start
             summary["quality_share"] = round(self.evaluator.quality_seconds / elapsed, 4) if elapsed > 0 else 0.0

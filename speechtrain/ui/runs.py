@@ -129,8 +129,8 @@ def loss_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
     return out
 
 
-#: eval-row fields that say how the quality metrics were taken, not how good the model is (not plotted)
-QUALITY_BOOKKEEPING = ("quality_items", "quality_seconds", "quality_share")
+#: eval-row fields that say how and when the evaluation was taken, not how good the model is (not plotted)
+QUALITY_BOOKKEEPING = ("quality_items", "quality_seconds", "quality_share", "audio_seconds_seen", "train_seconds")
 
 
 def eval_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
