@@ -6,7 +6,8 @@ DNSMOS scores a signal alone. PESQ, STOI and DNSMOS come from the packages made 
 
 - **MCD** (mel-cepstral distortion, dB): the mel-cepstrum of a frame is the orthonormal DCT-II of its natural-log
   mel amplitudes, ``c = DCT(ln mel)``; c0 (energy) is left out and ``c1..cD`` kept (``D`` = :data:`MCD_COEFFS`).
-  ``MCD = (10 / ln 10) * sqrt(2 * sum_d (c_d - c'_d)^2)``, averaged over frames. This is the formula of Kubichek
+  ``MCD = (10 / ln 10) * sqrt(2 * sum_d (c_d - c'_d)^2)``, averaged over frames; both log-mels are first floored
+  60 dB below the recording's loudest bin (:data:`MCD_RANGE_DB`). This is the formula of Kubichek
   (1993) on DCT cepstra of the run's own log-mel, not SPTK's all-pass mel-cepstra: figures compare within
   speechtrain (same data settings), not with papers' MCD to the decimal.
 - **MCD with DTW**: the same distance after aligning the two cepstral sequences by dynamic time warping (steps
@@ -115,6 +116,18 @@ def mel_cepstra(log_mel: np.ndarray, coeffs: int = MCD_COEFFS) -> np.ndarray:
     return c[1 : coeffs + 1].T
 
 
+#: the dynamic range MCD sees: both log-mels are floored this many dB below the recording's loudest mel bin
+MCD_RANGE_DB = 60.0
+
+
+def floored(ref_mel: np.ndarray, deg_mel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both natural-log mels floored :data:`MCD_RANGE_DB` below the recording's peak (one floor for both): digital
+    silence against faint noise (-100 dB against -80 dB, inaudible) would otherwise outweigh the speech."""
+    r, d = np.asarray(ref_mel, dtype=np.float64), np.asarray(deg_mel, dtype=np.float64)
+    floor = (float(r.max()) if r.size else 0.0) - MCD_RANGE_DB * math.log(10.0) / 20.0
+    return np.maximum(r, floor), np.maximum(d, floor)
+
+
 def _frame_mcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """MCD (dB) of aligned cepstral frames (T, D) -> (T,)."""
     return _DB * np.sqrt(2.0 * np.sum((a - b) ** 2, axis=-1))
@@ -122,7 +135,8 @@ def _frame_mcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def mcd(ref_mel: np.ndarray, deg_mel: np.ndarray) -> float:
     """MCD (dB) frame by frame (the shorter length; a vocoder's output is frame-aligned with its input)."""
-    a, b = mel_cepstra(ref_mel), mel_cepstra(deg_mel)
+    r, d = floored(ref_mel, deg_mel)
+    a, b = mel_cepstra(r), mel_cepstra(d)
     n = min(len(a), len(b))
     return float(np.mean(_frame_mcd(a[:n], b[:n]))) if n else math.nan
 
@@ -150,7 +164,8 @@ def dtw_path(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def mcd_dtw(ref_mel: np.ndarray, deg_mel: np.ndarray) -> tuple[float, float]:
     """(MCD after DTW alignment (dB), duration ratio |log2(T_deg / T_ref)|) of two log-mels."""
-    a, b = mel_cepstra(ref_mel), mel_cepstra(deg_mel)
+    r, d = floored(ref_mel, deg_mel)
+    a, b = mel_cepstra(r), mel_cepstra(d)
     if not len(a) or not len(b):
         return math.nan, math.nan
     cost = _DB * np.sqrt(2.0 * np.maximum(0.0, (a**2).sum(1)[:, None] + (b**2).sum(1)[None] - 2.0 * a @ b.T))

@@ -693,7 +693,10 @@ class Trainer:
         ``train.best_after``); a UserError when the eval row lacks a key of the user's own naming."""
         name = self.best_metric.name
         if name not in summary and name not in METRICS:  # a metric of the catalogue may be absent (no item left)
-            numeric = sorted(k for k, v in summary.items() if _num(v))
+            bookkeeping = ("audio_seconds_seen", "train_seconds")
+            numeric = sorted(
+                k for k, v in summary.items() if _num(v) and not k.startswith("quality_") and k not in bookkeeping
+            )
             raise UserError(
                 f"train.best_metric={name}: the eval row has no '{name}' (it has {', '.join(numeric)}); set "
                 f"train.best_metric to one of them"
