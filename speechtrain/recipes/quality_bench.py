@@ -217,6 +217,7 @@ def run_quality_bench(
                 f"train.output_dir={folder}",
                 f"train.best_metric={best.name}",
                 "train.auto_resume=false",
+                "train.progress=false",  # a bar to 10^8 steps says nothing: the run ends at the audio budget
             ]
             run_cfg = build_config(apply_overrides(cfg.to_dict(), [*v.overrides, *extra]))
             log.info(f"[quality {i + 1}/{repeat}] {v.name}: {' '.join(v.overrides) or '(as configured)'}")
