@@ -495,3 +495,21 @@ def test_every_family_evaluates_with_its_quality_metrics(family: str, trained: C
     from speechtrain.train.checkpoint import safe_load
 
     assert safe_load(trained(family) / "best.pt")["best_metric"] == DEFAULT_BEST[kind]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(BUILT_IN_FAMILIES))
+def test_speechtrain_eval_scores_every_family_run(
+    family: str, trained: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``speechtrain eval RUN`` on each family's tiny run: its kind's metrics in the table and the JSON."""
+    from speechtrain.cli.main import main
+    from speechtrain.quality.catalog import KINDS
+    from speechtrain.registry import BUILT_IN
+
+    out = tmp_path / "eval.json"
+    assert main(["eval", str(trained(family)), "--device", "cpu", "--json", str(out)]) == 0
+    scores = json.loads(out.read_text())["scores"]
+    failed = json.loads(out.read_text())["extra"].get("quality_failed", {})
+    assert {m for m in KINDS[BUILT_IN[family].quality] if m not in failed} <= set(scores), scores
+    assert "better" in capsys.readouterr().out
