@@ -301,9 +301,9 @@ def test_bench_quality_trains_each_variant_for_equal_audio(demo_data: list[str],
     from tests.doors import RECIPES, TINY
 
     out, report = tmp_path / "runs", tmp_path / "quality.json"
-    config = ["--config", str(RECIPES / "vocoder_hifigan_tiny.yaml"), *demo_data, *TINY, "train.eval_every=2"]
+    config = ["--config", str(RECIPES / "vocoder_hifigan_tiny.yaml"), *demo_data, *TINY, "train.quality_items=1"]
     variants = ["--quality-variant", "fp32:accel.precision=fp32", "--quality-variant", "bf16:accel.precision=bf16"]
-    args = ["--quality", "1000", "--quality-audio", "1.5", "--repeat", "2", *variants]
+    args = ["--quality", "1000", "--quality-audio", "0.7", "--repeat", "2", *variants]
     assert main(["bench", *config, *args, "--quality-out", str(out), "--json", str(report)]) == 0
     data = json.loads(report.read_text())
     assert data["metric"] == "mcd" and [r["variant"] for r in data["rows"]] == ["fp32", "bf16"]
@@ -313,8 +313,8 @@ def test_bench_quality_trains_each_variant_for_equal_audio(demo_data: list[str],
         ("fp32", 1235),
         ("bf16", 1235),
     ]
-    for run in data["runs"]:  # equal audio: each stopped at the first step past 1.5 s (0.74 s a step)
-        assert 1.5 <= run["audio_seconds"] < 1.5 + 0.75 and run["seconds_to_target"] is not None
+    for run in data["runs"]:  # equal audio: each stopped (and evaluated) at the first step past 0.7 s (0.74 s a step)
+        assert 0.7 <= run["audio_seconds"] < 0.7 + 0.75 and run["seconds_to_target"] is not None
         accel = json.loads((out / run["variant"] / f"seed_{run['seed']}" / "accel.json").read_text())
         assert accel["accelerations"]["precision"]["name"] == run["variant"]
     assert main(["bench", *config, *args, "--quality-out", str(out)]) != 0  # the folder holds this report's runs
