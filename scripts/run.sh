@@ -54,7 +54,7 @@ install() {  # install demo|test
   local stamp=".speechtrain_installed_$1" extra imports
   if [ "$1" = test ]; then
     extra="[dev]"
-    imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy, gradio, gradio_client, playwright, onnx, onnxruntime, piper, num2words, tokenizers"
+    imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy, gradio, gradio_client, playwright, onnx, onnxruntime, piper, num2words, tokenizers, pesq, pystoi, speechmos"
   else
     extra="[logging,plot]"
     imports="speechtrain, soundfile, soxr, tensorboard, matplotlib"

@@ -113,6 +113,15 @@ class TextVocabulary(Protocol):
     def text_vocab_size(self) -> int: ...
 
 
+@runtime_checkable
+class SpeakerEmbedder(Protocol):
+    """A task with a speaker encoder of its own (XTTS): ``speaker_embedding(audio, sample_rate)`` -> a vector, what
+    the quality metric ``speaker_sim`` compares (synthesis vs recording). Asked with ``isinstance`` by the quality
+    scorer; no command of its own, so not in :data:`CAPABILITIES`."""
+
+    def speaker_embedding(self, audio: np.ndarray, sample_rate: int) -> np.ndarray: ...
+
+
 #: capability name (as a family declares it) -> its Protocol
 CAPABILITIES: dict[str, type] = {
     "synthesize": Synthesizer,

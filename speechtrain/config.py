@@ -36,6 +36,7 @@ from typing_extensions import Self
 
 from speechtrain import registry
 from speechtrain.errors import UserError
+from speechtrain.quality.catalog import METRICS, check_best_metric
 
 Switch = Union[Literal["auto"], bool]
 
@@ -664,14 +665,37 @@ class TrainConfig(Section):
 
     max_steps: int = Field(1000, gt=0, description="Optimizer steps to run.")
     max_minutes: float | None = Field(None, gt=0, description="Stop (and save) after this much wall time.")
+    max_audio_seconds: float | None = Field(
+        None,
+        gt=0,
+        description="Stop (evaluate and save) once this many seconds of audio were trained: equal audio for every "
+        "configuration compared (bench --quality).",
+    )
     grad_accum: int = Field(1, gt=0, description="Micro-batches per optimizer step.")
     log_every: int = Field(50, gt=0, description="Write metrics every N steps.")
     eval_every: int = Field(500, gt=0, description="Evaluate every N steps.")
     save_every: int = Field(500, gt=0, description="Save a checkpoint every N steps.")
     keep_checkpoints: int = Field(5, gt=0, description="Keep the last K checkpoints.")
-    best_after: int = Field(0, ge=0, description="Keep the best checkpoint (by eval loss) only after this step.")
+    best_after: int = Field(0, ge=0, description="Keep the best checkpoint (by best_metric) only after this step.")
     eval_audio_samples: int = Field(4, ge=0, description="Audio samples written at evaluation (tasks with audio).")
     eval_batches: int | None = Field(None, gt=0, description="Cap on evaluation batches (None: the whole eval set).")
+    quality_items: int = Field(
+        4,
+        ge=0,
+        description="Eval items whose audio is scored with the family's quality metrics at each evaluation (PESQ, "
+        "STOI, MCD, DNSMOS... see docs/training.md): the first N of the eval set, in its fixed order, generated "
+        "with fixed seeds; their synthesis and scoring time is reported as quality_seconds. 0: none.",
+    )
+    best_metric: str | None = Field(
+        None,
+        description="The eval-row key that picks best.pt and early stopping, better when it falls or rises as the "
+        "metric says (pesq, stoi, dnsmos_ovrl: higher; mcd, mcd_dtw: lower; loss); name:min or name:max for a "
+        "key of your own model. None: the family's default quality metric (mcd for vocoders, mcd_dtw for TTS, "
+        "macro_f1 for classifiers; the eval loss for a model without quality metrics or quality_items=0).",
+    )
+    early_stop_patience: int | None = Field(
+        None, gt=0, description="Stop when best_metric has not improved for this many evaluations (None: never)."
+    )
     seed: int = Field(1234, description="Seed for Python, NumPy, torch and the sampler.")
     init_from: list[str] | None = Field(
         None,
@@ -990,10 +1014,23 @@ def build_config(raw: dict[str, Any]) -> Config:
         cfg = Config.model_validate({**rest, "model": model})
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, Config)) from None
-    refusal = fsdp_refusal(cfg)
+    refusal = fsdp_refusal(cfg) or best_metric_refusal(cfg)
     if refusal is not None:
         raise ConfigError(refusal)
     return cfg
+
+
+def best_metric_refusal(cfg: Config) -> str | None:
+    """Why ``train.best_metric`` cannot pick this model's best checkpoint (None: it can): a metric the family
+    does not report, or a quality metric with ``train.quality_items=0``."""
+    value = cfg.train.best_metric
+    kind = registry.quality_kind(cfg.model.name)
+    why = check_best_metric(kind, value)
+    if why is None and value and kind not in (None, "classifier") and cfg.train.quality_items == 0:
+        name = value.partition(":")[0]
+        if name in METRICS and name not in ("loss", "accuracy", "macro_f1"):
+            why = f"train.best_metric={value} is scored on train.quality_items items, which is 0: set it above 0"
+    return why
 
 
 def fsdp_refusal(cfg: Config) -> str | None:

@@ -60,6 +60,10 @@ class Family:
     importers: bool = False
     #: one line for the docs' matrix: what the family is
     summary: str = ""
+    #: the quality metrics its evaluations get (a kind of speechtrain.quality.catalog.KINDS; "" none), the same
+    #: as its task class's ``quality_kind``: read here so that a config's ``train.best_metric`` is checked
+    #: without importing the model
+    quality: str = ""
 
     def offers_any(self, *names: str) -> bool:
         return any(n in self.offers for n in names)
@@ -86,6 +90,7 @@ BUILT_IN: dict[str, Family] = {
             GAN_STAGES,
             importers=True,
             summary="HiFi-GAN vocoder (mel -> audio)",
+            quality="vocoder",
         ),
         Family(
             "nsf_hifigan",
@@ -96,6 +101,7 @@ BUILT_IN: dict[str, Family] = {
             GAN_STAGES,
             importers=True,
             summary="NSF-HiFiGAN vocoder (mel + f0 -> audio)",
+            quality="pitch_vocoder",
         ),
         Family(
             "gpt_tts",
@@ -104,6 +110,7 @@ BUILT_IN: dict[str, Family] = {
             "GPTTTSTask",
             ("synthesize", "shared_setup", "text_vocabulary"),
             summary="GPT-TTS (text -> mel codes -> audio)",
+            quality="tts",
         ),
         Family(
             "cnn_lstm",
@@ -112,6 +119,7 @@ BUILT_IN: dict[str, Family] = {
             "CNNLSTMTask",
             ("classify",),
             summary="CNN-LSTM audio classifier",
+            quality="classifier",
         ),
         Family(
             "vits",
@@ -122,6 +130,7 @@ BUILT_IN: dict[str, Family] = {
             GAN_STAGES,
             importers=True,
             summary="VITS end-to-end TTS",
+            quality="tts",
         ),
         Family(
             "xtts",
@@ -130,6 +139,7 @@ BUILT_IN: dict[str, Family] = {
             "XttsTask",
             ("synthesize", "export", "fsdp_forward_methods"),
             summary="Coqui XTTS-v2 fine-tuning",
+            quality="speaker_tts",
         ),
     )
 }
@@ -149,6 +159,7 @@ def register_family(
     stages: tuple[str, ...] | list[str] = ("main",),
     importers: bool = False,
     summary: str = "",
+    quality: str = "",
 ) -> None:
     """Add a family at run time; ``default`` makes it the family of a config without ``model.name``.
 
@@ -157,7 +168,7 @@ def register_family(
     global _default
     if ":" in name:
         raise ValueError(f"a family name cannot contain ':' ({name!r} reads as package.module:factory)")
-    fam = Family(name, package, config_class, task_class, tuple(offers), tuple(stages), importers, summary)
+    fam = Family(name, package, config_class, task_class, tuple(offers), tuple(stages), importers, summary, quality)
     if task_class:
         check_offers(name, task_type(fam), fam.offers)
         _checked.add(name)
@@ -207,6 +218,11 @@ def check_family(name: str) -> Family:
     if name not in _checked:
         if fam.task_class:
             check_offers(name, task_type(fam), fam.offers)
+            declared = getattr(task_type(fam), "quality_kind", "")
+            if declared != fam.quality:
+                raise TypeError(
+                    f"model family '{name}': its task's quality_kind is {declared!r}, its entry's {fam.quality!r}"
+                )
         _checked.add(name)
     return fam
 
@@ -219,6 +235,14 @@ def checkpoint_importers() -> list[Any]:
         if fam.importers:
             out += list(importlib.import_module(fam.package + ".importers").IMPORTERS)
     return out
+
+
+def quality_kind(name: str | None) -> str | None:
+    """The quality kind of model ``name`` (None: a user's own model or a family that declares none, whose eval
+    keys are known only when it runs)."""
+    if name is None or is_user_factory(name):
+        return None
+    return family(name).quality or None
 
 
 def default_family() -> str | None:

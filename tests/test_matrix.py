@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from speechtrain.registry import BUILT_IN as BUILT_IN_FAMILIES
 from tests.doors import RECIPES, ROOT, TINY, output, steps, torchrun
 
 pytestmark = [pytest.mark.usefixtures("one_torch_thread"), pytest.mark.filterwarnings("ignore:::gradio.queueing")]
@@ -486,3 +487,45 @@ def test_synthesize_and_rtf_with_a_vocoder_run(
     assert "nsf_hifigan" not in err, err  # it needs f0, which no TTS family gives
     assert main(["rtf", str(vocoder), "--vocoder", str(vocoder)]) == 2
     assert "--vocoder does not apply" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(BUILT_IN_FAMILIES))
+def test_every_family_evaluates_with_its_quality_metrics(family: str, trained: Callable[[str], Path]) -> None:
+    """The eval rows of a family's tiny run carry every quality metric of its kind (speechtrain.quality), a number
+    each, beside how long they took; best.pt was picked by the family's default quality metric, not the loss."""
+    from speechtrain.quality.catalog import DEFAULT_BEST, KINDS
+    from speechtrain.registry import BUILT_IN
+    from speechtrain.train.metrics import read_metrics
+
+    kind = BUILT_IN[family].quality
+    rows = read_metrics(trained(family), split="eval")
+    assert [r["step"] for r in rows] == [2, 3]
+    for row in rows:
+        failed = row.get("quality_failed", {})
+        missing = [m for m in KINDS[kind] if not isinstance(row.get(m), (int, float)) and m not in failed]
+        assert not missing, f"{family}: the eval row lacks {missing}: {row}"
+        assert "quality_missing" not in row  # the dev install has every package
+        if kind != "classifier":
+            assert row["quality_items"] == 2 and row["quality_seconds"] > 0 and 0 < row["quality_share"] < 1
+    from speechtrain.train.checkpoint import safe_load
+
+    assert safe_load(trained(family) / "best.pt")["best_metric"] == DEFAULT_BEST[kind]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(BUILT_IN_FAMILIES))
+def test_speechtrain_eval_scores_every_family_run(
+    family: str, trained: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``speechtrain eval RUN`` on each family's tiny run: its kind's metrics in the table and the JSON."""
+    from speechtrain.cli.main import main
+    from speechtrain.quality.catalog import KINDS
+    from speechtrain.registry import BUILT_IN
+
+    out = tmp_path / "eval.json"
+    assert main(["eval", str(trained(family)), "--device", "cpu", "--json", str(out)]) == 0
+    scores = json.loads(out.read_text())["scores"]
+    failed = json.loads(out.read_text())["extra"].get("quality_failed", {})
+    assert {m for m in KINDS[BUILT_IN[family].quality] if m not in failed} <= set(scores), scores
+    assert "better" in capsys.readouterr().out

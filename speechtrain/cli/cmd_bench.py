@@ -77,6 +77,24 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "SingingVocoders' NSF task) on the same corpus and model: runs bench/peers/run.py of this checkout with ARGS "
         "(--install, --peer xtts|vits|nsf, --repeat, --steps, --json, --markdown, --plot, ...; see its --help)",
     )
+    p.add_argument(
+        "--quality",
+        type=float,
+        default=None,
+        metavar="TARGET",
+        help="time-to-quality instead: train each configuration for equal audio (--quality-audio), --repeat seeds "
+        "each, and report the quality metric after equal audio and the wall time to TARGET (docs/bench.md)",
+    )
+    p.add_argument("--quality-audio", type=float, default=60.0, metavar="S", help="--quality: seconds of audio each")
+    p.add_argument("--quality-metric", default=None, help="--quality: the metric (default: train.best_metric's)")
+    p.add_argument(
+        "--quality-variant",
+        action="append",
+        default=None,
+        metavar="NAME:K=V,...",
+        help="--quality: a configuration compared (repeatable; default fp32 and bf16; the first is the reference)",
+    )
+    p.add_argument("--quality-out", default="runs/quality_bench", help="--quality: where the runs go")
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
     p.add_argument("--markdown", default=None, metavar="OUT", help="write the report as markdown")
@@ -205,6 +223,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.nproc is not None:
         return _scaling(cfg, args, command, on_row)
+    if args.quality is not None:
+        return _quality(cfg, args)
     tuned = tune_overrides(cfg) if args.tune else None
 
     def on_report(partial: dict[str, Any], key: str) -> None:
@@ -280,3 +300,29 @@ def _scaling(cfg: Any, args: argparse.Namespace, command: str, on_row: Callable[
         print(f"wrote {path}")
     failed = [line for line in report["scaling"] if line.get("audio_seconds_per_second") is None]
     return 1 if failed else 0
+
+
+def _quality(cfg: Any, args: argparse.Namespace) -> int:
+    """``bench --quality TARGET``: time-to-quality (:mod:`speechtrain.recipes.quality_bench`)."""
+    import json
+
+    from speechtrain.recipes.quality_bench import run_quality_bench
+
+    report = run_quality_bench(
+        cfg,
+        args.quality,
+        audio_seconds=args.quality_audio,
+        repeat=args.repeat or 3,
+        variants=args.quality_variant,
+        metric=args.quality_metric,
+        out_dir=args.quality_out,
+    )
+    text = report.markdown()
+    print(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        print(f"wrote {args.json}")
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+        print(f"wrote {args.markdown}")
+    return 0

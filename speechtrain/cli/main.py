@@ -57,6 +57,7 @@ COMMANDS = {
     "vocode": "cmd_vocode",
     "classify": "cmd_classify",
     "rtf": "cmd_rtf",
+    "eval": "cmd_eval",
     "export": "cmd_export",
     "ui": "cmd_ui",
 }

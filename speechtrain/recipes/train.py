@@ -25,6 +25,7 @@ from speechtrain.memory.stats import set_memory_fraction
 from speechtrain.models.importing import ImportReport, import_for_init
 from speechtrain.recipes.common import build_task, load_run_config, place, rank_seed, seed_everything, set_up
 from speechtrain.recipes.data import DataRecipe
+from speechtrain.recipes.quality import quality_scorer, require_best_metric
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import any_rank, barrier, init_from_env, shutdown, world
 from speechtrain.train.rundir import RunDir, RunLock
@@ -103,6 +104,7 @@ class TrainRecipe:
         """Apply the process-wide settings (seed, accelerations, memory fraction) and build the Trainer
         (``alone``: this rank by itself under a process group, see :class:`Trainer`)."""
         t, d = self.train, self.data
+        require_best_metric(t.best_metric)
         seed_everything(rank_seed(t.seed, world()[0]))  # each rank its own streams (dropout, noise, augmentation)
         device = resolve_device(t.device)
         place(task, device)
@@ -127,6 +129,7 @@ class TrainRecipe:
             recompile_limit=4 * (train_loader.num_buckets if isinstance(train_loader, TrainLoader) else 1),
             run_config=self.cfg.to_dict(),
             alone=alone,
+            quality=quality_scorer(task, d, t.quality_items),
         )
 
     # ------------------------------------------------------------------ the run

@@ -58,6 +58,9 @@ class Task:
     headline_mode: str = "min"
     #: the task writes audio at evaluation (``eval_audio``)
     produces_audio: bool = False
+    #: which quality metrics its evaluations get (a kind of :data:`speechtrain.quality.catalog.KINDS`: vocoder,
+    #: pitch_vocoder, tts, speaker_tts, classifier; "" none); a family declares the same in its registry entry
+    quality_kind: str = ""
     #: some parameters of a stage get no gradient in some steps (a branch skipped): under DDP they must be looked
     #: for after every forward (``train.ddp_find_unused_parameters=auto`` asks this)
     ddp_find_unused_parameters: bool = False
@@ -106,6 +109,19 @@ class Task:
     def eval_audio(self, batch: Batch, max_items: int) -> list[Any]:
         """Audio produced for up to ``max_items`` items of an eval batch (1-D numpy arrays)."""
         return []
+
+    @torch.no_grad()
+    def quality_audio(self, batch: Batch, max_items: int) -> list[Any]:
+        """The audio of up to ``max_items`` of the batch's own items (1-D numpy at ``batch.sample_rate``, in item
+        order), scored against their recordings by the quality metrics. Default: :meth:`eval_audio` (a task
+        whose samples are of other texts, VITS's ``model.eval_texts``, generates the batch's own here)."""
+        return self.eval_audio(batch, max_items)
+
+    @property
+    def samples_are_quality_audio(self) -> bool:
+        """Whether :meth:`eval_audio` makes the same audio as :meth:`quality_audio` (the evaluation then writes
+        the audio it scored as its samples instead of generating twice)."""
+        return type(self).quality_audio is Task.quality_audio
 
     def flop_count_inputs(self) -> None:  # pragma: no cover - optional hook for benchmarks
         return None

@@ -39,6 +39,8 @@ from speechtrain.errors import CheckpointError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.memory.estimate import device_memory, static_memory
 from speechtrain.memory.oom import maybe_inject_oom
+from speechtrain.quality.catalog import METRICS, BestMetric, resolve_best
+from speechtrain.quality.score import QualityScorer
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import (
     ShardedStage,
@@ -88,7 +90,9 @@ class Trainer:
     ``recompile_limit`` the torch.compile recompiles tolerated before a warning; ``run_config`` the
     resolved config saved in every checkpoint. ``alone``: under a process group, train this rank by
     itself (no gradient sync, no collectives): what ``speechtrain tune`` measures on every rank, whose
-    trials differ from rank to rank.
+    trials differ from rank to rank. ``quality``: the scorer of the task's quality metrics at each evaluation
+    (:class:`~speechtrain.quality.score.QualityScorer`, built by the recipe with the run's mel and f0); None:
+    evaluations report the task's own metrics only, and ``best.pt`` defaults to the eval loss.
     """
 
     def __init__(
@@ -108,6 +112,7 @@ class Trainer:
         recompile_limit: int = 40,
         run_config: dict[str, Any] | None = None,
         alone: bool = False,
+        quality: QualityScorer | None = None,
     ) -> None:
         self.task, self.train, self.optim, self.device, self.accel = task, train, optim, device, accel
         self.train_loader, self.batch_transform, self.run_config = train_loader, batch_transform, run_config
@@ -146,8 +151,15 @@ class Trainer:
         self.evaluator = (
             None
             if eval_loader is None or (self.rank != 0 and not self.sharded)  # sharded: every rank runs the forward
-            else Evaluator(task, eval_loader, train, writes, self.metrics)
+            else Evaluator(task, eval_loader, train, writes, self.metrics, quality)
         )
+        # what picks best.pt: train.best_metric, else the task's default quality metric (scored only with a scorer;
+        # a classifier's come from its own eval summary)
+        kind = task.quality_kind if quality is not None or task.quality_kind == "classifier" else ""
+        self.best_metric: BestMetric = resolve_best(kind, train.best_metric, train.quality_items)
+        self.evals_since_best = 0  # evaluations in a row without a better best_metric (train.early_stop_patience)
+        self._fit_start: float | None = None
+        self._eval_seconds = 0.0  # this process's evaluations, summed (left out of the eval rows' train_seconds)
         # run state (saved in checkpoints with the guards' state)
         self.step = 0
         self.samples_seen = 0
@@ -549,6 +561,8 @@ class Trainer:
             "interval": self.interval.state_dict(),
             "precision": self.precision.name,
             "best_eval": self.best_eval,
+            "best_metric": self.best_metric.name,
+            "evals_since_best": self.evals_since_best,
             "config": self.run_config,
         }
 
@@ -611,7 +625,9 @@ class Trainer:
         self.interval = Interval()
         if state.get("interval") is not None:
             self.interval.load_state_dict(state["interval"])
-        self.best_eval = state["best_eval"]
+        self.best_eval, self.evals_since_best = state["best_eval"], int(state.get("evals_since_best", 0))
+        if state.get("best_metric", "loss") != self.best_metric.name:  # another metric now: its best starts afresh
+            self.best_eval, self.evals_since_best = None, 0
         if restore_loader and state.get("loader") is not None and self.train_loader is not None:
             self.train_loader.load_state_dict(state["loader"])
         ranks = state.get("rng_ranks")  # every rank's streams, when saved by as many ranks as there are now
@@ -703,6 +719,7 @@ class Trainer:
         it = TimedIterator(self.train_loader)  # seconds blocked waiting for data
         stop_every = min(t.log_every, STOP_AGREE_EVERY)
         t_start, reason = time.perf_counter(), "max_steps"
+        self._fit_start = t_start
         bar = progress_bar(t.max_steps, self.step, t.progress and self.rank == 0)
         with StopSignals() as signals:
             try:
@@ -741,12 +758,27 @@ class Trainer:
                         aps = f"{row['audio_seconds_per_second']:.1f}"
                         bar.set_postfix(loss=f"{row.get('loss', math.nan):.3f}", aps=aps, mem=row["mem"])
                         self.interval = Interval()
-                    eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps
+                    heard = t.max_audio_seconds is not None and self.audio_seconds_seen >= t.max_audio_seconds
+                    heard = any_rank(heard, self.device, self.world_size) if t.max_audio_seconds else False
+                    eval_now = self.step % t.eval_every == 0 or self.step == t.max_steps or heard
                     best = self._maybe_eval() if eval_now else False
                     best = any_rank(best, self.device, self.world_size) if eval_now else False  # rank 0 evaluates
-                    if self.step % t.save_every == 0 or self.step == t.max_steps or best:
+                    stale = eval_now and self._patience_spent()
+                    if self.step % t.save_every == 0 or self.step == t.max_steps or best or stale or heard:
                         self.save_checkpoint(best=best)
-                if reason != "max_steps":  # still under the handlers: a second signal cannot cut this save short
+                    if heard and self.step < t.max_steps:
+                        reason = "max_audio_seconds"
+                        break
+                    if stale:
+                        reason = "early_stop"
+                        log.info(
+                            f"early stop at step {self.step}: {self.best_metric.name} has not improved for "
+                            f"{self.evals_since_best} evaluations (train.early_stop_patience={t.early_stop_patience});"
+                            f" best {self.best_metric.name}={self.best_eval}"
+                        )
+                        break
+                # still under the handlers: a second signal cannot cut this save short
+                if reason not in ("max_steps", "early_stop", "max_audio_seconds"):
                     bar.close()
                     path = self.save_checkpoint() if self.trained_steps else None  # (nothing trained: nothing to keep)
                     log.info(f"stopped ({reason}) at step {self.step}; checkpoint {path}")
@@ -779,6 +811,7 @@ class Trainer:
             "best_eval": self.best_eval,
             "compile_warmup_seconds": self.compile_warmup_seconds,
             "compile": compile_record.detail if (compile_record := self.accel.record("compile")) else None,
+            "best_metric": self.best_metric.name,
         }
 
     def _rank_oom(self, take_events: bool) -> dict[str, Any]:
@@ -800,21 +833,52 @@ class Trainer:
                 for s in self.schedulers.values():
                     s.step()
 
+    def _patience_spent(self) -> bool:
+        """Whether ``train.early_stop_patience`` evaluations in a row brought no better best_metric (every rank
+        agrees: rank 0 evaluates)."""
+        patience = self.train.early_stop_patience
+        spent = patience is not None and self.evals_since_best >= patience
+        return any_rank(spent, self.device, self.world_size) if patience is not None else False
+
     def _maybe_eval(self) -> bool:
-        """Evaluate and write the eval row; True when this is the best eval loss so far (after best_after)."""
+        """Evaluate and write the eval row; True when its ``best_metric`` is the best so far (after best_after)."""
         if self.evaluator is None:
             return False
+        t0 = time.perf_counter()
         summary = self.evaluator.run(self.step, lambda b: self.to_device(b, training=False), self.precision.autocast)
+        self._eval_seconds += time.perf_counter() - t0
         if summary is None:
             return False
+        summary["audio_seconds_seen"] = self.audio_seconds_seen
+        if self._fit_start is not None:  # wall time training, evaluations left out: what a time-to-quality counts
+            summary["train_seconds"] = round(time.perf_counter() - self._fit_start - self._eval_seconds, 3)
+        if self.evaluator.quality is not None and self._fit_start is not None:
+            elapsed = time.perf_counter() - self._fit_start
+            summary["quality_share"] = round(self.evaluator.quality_seconds / elapsed, 4) if elapsed > 0 else 0.0
         self.metrics.write({"split": "eval", "step": self.step, **summary})
         log.info(f"[eval] step {self.step}: " + ", ".join(f"{k}={v:.4g}" for k, v in summary.items() if _num(v)))
-        loss = summary.get("loss")
-        if loss is None or self.step < self.train.best_after or not math.isfinite(loss):
+        return self._track_best(summary)
+
+    def _track_best(self, summary: dict[str, Any]) -> bool:
+        """Whether this evaluation's ``best_metric`` beats the best so far (counted for early stopping after
+        ``train.best_after``); a UserError when the eval row lacks a key of the user's own naming."""
+        name = self.best_metric.name
+        if name not in summary and name not in METRICS:  # a metric of the catalogue may be absent (no item left)
+            bookkeeping = ("audio_seconds_seen", "train_seconds")
+            numeric = sorted(
+                k for k, v in summary.items() if _num(v) and not k.startswith("quality_") and k not in bookkeeping
+            )
+            raise UserError(
+                f"train.best_metric={name}: the eval row has no '{name}' (it has {', '.join(numeric)}); set "
+                f"train.best_metric to one of them"
+            )
+        if self.step < self.train.best_after:
             return False
-        if self.best_eval is None or loss < self.best_eval:
-            self.best_eval = float(loss)
+        value = float(summary[name]) if _num(summary.get(name)) else math.nan
+        if math.isfinite(value) and self.best_metric.better(value, self.best_eval):
+            self.best_eval, self.evals_since_best = value, 0
             return True
+        self.evals_since_best += 1
         return False
 
     def _log_row(self, interval: Interval) -> dict[str, Any]:

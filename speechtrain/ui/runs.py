@@ -129,13 +129,19 @@ def loss_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
     return out
 
 
+#: eval-row fields that say how and when the evaluation was taken, not how good the model is (not plotted)
+QUALITY_BOOKKEEPING = ("quality_items", "quality_seconds", "quality_share", "audio_seconds_seen", "train_seconds")
+
+
 def eval_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
+    """Every score of the eval rows per evaluation: the task's eval losses and its quality metrics (``eval pesq``,
+    ``eval mcd``... of :mod:`speechtrain.quality`), beside each other in the Train tab's eval plot."""
     out = []
     for r in rows:
         if r.get("split") != "eval":
             continue
         for k, v in r.items():
-            if k != "step" and _num(v) is not None:
+            if k != "step" and k not in QUALITY_BOOKKEEPING and _num(v) is not None:
                 out.append((int(r["step"]), f"eval {k}", float(v)))
     return out
 

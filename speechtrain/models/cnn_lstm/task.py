@@ -20,6 +20,7 @@ from speechtrain.data.batch import Batch
 from speechtrain.data.features import LogMel
 from speechtrain.errors import DataError, UserError
 from speechtrain.models.cnn_lstm.model import CNNLSTM
+from speechtrain.quality.metrics import classification_scores
 from speechtrain.train.task import Needs, Task
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ class CNNLSTMTask(Task):
 
     headline_metric = "accuracy"
     headline_mode = "max"
+    quality_kind = "classifier"
 
     def __init__(self, model_cfg: CNNLSTMConfig, data_cfg: DataConfig) -> None:
         m = model_cfg
@@ -117,6 +119,7 @@ class CNNLSTMTask(Task):
         return {
             "loss": sum(w * m["loss"] for w, m in outputs) / total_w,
             "accuracy": correct / seen if seen else 0.0,
+            "macro_f1": classification_scores(confusion)["macro_f1"] if seen else 0.0,
             "items": seen,
             "confusion": confusion,
             "labels": list(self.labels),

@@ -46,6 +46,7 @@ class GPTTTSTask(Task):
     headline_metric = "audio_ce"
     headline_mode = "min"
     produces_audio = True
+    quality_kind = "tts"
     #: generation uses scaled_dot_product_attention (exact maths); False keeps the explicit softmax path
     inference_sdpa: bool = True
     #: the keywords of ``synthesize`` (speechtrain.capabilities.Synthesizer)

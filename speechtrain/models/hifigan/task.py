@@ -100,6 +100,7 @@ class HiFiGANTask(Task):
     headline_metric = "mel_l1"
     headline_mode = "min"
     produces_audio = True
+    quality_kind = "vocoder"
 
     def __init__(self, model_cfg: HiFiGANConfig, data_cfg: DataConfig) -> None:
         self.cfg = model_cfg

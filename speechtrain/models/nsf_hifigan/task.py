@@ -60,6 +60,7 @@ class NSFHiFiGANTask(HiFiGANTask):
     generator: NSFGenerator
     #: ``speechtrain export RUN OUT --format singingvocoders`` (:meth:`export`)
     export_format = "singingvocoders"
+    quality_kind = "pitch_vocoder"
 
     def _build_generator(self, model_cfg: Any, data_cfg: Any) -> nn.Module:
         self.mel_settings = MelSettings.from_data(data_cfg)

@@ -49,6 +49,7 @@ class VITSTask(Task):
     headline_metric = "mel_l1"
     headline_mode = "min"
     produces_audio = True
+    quality_kind = "tts"
     #: the keywords of ``synthesize`` (speechtrain.capabilities.Synthesizer)
     synthesize_options = ("noise_scale", "noise_scale_w", "length_scale", "speaker", "seed")
 
@@ -129,12 +130,25 @@ class VITSTask(Task):
 
     @torch.no_grad()
     def eval_audio(self, batch: Batch, max_items: int) -> list[Any]:
-        n = min(max_items, batch.size) if not self.cfg.eval_texts else min(max_items, len(self.cfg.eval_texts))
+        return self._infer_audio(batch, max_items, own_text=False)
+
+    @torch.no_grad()
+    def quality_audio(self, batch: Batch, max_items: int) -> list[Any]:
+        """Speech for the text of the batch's own items (``model.eval_texts`` have no recording to compare with)."""
+        return self._infer_audio(batch, max_items, own_text=True)
+
+    @property
+    def samples_are_quality_audio(self) -> bool:
+        return not self.cfg.eval_texts
+
+    def _infer_audio(self, batch: Batch, max_items: int, own_text: bool) -> list[Any]:
+        texts = None if own_text else self.cfg.eval_texts
+        n = min(max_items, batch.size) if not texts else min(max_items, len(texts))
         if n <= 0:
             return []
         device = batch["tokens"].device
-        if self.cfg.eval_texts:
-            tokens, lengths = self._encode_texts(self.cfg.eval_texts[:n], device)
+        if texts:
+            tokens, lengths = self._encode_texts(texts[:n], device)
             speakers = torch.zeros(n, dtype=torch.long, device=device) if self.generator.emb_g is not None else None
         else:
             sub = batch.select(range(n)) if n < batch.size else batch

@@ -110,6 +110,7 @@ class XttsTask(Task):
     headline_metric = "audio_ce"
     headline_mode = "min"
     produces_audio = True
+    quality_kind = "speaker_tts"
     #: the keywords of ``synthesize`` (speechtrain.capabilities.Synthesizer)
     synthesize_options = SYNTHESIZE_OPTIONS
     #: what ``export`` writes (speechtrain.capabilities.Exporter)
@@ -567,6 +568,18 @@ class XttsTask(Task):
                 wav = soxr.resample(wav, self.arch.output_sample_rate, batch.sample_rate).astype(np.float32)
             out.append(wav)
         return out
+
+    @torch.no_grad()
+    def speaker_embedding(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
+        """The model's own speaker encoder (the HiFi-GAN decoder's, at 16 kHz, as conditioning computes it) of
+        one signal: what the quality metric ``speaker_sim`` compares (speechtrain.capabilities.SpeakerEmbedder)."""
+        import soxr
+
+        wav = np.asarray(audio, dtype=np.float32).reshape(-1)
+        audio_16k = soxr.resample(wav, sample_rate, 16000, quality="HQ").astype(np.float32)
+        encoder = self.mods.hifigan_decoder.speaker_encoder
+        out = encoder(torch.from_numpy(audio_16k).to(self.device)[None])  # (1, d_vector)
+        return out.reshape(-1).float().cpu().numpy()  # host copy, eval only
 
     # -- export --------------------------------------------------------------------------------------
     def export(self, out_dir: str | Path) -> Path:
