@@ -57,7 +57,7 @@ install() {  # install demo|test
     imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy, gradio, gradio_client, playwright, onnx, onnxruntime, piper, num2words, tokenizers"
   else
     extra="[logging,plot]"
-    imports="speechtrain, soundfile, soxr, tensorboard, matplotlib"
+    imports="speechtrain, soundfile, soxr, tensorboard, matplotlib, espeakng_loader"
   fi
   # torch first: an unpinned torch from the registry pulls GBs of CUDA wheels.
   if ! "$PY" -c 'import torch, sys; v=tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(v < (2, 9))' 2>/dev/null; then

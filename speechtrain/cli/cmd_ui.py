@@ -51,7 +51,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from speechtrain.errors import UserError
-    from speechtrain.ui import launch
+    from speechtrain.ui import launch, require_gradio
+
+    require_gradio()  # before anything imports the page: one line naming the extra, not a traceback
 
     if args.port is not None and not 0 < args.port < 65536:
         raise UserError(f"--port must be in 1..65535, got {args.port}")
