@@ -64,8 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
     local = args.host in LOCAL_HOSTS
     password, made = args.password or os.environ.get(PASSWORD_ENV) or None, False
+    source = "the one given with --password" if args.password else f"the one in ${PASSWORD_ENV}"
     if password is None and not local:
         password, made = secrets.token_urlsafe(12), True
+        source = f"the one printed once in the terminal where `speechtrain ui` started on {socket.gethostname()}"
     also = args.also if args.also is not None else ["reports"]  # listed once it exists, as runs appear there
     app, url = launch(
         host=args.host,
@@ -77,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         password=password,
         allow_models=args.allow_model,
         also=also,
+        password_from=source,
     )
     port = url.rstrip("/").rsplit(":", 1)[-1]
     there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""

@@ -71,6 +71,13 @@ class Workspace:
         return backend.load_config(recipe, overrides, self.allow_models)
 
     def load_run_config(self, run_dir: Path, overrides: list[str] | None = None) -> Any:
+        """:func:`backend.load_run_config`; a run the page started that has not yet written its config is said to
+        be starting (it was "not a speechtrain run directory")."""
+        if not (Path(run_dir) / "config.yaml").is_file() and runs.run_info(run_dir).status == "starting":
+            raise UserError(
+                f"{Path(run_dir).name} is starting: its config and first checkpoint are not written yet; try again "
+                "in a moment (the Train tab shows its output)"
+            )
         return backend.load_run_config(run_dir, overrides or [], self.allow_models)
 
     # ------------------------------------------------------------------ runs

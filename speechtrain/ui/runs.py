@@ -104,6 +104,35 @@ def run_info(run_dir: str | Path) -> RunInfo:
     return RunInfo(run_dir.name, run_dir, status, model, step, max_steps, _num(loss), updated, job.command, error)
 
 
+@dataclass(frozen=True)
+class RunHeader:
+    """What the page's header row shows for a run: its recipe (as the recipe list names it), dataset, format."""
+
+    recipe: str | None
+    data: str | None
+    fmt: str | None
+
+
+def header_of(info: RunInfo, recipes: list[str]) -> RunHeader:
+    """The header of the run ``info``: the recipe of the command that started it (``--config``; by name when it is
+    one of ``recipes``), the dataset and format of its saved config (of the command while it starts)."""
+    import shlex
+
+    try:
+        argv = shlex.split(info.command)
+    except ValueError:
+        argv = []
+    recipe = None
+    if "--config" in argv[:-1]:
+        given = argv[argv.index("--config") + 1]
+        recipe = Path(given).stem if Path(given).stem in recipes else given
+    given_data = dict(a.split("=", 1) for a in argv if a.startswith(("data.manifest=", "data.format=")))
+    data = (backend.run_config(info.path).get("data") or {}) if info.path.is_dir() else {}
+    manifest = data.get("manifest") or given_data.get("data.manifest")
+    fmt = data.get("format") or given_data.get("data.format")
+    return RunHeader(recipe, None if manifest is None else str(manifest), None if fmt is None else str(fmt))
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
