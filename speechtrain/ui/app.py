@@ -34,7 +34,8 @@ CSS = """
    cannot fit on a line of its own */
 table th span.header, table th .header-content span {word-break: normal !important; overflow-wrap: normal !important;
   hyphens: none !important}
-table td span {word-break: normal !important; overflow-wrap: break-word !important; hyphens: none !important}
+table td span, [role=gridcell] span {word-break: normal !important; overflow-wrap: break-word !important;
+  hyphens: none !important}
 """
 #: addresses that reach this machine only: any other --host needs a password
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
