@@ -53,8 +53,14 @@ choose_python() {
 install() {  # install demo|test
   local stamp=".speechtrain_installed_$1" extra imports
   if [ "$1" = test ]; then
+    # what the tests need; the heavy peers they compare against (librosa, lightning) and the browser driver
+    # (playwright) only in CI (CI=true), where their tests must run: elsewhere those tests skip and say so
     extra="[dev]"
-    imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy, gradio, gradio_client, playwright, onnx, onnxruntime, piper, num2words, tokenizers"
+    imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, importlinter, mypy, gradio, gradio_client, onnx, onnxruntime, piper, num2words, tokenizers"
+    if [ "${CI:-}" = true ]; then
+      extra="[ci]"
+      imports="$imports, librosa, lightning, playwright"
+    fi
   else
     extra="[logging,plot]"
     imports="speechtrain, soundfile, soxr, tensorboard, matplotlib, espeakng_loader"

@@ -45,3 +45,30 @@ def test_espeak_ng_is_in_the_default_install() -> None:
     assert "espeakng_loader" in demo_imports  # a venv made before is topped up by `scripts/run.sh demo`
     extras = project["optional-dependencies"]
     assert "espeak" in extras  # the old install line still works
+
+
+def test_the_test_command_installs_what_the_tests_need_and_ci_the_peers() -> None:
+    """`scripts/run.sh test` installed [dev] with the heavy peers (librosa: numba, llvmlite, scikit-learn; lightning)
+    and the browser driver (playwright) before the first test; they are the peers and browser extras now, which
+    CI installs (CI=true: the ci extra)."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names = {dep.split(">")[0].split("=")[0].split("[")[0] for dep in extras["dev"]}
+    assert not names & {"librosa", "lightning", "playwright"}
+    assert extras["ci"] == ["speechtrain[dev,peers,browser]"]
+    run_sh = (ROOT / "scripts" / "run.sh").read_text(encoding="utf-8")
+    assert 'if [ "${CI:-}" = true ]; then\n      extra="[ci]"' in run_sh
+    assert "export CI=true" in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_a_test_that_needs_a_missing_peer_skips_outside_ci_and_fails_in_ci(monkeypatch) -> None:  # noqa: ANN001
+    import pytest
+
+    from tests.peers import need
+
+    monkeypatch.setitem(sys.modules, "librosa", None)  # as if not installed
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"'peers' extra: pip install -e '.\[peers\]'"):
+        need("librosa")
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI must test against librosa"):
+        need("librosa")

@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from tests.test_ui_browser import _fake_run, _fill, _free_port, _tab, _wait_text, chromium  # noqa: F401
+from tests.test_ui_browser import (  # noqa: F401
+    _fake_run,
+    _fill,
+    _free_port,
+    _tab,
+    _wait_text,
+    chromium,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:::gradio.queueing")]
 

@@ -68,3 +68,26 @@ def test_the_header_follows_the_viewed_run(tmp_path: Path, job_pid: int) -> None
     (run / "config.yaml").write_text(f"data:\n  manifest: {tmp_path / 'other'}\n  format: pairs\n")
     head = runs.header_of(runs.run_info(run), ws.recipes())
     assert (head.data, head.fmt) == (str(tmp_path / "other"), "pairs")  # then from its saved config
+
+
+def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
+    """The eval loss (~95) shared one linear axis with the other eval series, which lay flat at 0; the step axis
+    read 4.000000. Each eval series is now relative to its first value (named in the legend); steps are integers."""
+    from speechtrain.ui.page import series_df
+
+    rows = [
+        {"split": "eval", "step": 4, "loss": 95.0, "mel_l1": 0.8, "zero": 0.0},
+        {"split": "eval", "step": 8, "loss": 76.0, "mel_l1": 0.6, "zero": 0.5},
+    ]
+    series = runs.eval_series(rows)
+    assert series == [
+        (4, "eval loss (1 = 95)", 1.0),
+        (4, "eval mel_l1 (1 = 0.8)", 1.0),
+        (4, "eval zero", 0.0),
+        (8, "eval loss (1 = 95)", 0.8),
+        (8, "eval mel_l1 (1 = 0.8)", pytest.approx(0.75)),
+        (8, "eval zero", 0.5),
+    ]
+    frame = series_df(series)
+    assert str(frame["step"].dtype) == "int64" and str(frame["value"].dtype) == "float64"
+    assert str(series_df([(0.5, "gpu0 util %", 3.0)], x="seconds")["seconds"].dtype) == "float64"

@@ -10,6 +10,7 @@ data is being prepared).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,13 +160,26 @@ def loss_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
 
 
 def eval_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
-    out = []
+    """(step, series, value) of the eval metrics, each on its own scale: divided by its first value, which the
+    series' name gives (``eval loss (1 = 95.2)``). On one shared axis an eval loss of ~95 flattened the other
+    series at 0; relative to their start they all read at a glance (a series that starts at 0 is left as it is)."""
+    raw = []
     for r in rows:
         if r.get("split") != "eval":
             continue
         for k, v in r.items():
             if k != "step" and _num(v) is not None:
-                out.append((int(r["step"]), f"eval {k}", float(v)))
+                raw.append((int(r["step"]), k, float(v)))
+    first: dict[str, float] = {}
+    for _, k, v in raw:
+        first.setdefault(k, v)
+    out = []
+    for step, k, v in raw:
+        scale = first[k]
+        if scale == 0 or not math.isfinite(scale):
+            out.append((step, f"eval {k}", v))
+        else:
+            out.append((step, f"eval {k} (1 = {scale:.4g})", v / scale))
     return out
 
 
