@@ -61,7 +61,8 @@ def follow(ws: Workspace, train_run: Any, inputs: Inputs) -> None:
         except UserError:
             return gr.skip(), gr.skip(), gr.skip()
         head = runs.header_of(info, ws.recipes())
-        return tuple(gr.skip() if v is None else gr.update(value=v) for v in (head.recipe, head.data, head.fmt))
+        recipe, data, fmt = (gr.skip() if v is None else gr.update(value=v) for v in (head.recipe, head.data, head.fmt))
+        return recipe, data, fmt
 
     train_run.change(
         on_pick, [train_run], [inputs.recipe, inputs.data, inputs.fmt], api_name="run_header", show_progress="hidden"
