@@ -53,11 +53,18 @@ choose_python() {
 install() {  # install demo|test
   local stamp=".speechtrain_installed_$1" extra imports
   if [ "$1" = test ]; then
+    # what the tests need (librosa too: speechmos, the DNSMOS of the quality metrics, imports it); the peers they
+    # compare against (lightning) and the browser driver
+    # (playwright) only in CI (CI=true), where their tests must run: elsewhere those tests skip and say so
     extra="[dev]"
-    imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, librosa, importlinter, mypy, gradio, gradio_client, playwright, onnx, onnxruntime, piper, num2words, tokenizers, pesq, pystoi, speechmos"
+    imports="speechtrain, pytest, ruff, soundfile, soxr, tensorboard, matplotlib, importlinter, mypy, gradio, gradio_client, onnx, onnxruntime, piper, num2words, tokenizers, pesq, pystoi, speechmos, librosa"
+    if [ "${CI:-}" = true ]; then
+      extra="[ci]"
+      imports="$imports, lightning, playwright"
+    fi
   else
     extra="[logging,plot]"
-    imports="speechtrain, soundfile, soxr, tensorboard, matplotlib"
+    imports="speechtrain, soundfile, soxr, tensorboard, matplotlib, espeakng_loader"
   fi
   # torch first: an unpinned torch from the registry pulls GBs of CUDA wheels.
   if ! "$PY" -c 'import torch, sys; v=tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]); sys.exit(v < (2, 9))' 2>/dev/null; then

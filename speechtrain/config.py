@@ -357,6 +357,11 @@ class DataConfig(Section):
         None,
         description="Text encoding of the metadata (e.g. latin-1, cp1251); None: UTF-8, or UTF-16/UTF-8 with a BOM.",
     )
+    text_column: str | None = Field(
+        None,
+        description="The transcript's column in a metadata file with named columns (audiofolder: raw_text, ...); "
+        "None: the layout's usual names (transcription, text, sentence, ...).",
+    )
     eval_manifest: str | None = Field(
         None, description="Separate evaluation manifest; else items are held out.", json_schema_extra=NAMES_DATASET
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.peers import need
 from tests.test_bench_measure import TINY
 
 
@@ -19,7 +20,7 @@ def test_row_says_how_to_install_lightning_when_missing(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("model", ["toy", "toy_gan"])
 def test_lightning_row_trains_the_task_and_counts_the_window(model: str) -> None:
-    pytest.importorskip("lightning")
+    need("lightning")
     from speechtrain.bench.ablate import Variant
     from speechtrain.bench.measure import RunSpec
     from speechtrain.config import load_config

@@ -15,6 +15,7 @@ import torch
 from speechtrain.bench.ablate import LadderRow, Variant, _median_row
 from speechtrain.bench.measure import RunResult
 from speechtrain.bench.peers import AUTO, PEER, SAME, PeerRun, build_peer_report, peers_markdown
+from tests.peers import need
 
 PEERS_DIR = Path(__file__).resolve().parents[1] / "bench" / "peers"
 sys.path.insert(0, str(PEERS_DIR))
@@ -141,7 +142,7 @@ def test_meter_times_only_the_steps_after_warmup_and_stops_the_loop(tmp_path: Pa
 
 
 def test_torchaudio_shim_mel_load_and_resample(tmp_path: Path) -> None:
-    librosa = pytest.importorskip("librosa")
+    librosa = need("librosa")
     import importlib.util
 
     import soundfile as sf

@@ -42,6 +42,8 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     for stage in ("demo corpus", "prepare", "probe", "tune", "train", "ablation ladder", "report"):
         assert stage in text
     assert "Bottleneck:" in text
+    estimate = text.index("estimate for this machine: about")  # measured here, before training (issue 40)
+    assert text.index("[4/7] tune") < estimate < text.index("[5/7] train")
     assert (data / "metadata.csv").is_file()
     rep = json.loads((out / "bench.json").read_text())
     keys = [r["key"] for r in rep["runs"]]
@@ -68,3 +70,15 @@ def test_the_demo_runs_the_passes_its_time_holds() -> None:
     assert passes_that_fit(13, 208.0, 3) == 2
     assert passes_that_fit(13, 1000.0, 3) == 3
     assert passes_that_fit(13, 30.0, 3) == 1
+
+
+def test_the_demo_estimates_its_length_from_what_it_measured() -> None:
+    """Issue 40: `--help` said ~4 min and the demo took 12 on a loaded machine. The estimate adds the stages
+    measured so far, the bounded training, and the ladder: its share of the budget, but no less than its rows
+    times what one row costs here (a fresh process's start-up, measured from this process's own)."""
+    from speechtrain.cli.cmd_demo import demo_estimate, process_age
+
+    assert demo_estimate(so_far=100, train=48, ladder=60, rows=9, row_floor=20, reserve=14) == 100 + 48 + 180 + 14
+    assert demo_estimate(so_far=30, train=48, ladder=150, rows=9, row_floor=8, reserve=14) == 30 + 48 + 150 + 14
+    age = process_age()
+    assert age is None or age > 0

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-librosa = pytest.importorskip("librosa", reason="librosa is the test-time DSP reference (pip install -e .[dev])")
+from tests.peers import need
+
+librosa = need("librosa")  # the test-time DSP reference (the peers extra)
 
 from speechtrain.data.features import LogMel, Spectrogram, mel_filterbank  # noqa: E402
 from speechtrain.models.audio import griffin_lim  # noqa: E402

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile as sf
 import torch
 import yaml
 
@@ -19,7 +20,6 @@ from speechtrain.data.speak import SENTENCES, make_language_corpus
 from speechtrain.data.text import normalize_text
 from speechtrain.errors import DataError
 
-pytest.importorskip("espeakng_loader")
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGES = {"uz": "ljspeech", "uz-Cyrl": "ljspeech", "am": "xtts"}
 
@@ -171,9 +171,10 @@ def test_make_dataset_speaks_a_language(tmp_path: Path, capsys: pytest.CaptureFi
     assert header == "audio_file|text|speaker_name" and (tmp_path / "am" / "eval.csv").is_file()
 
 
-def test_make_dataset_speaks_n_sentences_and_refuses_more_than_it_has(tmp_path: Path, capsys) -> None:
+def test_make_dataset_speaks_n_sentences_for_any_n(tmp_path: Path, capsys) -> None:
     """One espeak-ng corpus maker: `make-dataset --language am -n N` draws N different Amharic sentences
-    (the XTTS rehearsal corpus), seeded; a language with a fixed list refuses more than it has."""
+    (the XTTS rehearsal corpus), seeded; a language with a fixed list reads its sentences again for a larger
+    N (issue 40: `-n 24` was refused), each reading of a sentence in another voice, rate or pitch."""
     from speechtrain.cli.main import main
 
     assert main(["make-dataset", str(tmp_path / "am"), "--language", "am", "-n", "20", "--seed", "3"]) == 0
@@ -181,6 +182,13 @@ def test_make_dataset_speaks_n_sentences_and_refuses_more_than_it_has(tmp_path: 
     assert len(rows) == 20 and len({r.split("|")[1] for r in rows}) >= 18
     assert sorted(p.name for p in (tmp_path / "am" / "wavs").iterdir())[0] == "am_0001.wav"
     assert "wrote 20 utterances in am" in capsys.readouterr().out
-    assert main(["make-dataset", str(tmp_path / "uz"), "--language", "uz", "-n", "100"]) == 2
-    assert "built-in sentences, not 100" in capsys.readouterr().err
-    assert not (tmp_path / "uz").exists()
+    have = len(SENTENCES["uz"])
+    n = 2 * have + 3
+    assert main(["make-dataset", str(tmp_path / "uz"), "--language", "uz", "-n", str(n)]) == 0
+    assert f"wrote {n} utterances in uz" in capsys.readouterr().out
+    rows = [r.split("|") for r in (tmp_path / "uz" / "metadata.csv").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == n and len({r[0] for r in rows}) == n and {r[1] for r in rows} == set(SENTENCES["uz"])
+    wavs = {r[0]: sf.read(tmp_path / "uz" / "wavs" / f"{r[0]}.wav")[0] for r in rows}
+    for k in range(have):  # the same sentence, read three times: three different recordings
+        takes = [wavs[rows[i][0]] for i in (k, k + have, k + 2 * have) if i < n]
+        assert all(a.shape != b.shape or not np.array_equal(a, b) for j, a in enumerate(takes) for b in takes[j + 1 :])

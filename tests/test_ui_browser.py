@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from tests.doors import RECIPES
+from tests.peers import need
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:::gradio.queueing")]
 
@@ -117,10 +118,9 @@ def served(workspace: Path) -> Iterator[str]:
 def chromium() -> Iterator[Any]:
     if os.environ.get("SPEECHTRAIN_BROWSER_TESTS") == "skip":
         pytest.skip("no headless Chromium on this machine (scripts/run.sh said how to install one)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("playwright is not installed: pip install -e '.[dev]' (or pip install playwright)")
+    need("playwright", "browser")  # skipped outside CI when missing, an error in CI
+    from playwright.sync_api import sync_playwright
+
     from speechtrain.ui.browser import find_chromium, launch_browser
 
     with sync_playwright() as pw:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -471,11 +472,24 @@ def rate_error(r: dict[str, Any]) -> tuple[float, float]:
 def write_plot(report: dict[str, Any], path: str | Path) -> Path:
     """A PNG with two bar charts per configuration: audio-seconds/s (with the range of the passes as an error
     bar, and the speed-up, its range and the verdict beside the bar, as in the table) and peak memory."""
+    import matplotlib.pyplot as plt
+
+    fig = plot_figure(report)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_figure(report: dict[str, Any]) -> Any:
+    """The matplotlib figure :func:`write_plot` saves."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise UserError(
             "--plot needs matplotlib: pip install 'speechtrain[plot]' (or pip install matplotlib)"
@@ -484,7 +498,7 @@ def write_plot(report: dict[str, Any], path: str | Path) -> Path:
     if not runs:
         raise UserError("nothing was measured, so there is nothing to plot")
     shown = runs[::-1]
-    names = [r["name"] for r in shown]
+    names = [str(r.get("key") or r["name"]) for r in shown]  # short: the full names are in the table
     rates = [r["audio_seconds_per_second"] for r in shown]
     errors = [rate_error(r) for r in shown]
     peaks = [(r.get("peak_memory_bytes") or 0) / GIB for r in shown]
@@ -492,8 +506,8 @@ def write_plot(report: dict[str, Any], path: str | Path) -> Path:
         "#999999" if r.get("verdict") in (Verdict.INCONCLUSIVE.value, Verdict.IMPLAUSIBLE.value) else "#3b7dd8"
         for r in shown
     ]
-    height = max(3.0, 0.4 * len(runs) + 1.6)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, height), sharey=True)
+    height = max(3.0, 0.4 * len(runs) + 1.9)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, height), sharey=True, gridspec_kw={"width_ratios": [3, 2]})
     xerr = [[e[0] for e in errors], [e[1] for e in errors]]
     bars = ax1.barh(names, rates, color=colours, xerr=xerr, capsize=3, ecolor="#333333")
     for bar, r, err in zip(bars, shown, errors):
@@ -501,18 +515,19 @@ def write_plot(report: dict[str, Any], path: str | Path) -> Path:
         if label:
             x = bar.get_width() + err[1]
             ax1.text(x, bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=7)
-    ax1.set_xlim(0, max(rate + e[1] for rate, e in zip(rates, errors)) * 1.9 or 1.0)
-    ax1.set_xlabel("audio seconds per second (higher is better); bar: median pass, line: range of the passes")
+    longest = max((len(chart_label(r)) for r in shown), default=0)  # room for the notes beside the bars
+    ax1.set_xlim(0, max(rate + e[1] for rate, e in zip(rates, errors)) * (1.15 + 0.035 * longest) or 1.0)
+    ax1.set_xlabel("audio seconds per second (higher is better)")
+    ax1.set_title("bar: median pass; line: range of the passes", fontsize=8)
     ax2.barh(names, peaks, color="#d8833b")
     ax2.set_xlabel("peak memory, GiB (" + ("GPU allocated" if report["device"].get("type") == "cuda" else "RSS") + ")")
+    ax2.set_title("peak memory", fontsize=8)
+    for ax in (ax1, ax2):  # no tick label at a panel's right end, where the next panel's first one is
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, prune="upper"))
     dev = report["device"]
-    title = f"speechtrain bench on {dev.get('name')} ({dev.get('date')})"
+    lines = [f"speechtrain bench on {dev.get('name')} ({dev.get('date')})"]
     if any(r.get("verdict") in (Verdict.INCONCLUSIVE.value, Verdict.IMPLAUSIBLE.value) for r in runs):
-        title += "; grey: inconclusive or beyond what the change can give (noise, not a result)"
-    fig.suptitle(title, fontsize=9)
+        lines.append("grey: inconclusive or beyond what the change can give (noise, not a result)")
+    fig.suptitle("\n".join(textwrap.fill(line, 110) for line in lines), fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig

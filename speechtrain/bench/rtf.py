@@ -53,13 +53,15 @@ def measure_rtf(
     sample_rate: int,
     mode: str = "synthesize",
     describe: Callable[[T], str] | None = None,
+    on_item: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
     """Time ``call(x)`` (synthesis of a text, vocoding of a mel: the inference recipe builds it) for each input
     and return the real-time factor of the audio it returns (at ``sample_rate``).
 
     The first ``warmup`` inputs (cycled) run untimed first. Returns ``{"rtf", "audio_seconds",
     "seconds", "device", "mode", "warmup", "items": [{"input", "seconds", "audio_seconds", "rtf"}]}``;
-    ``rtf`` is total seconds / total audio seconds.
+    ``rtf`` is total seconds / total audio seconds. ``on_item(k, n, what)``: called before the k-th timed
+    input, outside the timed span (the progress lines of a long measurement).
     """
     if not inputs:
         raise ValueError("measure_rtf needs at least one input")
@@ -70,7 +72,9 @@ def measure_rtf(
             call(inputs[i % len(inputs)])
         synchronize(device)
         items: list[dict[str, Any]] = []
-        for x in inputs:
+        for k, x in enumerate(inputs, start=1):
+            if on_item is not None:
+                on_item(k, len(inputs), f"timing {mode} of {shown(x)}")
             synchronize(device)
             start = time.perf_counter()
             audio = call(x)

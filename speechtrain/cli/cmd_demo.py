@@ -2,13 +2,15 @@
 
 Makes the demo corpus when missing (data/demo), prepares it, probes the hardware, tunes the
 per-bucket batch sizes, trains a tiny recipe for a bounded time, runs the ablation ladder, and
-writes a report folder (markdown, JSON, PNG, the run directory). Sized to finish within about
-``--minutes`` on 2 CPU cores.
+writes a report folder (markdown, JSON, PNG, the run directory). Training and the ladder share the
+``--minutes`` budget; what the other stages take depends on the machine, so once they have run the demo
+prints its own estimate of the whole, from what it measured here.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import time
@@ -25,7 +27,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="the whole tour on built-in demo data: prepare, probe, tune, train, ablate, report",
         description=__doc__.split("\n\n")[1].replace("\n", " "),
     )
-    p.add_argument("--minutes", type=float, default=4.0, help="time budget for the whole demo (default 4)")
+    p.add_argument(
+        "--minutes",
+        type=float,
+        default=4.0,
+        help="time budget of the demo (default 4): training and the ladder get what the first stages leave; a slow "
+        "or loaded machine takes longer, and the demo prints its estimate once it has measured this one",
+    )
     p.add_argument("--out", default="reports/demo", help="report folder (default reports/demo)")
     p.add_argument("--data", default="data/demo", help="demo corpus folder, made when missing (default data/demo)")
     p.add_argument("--utterances", type=int, default=120, help="utterances in a newly made demo corpus")
@@ -124,6 +132,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     stages.header("tune")
     tuned = _tune(cfg)
 
+    print(_estimate(stages.elapsed(), budget, cfg, info, tuned, args), flush=True)
     stages.header("train", f"(bounded to {budget['train']:.0f}s)")
     run_dir = _train(cfg, tuned, out, budget["train"])
 
@@ -211,6 +220,40 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
             + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items())
         )
     return run_dir
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux ``/proc``; None elsewhere): what a fresh ``speechtrain``
+    process takes to import torch and start, which every ladder row pays again."""
+    try:
+        stat = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def demo_estimate(so_far: float, train: float, ladder: float, rows: int, row_floor: float, reserve: float) -> float:
+    """Seconds the whole demo takes: the stages done (measured), training (bounded), the ladder (its share of
+    the budget, but at least ``row_floor`` per measured row) and the report."""
+    return so_far + train + max(ladder, rows * row_floor) + reserve
+
+
+def _estimate(so_far: float, budget: dict[str, float], cfg: Any, info: Any, tuned: Any, args: Any) -> str:
+    """The demo's own estimate of its length on this machine, from what it has measured."""
+    from speechtrain.bench.ablate import plan_ladder
+
+    skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
+    rows = sum(1 for v in plan_ladder(cfg.data, info.device_type, info, skip, tuned) if not v.skip_reason)
+    started = process_age()
+    floor = max(MEASUREMENT_SECONDS, (started or 0.0) + 3.0)  # a fresh process, then >= 1 s warm-up and window
+    ladder = budget["total"] - so_far - budget["train"] - budget["reserve"]
+    total = demo_estimate(so_far, budget["train"], ladder, rows, floor, budget["reserve"])
+    start = f"a fresh process took {started:.0f}s to start here" if started is not None else "not measured here"
+    return (
+        f"estimate for this machine: about {total / 60:.0f} min in all ({so_far:.0f}s so far, measured; training "
+        f"bounded to {budget['train']:.0f}s; the ladder {rows} rows, at least {floor:.0f}s each: {start})"
+    )
 
 
 #: what one ladder measurement costs at least on 2 idle CPU cores: a fresh process, the model and the data

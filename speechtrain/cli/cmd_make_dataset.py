@@ -34,7 +34,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--language",
         default=None,
         help="instead: sentences of this language spoken by espeak-ng in two voices (built in: en, uz, uz-Cyrl, "
-        "am, ru; -n N for Amharic draws N sentences from a lexicon); needs the 'espeak' extra",
+        "am, ru; -n N makes N utterances: past the dozen built-in sentences they are read again, each time in "
+        "another voice, speed or pitch; Amharic draws N sentences from a lexicon)",
     )
     p.add_argument(
         "--layout", choices=("ljspeech", "xtts"), default="ljspeech", help="with --language: the dataset layout"

@@ -56,12 +56,15 @@ def run(args: argparse.Namespace) -> int:
 
     from speechtrain.cli.common import set_threads, write_json
     from speechtrain.errors import UserError
+    from speechtrain.progress import Progress
     from speechtrain.recipes.inference import InferenceRecipe
 
     if args.warmup < 0:
         raise UserError("--warmup must be >= 0")
     set_threads(args.threads)
     texts = read_texts(args.texts) if args.texts else None
+    progress = Progress("rtf")  # loading a run and timing its calls takes a while: a line per stage
+    progress.stage(f"loading {args.run_dir}")
     recipe = InferenceRecipe(args.run_dir, device=args.device, verb="rtf")
     options = {k: getattr(args, k) for k in ("speaker_wav", "language") if getattr(args, k, None) is not None}
     if args.vocoder:
@@ -73,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         runtime=args.runtime,
         threads=args.threads,
+        progress=progress,
         **options,
     )
     print(json.dumps(result, indent=2))

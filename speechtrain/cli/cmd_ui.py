@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from speechtrain.errors import UserError
-    from speechtrain.ui import launch
+    from speechtrain.ui import launch, require_gradio
+
+    require_gradio()  # before anything imports the page: one line naming the extra, not a traceback
 
     if args.port is not None and not 0 < args.port < 65536:
         raise UserError(f"--port must be in 1..65535, got {args.port}")
@@ -82,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
 
     local = args.host in LOCAL_HOSTS
     password, made = args.password or os.environ.get(PASSWORD_ENV) or None, False
+    source = "the one given with --password" if args.password else f"the one in ${PASSWORD_ENV}"
     if password is None and not local:
         password, made = secrets.token_urlsafe(12), True
+        source = f"the one printed once in the terminal where `speechtrain ui` started on {socket.gethostname()}"
     also = args.also if args.also is not None else ["reports"]  # listed once it exists, as runs appear there
     app, url = launch(
         host=args.host,
@@ -97,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         also=also,
         allow_code=allow_code,
         recipe_folders=args.recipes,
+        password_from=source,
     )
     port = url.rstrip("/").rsplit(":", 1)[-1]
     there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""

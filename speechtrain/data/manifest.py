@@ -61,6 +61,7 @@ __all__ = [
     "audio_roots",
     "read_text_lines",
     "resolve_format",
+    "transcript_note",
 ]
 
 #: set by a door that reads data on others' behalf (the web UI, for the jobs it starts): the folders, joined by
@@ -199,11 +200,12 @@ def paired_eval_file(path: str | os.PathLike[str], fmt: str) -> Path | None:
 
 
 def read_manifest(
-    path: str | os.PathLike[str], fmt: str = "auto", encoding: str | None = None
+    path: str | os.PathLike[str], fmt: str = "auto", encoding: str | None = None, text_column: str | None = None
 ) -> tuple[list[Entry], list[Problem]]:
     """Entries (in listing order, unique ids) and the problems of the lines that were skipped.
 
-    ``encoding``: of the metadata (None: UTF-8, or UTF-16/UTF-8 with a byte-order mark)."""
+    ``encoding``: of the metadata (None: UTF-8, or UTF-16/UTF-8 with a byte-order mark). ``text_column``:
+    the transcript's column (``data.text_column``), for the layouts with named columns."""
     if fmt == "auto":
         fmt = detect_format(path, encoding)
     if fmt not in names():
@@ -217,9 +219,26 @@ def read_manifest(
         raise DataError(f"{src}: data.format={fmt} needs a folder: {layout_text}")
     if not lay.reads_folder and not src.is_file():
         raise DataError(f"{src}: expected a {fmt} manifest file")
-    entries, problems = lay.read(src, encoding)
+    if text_column:
+        if lay.read_text_column is None:
+            takes = ", ".join(x.name for x in layouts() if x.read_text_column is not None)
+            raise DataError(
+                f"data.text_column={text_column}: data.format={fmt} has no named columns to choose from (the "
+                f"layouts that have: {takes}); remove data.text_column"
+            )
+        entries, problems = lay.read_text_column(src, encoding, text_column)
+    else:
+        entries, problems = lay.read(src, encoding)
     entries = _inside_roots(entries, problems)
     return _dedupe(entries, problems)
+
+
+def transcript_note(path: str | os.PathLike[str], fmt: str, encoding: str | None = None) -> str | None:
+    """Where the layout looked for transcripts, when its listing has none (None: nothing to say)."""
+    try:
+        return _layout(fmt).transcript_note(manifest_file(path, fmt), encoding)
+    except (DataError, OSError):
+        return None
 
 
 def _dedupe(entries: list[Entry], problems: list[Problem]) -> tuple[list[Entry], list[Problem]]:

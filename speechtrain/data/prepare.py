@@ -53,7 +53,7 @@ from speechtrain.data.features import MelSettings
 from speechtrain.data.layouts.base import reading_language
 from speechtrain.data.limits import REASON as LIMIT_REASON
 from speechtrain.data.limits import CheckItems, ItemLimits, LimitItem, Verdict
-from speechtrain.data.manifest import Problem, manifest_signature, read_manifest
+from speechtrain.data.manifest import Problem, manifest_signature, read_manifest, transcript_note
 from speechtrain.data.pitch import F0Settings
 from speechtrain.data.store import (
     HELD_LOCK_FDS,
@@ -344,7 +344,7 @@ def prepare_dataset(
         where = {c.entry.id: c.entry.where for c in plan.kept}
         plan.kept = checks.screen(plan.kept, plan.problems, where)
         if not plan.kept:
-            raise DataError(_nothing_kept(plan))
+            raise DataError(_nothing_kept(plan, data.encoding))
     all_problems = [p for plan in plans for p in plan.problems]
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
@@ -443,7 +443,7 @@ def _read_plans(store: FeatureStore, data: DataConfig, require_text: bool | None
     plans = []
     for ref in store.manifests():
         previous = store.latest_index(ref)
-        entries, problems = read_manifest(ref.path, ref.format, data.encoding)
+        entries, problems = read_manifest(ref.path, ref.format, data.encoding, data.text_column)
         kept, vproblems, probes = validate_entries(
             entries,
             min_duration=data.min_duration,
@@ -524,7 +524,7 @@ def _strict_text(report: TextReport, strict: bool) -> None:
         raise DataError("\n".join(lines))
 
 
-def _nothing_kept(plan: _ManifestPlan, show: int = 5) -> str:
+def _nothing_kept(plan: _ManifestPlan, encoding: str | None = None, show: int = 5) -> str:
     """The error of a manifest that yields no usable utterance (a run could not train on it)."""
     what = f"{plan.ref.path} (read as data.format={plan.ref.format})"
     if not plan.problems:
@@ -534,6 +534,9 @@ def _nothing_kept(plan: _ManifestPlan, show: int = 5) -> str:
     lines += [f"  - {p}" for p in plan.problems[:show]]
     if len(plan.problems) > show:
         lines.append(f"  ... {len(plan.problems) - show} more")
+    note = transcript_note(plan.ref.path, plan.ref.format, encoding) if "empty_text" in totals(plan.problems) else None
+    if note is not None:  # say where the transcripts were looked for (the column the metadata calls them)
+        lines.append(note)
     lines.append("fix the manifest, or set data.format if the layout was misread")
     return "\n".join(lines)
 

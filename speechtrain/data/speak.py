@@ -8,12 +8,13 @@ voices as speakers). Rate and pitch vary per utterance, seeded.
 
 The texts: :data:`SENTENCES` holds a dozen hand-written sentences each for ``en``, ``uz`` (Latin, with
 every apostrophe form people type for oʻ gʻ and the tutuq belgisi), ``uz-Cyrl``, ``am`` (with Ethiopic
-punctuation and numerals) and ``ru``; ``utterances=N`` asks for N sentences instead (Amharic: drawn,
-seeded, from a small lexicon by :func:`amharic_sentences`, for the XTTS rehearsal); pass your own
-``sentences`` for any other voice.
+punctuation and numerals) and ``ru``; ``utterances=N`` asks for N utterances instead (more than a
+language has: its sentences again, each reading in another voice, rate or pitch; Amharic: drawn, seeded,
+from a small lexicon by :func:`amharic_sentences`, for the XTTS rehearsal); pass your own ``sentences``
+for any other voice.
 
-espeak-ng comes from the ``espeakng-loader`` wheel (extra ``espeak``), driven through ctypes in
-synchronous mode: no system install.
+espeak-ng comes from the ``espeakng-loader`` wheel (a dependency of the default install), driven through
+ctypes in synchronous mode: no system install.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ SAMPLE_RATE = 22050  # espeak-ng's own rate
 _AUDIO_OUTPUT_SYNCHRONOUS = 2
 _CHARS_UTF8 = 1
 _RATE, _PITCH = 1, 3  # espeak_PARAMETER
-INSTALL_HINT = "pip install 'speechtrain[espeak]' (or: pip install espeakng-loader)"
+INSTALL_HINT = "pip install espeakng-loader (a dependency of speechtrain: pip install -e . puts it back)"
 
 SENTENCES: dict[str, tuple[str, ...]] = {
     "en": (
@@ -242,8 +243,9 @@ def amharic_sentences(count: int, seed: int = 0) -> list[str]:
 
 
 def corpus_sentences(language: str, utterances: int | None = None, seed: int = 0) -> list[str]:
-    """The built-in texts of ``language``: its :data:`SENTENCES` (``utterances``: the first N of them), or
-    for Amharic any number from :func:`amharic_sentences`. UserError when there are not enough."""
+    """The built-in texts of ``language``: its :data:`SENTENCES` (``utterances``: the first N of them; more
+    than it has: the sentences again, in order, as many times as it takes), or for Amharic any number from
+    :func:`amharic_sentences`."""
     if utterances is not None and utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {utterances}")
     if language == "am" and utterances is not None and utterances > len(SENTENCES["am"]):
@@ -254,11 +256,8 @@ def corpus_sentences(language: str, utterances: int | None = None, seed: int = 0
             f"own texts from Python: speechtrain.data.speak.make_language_corpus(OUT, {language!r}, sentences=[...])"
         )
     have = list(SENTENCES[language])
-    if utterances is not None and utterances > len(have):
-        raise UserError(
-            f"{language!r} has {len(have)} built-in sentences, not {utterances}: use -n {len(have)} or less (Amharic "
-            "has a sentence generator), or give your own texts from Python (make_language_corpus(..., sentences=))"
-        )
+    if utterances is not None and utterances > len(have):  # read again: make_language_corpus varies each reading
+        return [have[i % len(have)] for i in range(utterances)]
     return have[:utterances]
 
 
@@ -280,6 +279,15 @@ def _spoken_form(text: str, language: str) -> str:
     return espeak_input([text], "uz")[0] if language.lower().startswith("uz") else text
 
 
+def _new_reading(rng: np.random.Generator, variant: str, heard: set[tuple[str, int, int]]) -> tuple[int, int]:
+    """A rate (140-190 wpm) and pitch (35-65) that this sentence was not yet read with in ``variant``."""
+    while True:
+        rate, pitch = int(rng.integers(140, 191)), int(rng.integers(35, 66))
+        if (variant, rate, pitch) not in heard:
+            heard.add((variant, rate, pitch))
+            return rate, pitch
+
+
 def make_language_corpus(
     out: str | os.PathLike[str],
     language: str,
@@ -296,7 +304,8 @@ def make_language_corpus(
 
     ``voices``: espeak variants, one speaker each (``""`` the plain voice, ``"+f3"`` a female one); the
     sentences go round the voices. Rate (140-190 wpm) and pitch (35-65) vary per utterance, seeded by
-    ``seed``. ``layout``: ``ljspeech`` or ``xtts`` (the last ``eval_count`` sentences in ``eval.csv``).
+    ``seed``; a sentence listed more than once is read each time in another voice, rate or pitch.
+    ``layout``: ``ljspeech`` or ``xtts`` (the last ``eval_count`` sentences in ``eval.csv``).
     Returns ``out``."""
     texts = list(sentences) if sentences is not None else corpus_sentences(language, utterances, seed)
     if not texts:
@@ -307,10 +316,12 @@ def make_language_corpus(
     voice = voice_of(language)
     rng = np.random.default_rng([seed, 7])
     rows: list[tuple[str, str, str]] = []  # (id, text, speaker)
+    readings: dict[str, set[tuple[str, int, int]]] = {}  # text -> (voice, rate, pitch) it was read with
     for i, text in enumerate(texts):
-        variant = voices[i % len(voices)]
+        heard = readings.setdefault(text, set())
+        variant = voices[(i + len(heard)) % len(voices)]  # a repeated sentence goes to the next voice
         uid = f"{language.replace('-', '_')}_{i + 1:04d}"
-        rate, pitch = int(rng.integers(140, 191)), int(rng.integers(35, 66))
+        rate, pitch = _new_reading(rng, variant, heard)
         pcm = say(_spoken_form(text, language), voice + variant, rate, pitch)
         if pcm.size == 0:
             raise UserError(f"espeak-ng produced no audio for {text!r} ({language})")

@@ -118,6 +118,7 @@ class IndexSettings:
     f0: F0Settings | None = None
     derived: tuple[tuple[str, str], ...] = ()  # (name, settings digest) of each derived feature, sorted
     limits: tuple[tuple[str, str], ...] = ()  # (name, settings digest) of each model's item limits, sorted
+    text_column: str | None = None  # data.text_column: the transcript's column of the metadata
 
     def with_derived(self, features: Sequence[DerivedFeature]) -> IndexSettings:
         """These settings with ``features`` as the derived features (replacing any)."""
@@ -141,6 +142,7 @@ class IndexSettings:
             TextSettings.from_data(data),
             data.encoding,
             f0=f0,
+            text_column=data.text_column,
         )
         return settings.with_derived(derived)
 
@@ -157,6 +159,7 @@ class IndexSettings:
             **(self.f0.to_dict() if self.f0 is not None else {}),
             **({"derived": dict(self.derived)} if self.derived else {}),
             **({"limits": dict(self.limits)} if self.limits else {}),
+            **({"text_column": self.text_column} if self.text_column else {}),
         }
 
     @classmethod
@@ -178,6 +181,7 @@ class IndexSettings:
             f0,
             derived,
             limits,
+            raw.get("text_column"),
         )
 
     def changes_from(self, other: IndexSettings) -> list[str]:

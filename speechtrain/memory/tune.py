@@ -48,6 +48,7 @@ from speechtrain.logs import get_logger
 from speechtrain.memory.estimate import device_memory, predict_bytes
 from speechtrain.memory.oom import injected_oom_frames, is_oom_error, maybe_inject_oom
 from speechtrain.memory.stats import GIB, format_bytes, memory_stats, reset_peak, set_memory_fraction
+from speechtrain.progress import Progress
 
 log = get_logger(__name__)
 
@@ -390,6 +391,7 @@ def tune(
     params: list[torch.nn.Parameter] | None = None,
     estimate: dict[str, Any] | None = None,
     memory_fraction: float | None = None,
+    progress: Progress | None = None,
 ) -> TuneReport:
     """Tune per-bucket batch sizes (see the module docstring).
 
@@ -400,6 +402,7 @@ def tune(
     ``params``: the trained parameters (their gradients are dropped after an OOM); ``estimate``:
     :func:`speechtrain.memory.estimate.estimate` of the run, printed beside the measured peaks;
     ``memory_fraction``: the run's ``train.memory_fraction``, restored after a CUDA tune capped it.
+    ``progress``: where each bucket's line (bucket k of n, the time left) goes (default: a new ``tune`` one).
     """
     t0 = time.perf_counter()
     d, t = data, settings
@@ -433,9 +436,11 @@ def tune(
     results: list[BucketResult] = []
     notes: list[str] = []
     prev: tuple[int, int] | None = None  # (batch size, padded length) of the previous bucket
+    progress = progress or Progress("tune")
     try:
         for k in reversed(range(len(bounds))):  # longest bucket first
             members = members_of[k]
+            progress.round(len(bounds) - k, len(bounds), f"bucket {k} (<= {bounds[k]} frames, {members.size} items)")
             if members.size == 0:
                 notes.append(f"bucket {k} (<= {bounds[k]} frames) is empty: sized from its neighbour")
                 results.append(

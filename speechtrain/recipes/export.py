@@ -37,6 +37,7 @@ from speechtrain.export.common import ExportFiles, ExportResult
 from speechtrain.export.formats import FORMATS, format_for
 from speechtrain.export.job import ExportJob
 from speechtrain.logs import get_logger
+from speechtrain.progress import Progress
 from speechtrain.recipes.common import load_run_config, run_transcripts
 from speechtrain.recipes.inference import load_run
 from speechtrain.train import checkpoint as ckpt
@@ -71,7 +72,9 @@ def export_run(
     """Export a run in format ``fmt`` (None: the family's default) into ``out_dir``, or its full weights as one
     file with ``consolidate``; the checks fail loudly (see the module doc)."""
     run_dir, out = Path(run_dir), Path(out_dir)
+    progress = Progress("export")  # loading, tracing and checking take minutes on a CPU: a line per stage
     if consolidate:
+        progress.stage(f"consolidating the weights of {run_dir}")
         cfg = load_run_config(run_dir)
         check_target(out, run_dir, cfg, force)
         write_folder(out, lambda tmp: consolidated(run_dir, cfg, which, tmp), force)
@@ -79,6 +82,7 @@ def export_run(
     run_cfg = load_run_config(run_dir)
     export_format = format_for(str(run_cfg.model.name), fmt)  # refused before any loading
     export_format.require_loadable(run_cfg.model, run_cfg.data)  # what its runtime cannot load: nothing written
+    progress.stage(f"loading {run_dir} ({which} checkpoint) and building the model")
     loaded = load_run(run_dir, device="cpu", which=which)
     cfg, task = loaded.cfg, loaded.task
     check_target(out, run_dir, cfg, force)
@@ -97,7 +101,10 @@ def export_run(
             step=loaded.step,  # of the file whose weights are exported, never of one that was refused
             check=check,
         )
+        checked = ", then running it in its runtime beside PyTorch (the check)" if check else " (no check)"
+        progress.stage(f"tracing and writing the {export_format.key} files{checked}")
         result = export_format.export(job)
+        progress.done(f"{export_format.key} {'checked' if check else 'written'}")
         if not result.ok:  # kept beside the target for inspection; the target is left as it was
             rejected = out.parent / f"{out.name}.rejected"
             shutil.rmtree(rejected, ignore_errors=True)

@@ -36,6 +36,7 @@ from speechtrain.capabilities import (
 from speechtrain.config import Config
 from speechtrain.errors import CheckpointError, DataError, UserError
 from speechtrain.logs import get_logger
+from speechtrain.progress import Progress
 from speechtrain.recipes.common import build_task, language_sentences, load_run_config
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.rundir import RunDir
@@ -443,6 +444,7 @@ class InferenceRecipe:
         seed: int | None = 0,
         runtime: str = "torch",
         threads: int | None = None,
+        progress: Progress | None = None,
         **options: Any,
     ) -> dict[str, Any]:
         """Real-time factor of the run's inference verb: ``synthesize`` of each text (the built-in sentences by
@@ -450,7 +452,8 @@ class InferenceRecipe:
         vocoder run; the calls :meth:`synthesize` and :meth:`vocode` make, timed by
         :func:`speechtrain.bench.rtf.measure_rtf`. ``runtime="onnx"``: the run's exported graph is timed in
         onnxruntime (CPU, ``threads``) on the same inputs in the same call, beside PyTorch (``result["onnx"]``,
-        ``result["onnx_speedup"]``); a family without an ONNX runner is refused before any timing."""
+        ``result["onnx_speedup"]``); a family without an ONNX runner is refused before any timing.
+        ``progress``: where the line of each timed call goes (default: a new ``rtf`` one)."""
         from speechtrain.bench.rtf import measure_rtf
 
         if warmup < 0:
@@ -492,7 +495,9 @@ class InferenceRecipe:
             raise UserError(refusal("rtf", self.shown, self.model_name))
         if seed is not None:
             torch.manual_seed(seed)  # the sampling noise (an NSF source's too)
-        result = measure_rtf(call, inputs, self.device, warmup, rate, mode=mode, describe=describe)
+        progress = progress or Progress("rtf")
+        progress.stage(f"{warmup} untimed warm-up call(s), then {len(inputs)} timed {mode} call(s)")
+        result = measure_rtf(call, inputs, self.device, warmup, rate, mode, describe, on_item=progress.round)
         result["runtime"] = "torch"
         if runtime == "onnx":
             import tempfile
@@ -500,8 +505,12 @@ class InferenceRecipe:
             from speechtrain.export.runtime import onnx_runner
 
             with tempfile.TemporaryDirectory(prefix="speechtrain-rtf-") as tmp:
+                progress.stage("exporting the model to ONNX for onnxruntime")
                 runner = onnx_runner(self.task, self.model_name, Path(tmp), threads)
-                onnx = measure_rtf(lambda x: onnx_call(runner, x), inputs, "cpu", warmup, rate, mode, describe)
+                onnx_progress = Progress("rtf onnxruntime")
+                onnx = measure_rtf(
+                    lambda x: onnx_call(runner, x), inputs, "cpu", warmup, rate, mode, describe, onnx_progress.round
+                )
             onnx["runtime"] = "onnxruntime"
             result["onnx"] = onnx
             result["onnx_speedup"] = result["rtf"] / onnx["rtf"] if onnx["rtf"] > 0 else None

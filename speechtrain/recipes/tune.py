@@ -23,6 +23,7 @@ from speechtrain.device import resolve_device
 from speechtrain.memory import tune as search
 from speechtrain.memory.stats import format_bytes
 from speechtrain.memory.tune import TuneReport
+from speechtrain.progress import Progress
 from speechtrain.recipes.common import build_task, place, set_up
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.estimate import EstimateRecipe
@@ -51,6 +52,7 @@ class TuneRecipe:
         self.tune, self.data, self.train = cfg.tune, cfg.data, cfg.train
         self.data_recipe = DataRecipe(cfg)
         self.quiet = quiet
+        self.progress = Progress("tune")  # a line as each stage and bucket begins (the search takes minutes)
 
     def run(
         self,
@@ -78,15 +80,18 @@ class TuneRecipe:
                 barrier()  # rank 0 prepares the feature cache while the others wait
             try:
                 if task is None:
+                    self.progress.stage(f"building the model ({self.cfg.model.name})")
                     self.data_recipe.resolve_symbols()
                     task = build_task(self.cfg)
                 if dataset is None:
+                    self.progress.stage("checking the feature cache (prepare when stale)")
                     self.data_recipe.ensure_prepared(require_text=task.needs().text)
                     dataset = self.data_recipe.dataset("train", self.data_recipe.fields(task.needs()))
             finally:
                 if rank == 0:
                     barrier()
             if own_task:  # every rank at once: the set-up may agree across ranks (SharedSetup), the search may not
+                self.progress.stage("setting the model up on the training set")
                 place(task, resolve_device(self.train.device))
                 set_up(task, dataset)  # data-dependent parts (codebooks), as a fresh training run does
             report = self._search(task, dataset, own_task, step_fn, with_estimate, size)
@@ -117,9 +122,11 @@ class TuneRecipe:
         est = None
         if with_estimate and frames.size:
             # a task of our own is measured fresh, with the accelerations the run applies
+            self.progress.stage("estimating the memory of the longest batch")
             estimator = EstimateRecipe(self.cfg)
             est = estimator.run(task=None if own_task else task, longest_frames=int(frames.max()))
         if step_fn is None:
+            self.progress.stage("building the trainer")
             trainer = TrainRecipe(self.cfg).build_trainer(task, oom_guard=False, alone=True)
             device = trainer.device
 
@@ -133,7 +140,7 @@ class TuneRecipe:
             # does not allocate: keep that much more of the device free
             grads = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
             settings = settings.model_copy(update={"margin_gib": settings.margin_gib + grads / 2**30})
-        with _quiet(self.quiet):
+        with _quiet(self.quiet, search.__name__, Progress.__module__):
             return search.tune(
                 step_fn,
                 frames=frames,
@@ -146,20 +153,24 @@ class TuneRecipe:
                 params=params,
                 estimate=est,
                 memory_fraction=self.train.memory_fraction,
+                progress=self.progress,
             )
 
 
 @contextmanager
-def _quiet(quiet: bool) -> Iterator[None]:
-    """The trial lines of :mod:`speechtrain.memory.tune` off while the block runs."""
-    logger = logging.getLogger(search.__name__)
-    before = logger.level
+def _quiet(quiet: bool, *names: str) -> Iterator[None]:
+    """The info lines of the loggers ``names`` (the trials of :mod:`speechtrain.memory.tune`) off while the
+    block runs."""
+    loggers = [logging.getLogger(name) for name in names]
+    before = [logger.level for logger in loggers]
     if quiet:
-        logger.setLevel(logging.WARNING)
+        for logger in loggers:
+            logger.setLevel(logging.WARNING)
     try:
         yield
     finally:
-        logger.setLevel(before)
+        for logger, level in zip(loggers, before):
+            logger.setLevel(level)
 
 
 def write_tuned_config(report: TunedConfig, path: str | Path) -> Path:

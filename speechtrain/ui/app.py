@@ -30,6 +30,12 @@ CSS = """
 #bench-table td {white-space: nowrap}
 #bench-table td:first-child, #bench-table td:nth-child(3) {white-space: normal; min-width: 9em}
 #bench-table td:last-child {white-space: normal; min-width: 22em}
+/* every table: a header breaks between words only ("recomme nded"); a cell's long word (a path) breaks only when it
+   cannot fit on a line of its own */
+table th span.header, table th .header-content span {word-break: normal !important; overflow-wrap: normal !important;
+  hyphens: none !important}
+table td span, [role=gridcell] span {word-break: normal !important; overflow-wrap: break-word !important;
+  hyphens: none !important}
 """
 #: addresses that reach this machine only: any other --host needs a password
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -66,8 +72,23 @@ def build_app(ws: Workspace) -> gr.Blocks:
         listen.wire(ws, listen_tab)
         runs.wire(ws, runs_tab)
         runs.reattach(app, ws, train_tab.run_pick, listen_tab.run, runs_tab)
+        runs.follow(ws, train_tab.run_pick, inputs)  # the header shows the viewed run's recipe and data
         bench.reattach(app, ws, bench_tab)
     return app
+
+
+def login_message(user: str, ws: Workspace, password_from: str = "") -> str:
+    """What the login page says: which server this is (speechtrain's page on this host, over which runs) and
+    where its password is (it said only "Login")."""
+    import html
+    import socket
+
+    where = password_from or "the one given to `speechtrain ui` (--password or $SPEECHTRAIN_UI_PASSWORD)"
+    return (
+        f"<p><b>speechtrain ui</b> on <b>{html.escape(socket.gethostname())}</b>: training runs in "
+        f"<code>{html.escape(str(ws.runs))}</code>.</p><p>User <code>{html.escape(user)}</code>; the password is "
+        f"{html.escape(where)}.</p>"
+    )
 
 
 def launch(
@@ -83,6 +104,7 @@ def launch(
     also: tuple[str | Path, ...] | list[str | Path] = (),
     allow_code: tuple[str, ...] | list[str] = (),
     recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
+    password_from: str = "",
 ) -> tuple[gr.Blocks, str]:
     """Build and start the page; returns the app and its local URL (``block=False`` returns at once).
 
@@ -93,7 +115,8 @@ def launch(
     more folders whose runs the page lists; ``recipe_folders``: more folders of recipes the page lists and reads
     (besides recipes/; any other recipe file must lie under the data roots). The server serves the files the page
     shows and nothing else under ``runs_root`` and ``data_root`` (:class:`Workspace`); datasets are read under
-    ``data_root`` and the uploads only, other path values of a config stay under ``runs_root`` and ``data_root``."""
+    ``data_root`` and the uploads only, other path values of a config stay under ``runs_root`` and ``data_root``.
+    ``password_from``: where the password is to be found, said on the login page (:func:`login_message`)."""
     from speechtrain.errors import UserError
 
     if host not in LOCAL_HOSTS and not password:
@@ -112,6 +135,7 @@ def launch(
             server_port=port,
             prevent_thread_lock=True,
             auth=(user, password) if password else None,
+            auth_message=login_message(user, ws, password_from) if password else None,
             allowed_paths=[str(ws.shown)],
             quiet=True,
             show_error=True,

@@ -30,7 +30,9 @@ def find_chromium(pw: object | None = None) -> tuple[str | None, str]:
         try:
             from playwright.sync_api import sync_playwright
         except ImportError:
-            raise RuntimeError("the browser test needs playwright: pip install playwright (in the dev extra)") from None
+            raise RuntimeError(
+                "the browser test needs playwright: pip install -e '.[browser]' (or pip install playwright)"
+            ) from None
         with sync_playwright() as p:
             own = p.chromium.executable_path
     else:

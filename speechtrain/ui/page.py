@@ -141,7 +141,13 @@ class Workspace:
 
     def load_run_config(self, run_dir: Path, overrides: list[str] | None = None) -> Any:
         """A run's config with the page's overrides; a path value the overrides change must be under the UI's
-        folders (:meth:`check_paths`; the run's own, written by whoever started it, is kept)."""
+        folders (:meth:`check_paths`; the run's own, written by whoever started it, is kept). A run the page started
+        that has not yet written its config is said to be starting (it was "not a speechtrain run directory")."""
+        if not (Path(run_dir) / "config.yaml").is_file() and runs.run_info(run_dir).status == "starting":
+            raise UserError(
+                f"{Path(run_dir).name} is starting: its config and first checkpoint are not written yet; try again "
+                "in a moment (the Train tab shows its output)"
+            )
         cfg = backend.load_run_config(run_dir, overrides or [], self.allow_models, self.allow_code)
         from speechtrain.train.rundir import RunDir
 
@@ -381,13 +387,15 @@ def df(rows: list[Any], columns: list[str]) -> pd.DataFrame:
 
 
 def series_df(series: list[tuple[Any, str, float]], x: str = "step") -> pd.DataFrame | None:
-    """(x, series, value) rows as a frame with numeric x and value columns, or None while there are
-    none: the page's plot fixes its axis types and series colours from the first frame it gets, so an
+    """(x, series, value) rows as a frame with numeric x (whole numbers: int64) and value columns, or None while
+    there are none: the page's plot fixes its axis types and series colours from the first frame it gets, so an
     empty frame first would leave the later curves undrawn (seen in headless Chromium, Gradio 6.31)."""
     if not series:
         return None
     frame = pd.DataFrame(series, columns=[x, "series", "value"])
-    return frame.astype({x: "float64", "series": object, "value": "float64"})
+    # steps are whole numbers: an integer column gives an axis of whole steps (a float one read 4.000000)
+    whole = all(float(v).is_integer() for v in frame[x])
+    return frame.astype({x: "int64" if whole else "float64", "series": object, "value": "float64"})
 
 
 #: the plots' series colours, in order of first appearance: Vega's own ten (its first, #4c78a8, is what a plot of

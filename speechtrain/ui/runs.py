@@ -10,6 +10,7 @@ data is being prepared).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,35 @@ def run_info(run_dir: str | Path) -> RunInfo:
     return RunInfo(run_dir.name, run_dir, status, model, step, max_steps, _num(loss), updated, job.command, error)
 
 
+@dataclass(frozen=True)
+class RunHeader:
+    """What the page's header row shows for a run: its recipe (as the recipe list names it), dataset, format."""
+
+    recipe: str | None
+    data: str | None
+    fmt: str | None
+
+
+def header_of(info: RunInfo, recipes: list[str]) -> RunHeader:
+    """The header of the run ``info``: the recipe of the command that started it (``--config``; by name when it is
+    one of ``recipes``), the dataset and format of its saved config (of the command while it starts)."""
+    import shlex
+
+    try:
+        argv = shlex.split(info.command)
+    except ValueError:
+        argv = []
+    recipe = None
+    if "--config" in argv[:-1]:
+        given = argv[argv.index("--config") + 1]
+        recipe = Path(given).stem if Path(given).stem in recipes else given
+    given_data = dict(a.split("=", 1) for a in argv if a.startswith(("data.manifest=", "data.format=")))
+    data = (backend.run_config(info.path).get("data") or {}) if info.path.is_dir() else {}
+    manifest = data.get("manifest") or given_data.get("data.manifest")
+    fmt = data.get("format") or given_data.get("data.format")
+    return RunHeader(recipe, None if manifest is None else str(manifest), None if fmt is None else str(fmt))
+
+
 def _num(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
@@ -134,15 +164,27 @@ QUALITY_BOOKKEEPING = ("quality_items", "quality_seconds", "quality_share", "aud
 
 
 def eval_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
-    """Every score of the eval rows per evaluation: the task's eval losses and its quality metrics (``eval pesq``,
-    ``eval mcd``... of :mod:`speechtrain.quality`), beside each other in the Train tab's eval plot."""
-    out = []
+    """(step, series, value) of the eval scores (the task's eval losses and its quality metrics, ``eval pesq``,
+    ``eval mcd``... of :mod:`speechtrain.quality`), each on its own scale: divided by its first value, which the
+    series' name gives (``eval loss (1 = 95.2)``). On one shared axis an eval loss of ~95 flattened the other
+    series at 0; relative to their start they all read at a glance (a series that starts at 0 is left as it is)."""
+    raw = []
     for r in rows:
         if r.get("split") != "eval":
             continue
         for k, v in r.items():
             if k != "step" and k not in QUALITY_BOOKKEEPING and _num(v) is not None:
-                out.append((int(r["step"]), f"eval {k}", float(v)))
+                raw.append((int(r["step"]), k, float(v)))
+    first: dict[str, float] = {}
+    for _, k, v in raw:
+        first.setdefault(k, v)
+    out = []
+    for step, k, v in raw:
+        scale = first[k]
+        if scale == 0 or not math.isfinite(scale):
+            out.append((step, f"eval {k}", v))
+        else:
+            out.append((step, f"eval {k} (1 = {scale:.4g})", v / scale))
     return out
 
 

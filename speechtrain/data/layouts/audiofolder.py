@@ -4,9 +4,10 @@ to the metadata file, the other columns its transcript and speaker. The splits m
 ``train/`` and ``validation/`` (or ``valid/``, ``dev/``, ``test/``), each with its own metadata file:
 ``train/`` is read for training and the other as the eval split.
 
-The transcript is the first column of :data:`TEXT_COLUMNS` present (``transcription``, ``text``, ...),
-the speaker the first of :data:`SPEAKER_COLUMNS`; without a transcript column the items have no text (a
-vocoder corpus). This is the layout ``datasets.load_dataset("audiofolder", data_dir=...)`` reads.
+The transcript is the column ``data.text_column`` names, else the first of :data:`TEXT_COLUMNS` present
+(``transcription``, ``text``, ...); the speaker the first of :data:`SPEAKER_COLUMNS`. Without a transcript
+column the items have no text (a vocoder corpus); a TTS task then gets an error listing the columns seen.
+This is the layout ``datasets.load_dataset("audiofolder", data_dir=...)`` reads.
 """
 
 from __future__ import annotations
@@ -124,9 +125,47 @@ def _rows(src: Path, encoding: str | None) -> list[tuple[int, dict[str, Any] | N
     return rows
 
 
-def read(src: Path, encoding: str | None = None) -> Listing:
+def _header(src: Path, encoding: str | None) -> list[str]:
+    """The column names of a metadata file: the csv header, or the keys of the jsonl's first object."""
+    line = first_line(src, encoding)
+    if src.suffix.lower() == ".jsonl":
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            return []
+        return [str(k) for k in obj] if isinstance(obj, dict) else []
+    return next(csv.reader([line]), [])
+
+
+def transcript_note(src: Path, encoding: str | None = None) -> str | None:
+    """Where the transcripts were looked for, when the metadata has no transcript column."""
+    seen = _header(src, encoding)
+    if any(c in seen for c in TEXT_COLUMNS):
+        return None
+    others = [c for c in seen if c != "file_name" and c not in SPEAKER_COLUMNS]
+    fix = f"; if {others[0]!r} holds them, set data.text_column={others[0]}" if others else ""
+    return (
+        f"{src}: no transcript column: the columns are {', '.join(seen)}, and the transcript is read from "
+        f"{', '.join(TEXT_COLUMNS)} or the column data.text_column names{fix}"
+    )
+
+
+def read_text_column(src: Path, encoding: str | None, text_column: str) -> Listing:
+    """:func:`read` with the transcript from ``text_column``; a DataError listing the columns seen when the
+    metadata has no such column."""
+    seen = _header(src, encoding)
+    if text_column not in seen:
+        raise DataError(
+            f"{src}: data.text_column={text_column} is not a column of the metadata (its columns: "
+            f"{', '.join(seen)}); set data.text_column to the transcript's column"
+        )
+    return read(src, encoding, text_column)
+
+
+def read(src: Path, encoding: str | None = None, text_column: str | None = None) -> Listing:
     entries: list[Entry] = []
     problems: list[Problem] = []
+    text_columns = (text_column,) if text_column else TEXT_COLUMNS
     for n, row, why in _rows(src, encoding):
         where = f"{src}:{n}"
         if row is None:
@@ -138,7 +177,7 @@ def read(src: Path, encoding: str | None = None) -> Listing:
                 Problem("malformed_line", f"'file_name' must be a non-empty path, got {audio!r}", where=where)
             )
             continue
-        text = next((row[c] for c in TEXT_COLUMNS if row.get(c) is not None), "")
+        text = next((row[c] for c in text_columns if row.get(c) is not None), "")
         speaker = next((row[c] for c in SPEAKER_COLUMNS if row.get(c) not in (None, "")), None)
         entries.append(
             Entry(
@@ -160,10 +199,13 @@ LAYOUT = Layout(
     read=read,
     listing=listing,
     eval_listing=eval_listing,
+    read_text_column=read_text_column,
+    transcript_note=transcript_note,
     hint="metadata.csv/metadata.jsonl with a file_name column (Hugging Face audiofolder)",
     points_at="a folder with `metadata.csv` or `metadata.jsonl` (or `train/` + `validation/`, `dev/` or `test/` "
     "sub-folders, each with one), or that file",
     items="Hugging Face `audiofolder`: `file_name` (relative to the metadata file), the transcript from "
-    "`transcription`, `text`, `sentence`, `transcript` or `normalized_text`, the speaker from `speaker_id`, "
+    "`transcription`, `text`, `sentence`, `transcript` or `normalized_text` (another: `data.text_column`), "
+    "the speaker from `speaker_id`, "
     "`speaker`, `speaker_name` or `client_id`; the `train/` split trains, the other is the eval split",
 )

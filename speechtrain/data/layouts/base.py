@@ -113,6 +113,10 @@ def _no_eval(path: Path) -> Path | None:
     return None
 
 
+def _no_note(path: Path, encoding: str | None) -> str | None:
+    return None
+
+
 def file_signature(path: str) -> list[int] | None:
     """``[size, mtime_ns]`` of a file (of the file a segment path names), None when it does not exist."""
     from speechtrain.data.audio import split_segment
@@ -141,6 +145,10 @@ class Layout:
     ``fallback``: detected only when no other layout matches (``folder``: any two sub-folders with
     audio). ``hint``: the evidence to name when nothing matches (``metadata.csv (LJSpeech)``).
     ``title``, ``points_at``, ``items``: the row of docs/data.md. ``order``: its place in lists.
+    ``read_text_column(listing, encoding, column)``: for layouts with named columns, read the transcript
+    from ``column`` (``data.text_column``); None: the layout has no columns to choose from.
+    ``transcript_note(listing, encoding)``: where the transcripts were looked for, when the listing has
+    none (named in the error when a TTS task finds no text), else None.
     """
 
     name: str
@@ -156,6 +164,8 @@ class Layout:
     signature: Callable[[Path], ManifestSignature] = _listing_file_signature
     reads_folder: bool = False
     fallback: bool = False
+    read_text_column: Callable[[Path, str | None, str], Listing] | None = None
+    transcript_note: Callable[[Path, str | None], str | None] = _no_note
 
 
 # ---------------------------------------------------------------------------------- helpers

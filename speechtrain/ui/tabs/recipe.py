@@ -36,6 +36,8 @@ def layout(ws: Workspace) -> RecipeTab:
         interactive=True,
         wrap=True,
         static_columns=[0, 1, 2, 4],
+        # the page's width shared out, the reason given the most (it was cut off past the right edge)
+        column_widths=["26%", "12%", "8%", "9%", "45%"],
         elem_id="switches",
     )
     switch_text = gr.Textbox(

@@ -9,8 +9,9 @@ from typing import Any
 import gradio as gr
 import pandas as pd
 
+from speechtrain.errors import UserError
 from speechtrain.ui import runs
-from speechtrain.ui.page import Workspace, df
+from speechtrain.ui.page import Inputs, Workspace, df
 
 
 @dataclass
@@ -48,6 +49,24 @@ def reattach(app: gr.Blocks, ws: Workspace, train_run: Any, listen_run: Any, tab
         )
 
     app.load(on_load, None, [train_run, listen_run, tab.table], api_name="reattach")
+
+
+def follow(ws: Workspace, train_run: Any, inputs: Inputs) -> None:
+    """The header row (recipe, dataset, format) follows the run the Train tab shows: after a reload it showed the
+    defaults (gpt_tts_tiny, data/demo) beside the user's run."""
+
+    def on_pick(run: str | None) -> tuple[Any, Any, Any]:
+        try:
+            info = runs.run_info(ws.resolve_run(run))
+        except UserError:
+            return gr.skip(), gr.skip(), gr.skip()
+        head = runs.header_of(info, ws.recipes())
+        recipe, data, fmt = (gr.skip() if v is None else gr.update(value=v) for v in (head.recipe, head.data, head.fmt))
+        return recipe, data, fmt
+
+    train_run.change(
+        on_pick, [train_run], [inputs.recipe, inputs.data, inputs.fmt], api_name="run_header", show_progress="hidden"
+    )
 
 
 def _row(ws: Workspace, info: runs.RunInfo) -> list[Any]:

@@ -171,8 +171,10 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
     def do_resume(run: str, more: str) -> str:
         path = ws.resolve_run(run)
         overrides = backend.parse_overrides(more)
-        ws.load_run_config(path, overrides)  # what `train --resume` reads, checked before it starts
         info = runs.run_info(path)
+        if info.status in ("running", "starting"):
+            raise UserError(f"{path.name} is already {info.status}")
+        ws.load_run_config(path, overrides)  # what `train --resume` reads, checked before it starts
         holder = lock_holder(path)
         if holder is not None and info.status != "starting":
             who = f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"

@@ -1,0 +1,113 @@
+"""A word on every long wait (issue 40): ``tune`` (per stage, per bucket, the time left), ``export`` (load,
+trace, check) and ``rtf`` (load, each timed call) say what they are doing as each stage begins, on
+standard error, before the first slow stage and not only at the end. Checked by the lines' presence and
+order (never by how long anything took); the time left by a fake clock."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from speechtrain.config import load_config
+from speechtrain.memory.oom import INJECT_ENV
+from speechtrain.progress import Progress, clock
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lines(err: str, prefix: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith(prefix)]
+
+
+def _order(lines: list[str], *marks: str) -> list[int]:
+    """The index of the first line holding each mark (every mark present)."""
+    found = []
+    for mark in marks:
+        hits = [i for i, line in enumerate(lines) if mark in line]
+        assert hits, f"no line with {mark!r} in:\n" + "\n".join(lines)
+        found.append(hits[0])
+    return found
+
+
+def test_rounds_say_how_far_and_the_time_left(caplog: pytest.LogCaptureFixture) -> None:
+    now = [100.0]
+    progress = Progress("tune", now=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="speechtrain"):
+        progress.stage("building the model")
+        now[0] += 5
+        progress.round(1, 3, "bucket 2")
+        now[0] += 20
+        progress.round(2, 3, "bucket 1")
+        now[0] += 40
+        progress.round(3, 3, "bucket 0")
+    assert [r.getMessage() for r in caplog.records] == [
+        "tune: building the model (0:00 so far)",
+        "tune: bucket 2, 1 of 3 (0:05 so far)",
+        "tune: bucket 1, 2 of 3 (0:25 so far, about 0:40 left)",  # 20 s a bucket, 2 to go (this one too)
+        "tune: bucket 0, 3 of 3 (1:05 so far, about 0:30 left)",  # (20 + 40) / 2 s a bucket, 1 to go
+    ]
+    assert clock(3725) == "1:02:05"
+
+
+@pytest.mark.slow
+def test_tune_says_each_stage_and_bucket_before_its_trials(
+    tmp_path: Path, demo_corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from speechtrain.cli.main import main
+    from tests.test_memory_tune import _demo_tune_config
+
+    monkeypatch.setenv(INJECT_ENV, "3000")
+    cfg_path = _demo_tune_config(tmp_path, demo_corpus, "toy")
+    assert main(["tune", "--config", str(cfg_path), "--out", str(tmp_path / "tuned.yaml")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    lines = _lines("\n".join(err), "tune: ")
+    stages = _order(lines, "building the model", "feature cache", "estimating", "building the trainer", "1 of 2")
+    assert stages == sorted(stages)
+    assert any("2 of 2" in line and "left)" in line for line in lines)  # the time left, once a bucket is done
+    first_trial = next(i for i, line in enumerate(err) if line.startswith("  bucket"))
+    assert err.index(next(line for line in err if "1 of 2" in line)) < first_trial
+    assert err[0].startswith("tune: building the model")  # before the model, the data and the estimate
+
+
+@pytest.mark.slow
+def test_export_and_rtf_say_each_stage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    from speechtrain.cli.main import main
+    from speechtrain.recipes.train import train_from_config
+
+    corpus = tmp_path / "corpus"
+    assert main(["make-dataset", str(corpus), "-n", "8"]) == 0
+    cfg = load_config(
+        ROOT / "recipes" / "vocoder_hifigan_tiny.yaml",
+        [
+            f"data.manifest={corpus}",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            f"train.output_dir={tmp_path / 'run'}",
+            "train.max_steps=1",
+            "train.eval_every=1",
+            "train.save_every=1",
+            "train.progress=false",
+            "train.eval_audio_samples=0",
+        ],
+    )
+    run_dir, _ = train_from_config(cfg)
+    capsys.readouterr()
+    assert main(["export", str(run_dir), str(tmp_path / "onnx")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    lines = _lines("\n".join(err), "export: ")
+    assert _order(lines, "loading", "tracing and writing the onnx files", "onnx checked") == [0, 1, 2]
+    assert err[0].startswith("export: loading")  # the first line, before the checkpoint is read
+
+    assert main(["rtf", str(run_dir), "--items", "2", "--warmup", "1", "--json", str(tmp_path / "rtf.json")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    lines = _lines("\n".join(err), "rtf: ")
+    timed = len(json.loads((tmp_path / "rtf.json").read_text())["items"])
+    assert _order(lines, "loading", "1 untimed warm-up", "timing vocode of mel") == [0, 1, 2]
+    assert [line.split(", ")[-1].split(" (")[0] for line in lines[2:]] == [
+        f"{k} of {timed}" for k in range(1, timed + 1)
+    ]
+    assert err[0].startswith("rtf: loading")

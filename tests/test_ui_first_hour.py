@@ -1,0 +1,93 @@
+"""The page for a newcomer (issue 40), without a browser: the login page names the server and where its password
+is; a run that is still starting is said to be starting (not "not a speechtrain run directory"); the header row
+follows the run being viewed (after a reload it showed the defaults beside the user's run)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("gradio")
+
+from speechtrain.errors import UserError  # noqa: E402
+from speechtrain.ui import runs  # noqa: E402
+from speechtrain.ui.app import login_message  # noqa: E402
+from speechtrain.ui.page import Workspace  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def job_pid() -> Iterator[int]:
+    """A live process that the page takes for one of its jobs (its command line names the job runner)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", "speechtrain.cli.jobrunner"])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _starting(run: Path, command: str, pid: int) -> Path:
+    """A run the page has just started: its job's process is alive, its config not yet written."""
+    (run / "ui").mkdir(parents=True)
+    (run / "ui" / "process.json").write_text(json.dumps({"pid": pid, "command": command, "started": 1.0}))
+    return run
+
+
+def test_the_login_page_names_the_server_and_where_the_password_is(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "runs", tmp_path / "data")
+    text = login_message("speechtrain", ws, "the one printed once in the terminal where `speechtrain ui` started")
+    assert "speechtrain ui" in text and socket.gethostname() in text and str(ws.runs) in text
+    assert "User <code>speechtrain</code>" in text and "printed once in the terminal" in text
+
+
+def test_a_starting_run_is_said_to_be_starting(tmp_path: Path, job_pid: int) -> None:
+    ws = Workspace(tmp_path / "runs", tmp_path / "data")
+    run = _starting(ws.runs / "mine", "speechtrain train --config recipes/vits_tiny.yaml", job_pid)
+    assert runs.run_info(run).status == "starting"
+    with pytest.raises(UserError, match="mine is starting: its config"):  # was: not a speechtrain run directory
+        ws.load_run_config(run)
+
+
+def test_the_header_follows_the_viewed_run(tmp_path: Path, job_pid: int) -> None:
+    ws = Workspace(tmp_path / "runs", tmp_path / "data")
+    command = (
+        f"speechtrain train --config {ROOT / 'recipes' / 'vits_tiny.yaml'} data.manifest={tmp_path / 'uz'} "
+        f"data.format=ljspeech train.output_dir={ws.runs / 'mine'}"
+    )
+    run = _starting(ws.runs / "mine", command, job_pid)
+    head = runs.header_of(runs.run_info(run), ws.recipes())
+    assert head == runs.RunHeader("vits_tiny", str(tmp_path / "uz"), "ljspeech")  # from the command while starting
+    (run / "config.yaml").write_text(f"data:\n  manifest: {tmp_path / 'other'}\n  format: pairs\n")
+    head = runs.header_of(runs.run_info(run), ws.recipes())
+    assert (head.data, head.fmt) == (str(tmp_path / "other"), "pairs")  # then from its saved config
+
+
+def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
+    """The eval loss (~95) shared one linear axis with the other eval series, which lay flat at 0; the step axis
+    read 4.000000. Each eval series is now relative to its first value (named in the legend); steps are integers."""
+    from speechtrain.ui.page import series_df
+
+    rows = [
+        {"split": "eval", "step": 4, "loss": 95.0, "mel_l1": 0.8, "zero": 0.0},
+        {"split": "eval", "step": 8, "loss": 76.0, "mel_l1": 0.6, "zero": 0.5},
+    ]
+    series = runs.eval_series(rows)
+    assert series == [
+        (4, "eval loss (1 = 95)", 1.0),
+        (4, "eval mel_l1 (1 = 0.8)", 1.0),
+        (4, "eval zero", 0.0),
+        (8, "eval loss (1 = 95)", 0.8),
+        (8, "eval mel_l1 (1 = 0.8)", pytest.approx(0.75)),
+        (8, "eval zero", 0.5),
+    ]
+    frame = series_df(series)
+    assert str(frame["step"].dtype) == "int64" and str(frame["value"].dtype) == "float64"
+    assert str(series_df([(0.5, "gpu0 util %", 3.0)], x="seconds")["seconds"].dtype) == "float64"
