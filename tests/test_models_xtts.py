@@ -103,8 +103,8 @@ def test_tiny_coqui_base_has_the_layout_coquis_xtts_builds_from_its_config(tmp_p
 
 
 def test_a_tiny_preset_export_says_coqui_cannot_load_it(tmp_path: Path, tiny_folder: Path) -> None:
-    """The ``tiny`` preset shrinks what Coqui hard-codes (its speaker encoder: 324 tensors of other shapes in
-    Coqui's strict load): the coqui export says so and names the base that Coqui loads."""
+    """The ``tiny`` preset shrinks what Coqui hard-codes (122 tensors of other shapes and missing blocks in
+    Coqui's strict load, coqui-tts 0.28.0): the coqui export says so and names the base that Coqui loads."""
     mods, _ = _tiny_mods(tiny_folder)
     note = _export_note(mods, tmp_path / "out")
     assert note.startswith("Coqui's Xtts cannot load this folder") and "speaker_layers" in note
