@@ -184,6 +184,31 @@ def test_torchaudio_shim_mel_load_and_resample(tmp_path: Path) -> None:
     assert rate == 22050 and tuple(wav.shape) == (1, 22050)
 
 
+def test_torchaudio_shim_mel_holds_torchaudios_buffers_so_coquis_speaker_encoder_loads_strictly() -> None:
+    """torchaudio's MelSpectrogram keeps ``spectrogram.window`` and ``mel_scale.fb`` in its state dict, and so
+    does Coqui's XTTS model.pth for its speaker encoder: a shim without them made Coqui's strict load fail on a
+    folder that was right (two unexpected keys)."""
+    import importlib.util
+
+    from speechtrain.models.xtts.hifigan import ResNetSpeakerEncoder
+
+    spec = importlib.util.spec_from_file_location("torchaudio_shim", PEERS_DIR / "shims" / "torchaudio" / "__init__.py")
+    assert spec is not None and spec.loader is not None
+    ta = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ta)
+    # Coqui's speaker encoder: torchaudio.transforms.MelSpectrogram(16 kHz, n_fft 512, win 400, hop 160, 64 mels,
+    # hamming window), the second module of its torch_spec
+    mel = ta.transforms.MelSpectrogram(
+        sample_rate=16000, n_fft=512, win_length=400, hop_length=160, window_fn=torch.hamming_window, n_mels=64
+    )
+    theirs = ResNetSpeakerEncoder().torch_spec[1]  # ours, in Coqui's layout
+    ours = theirs.state_dict()
+    assert {k: tuple(v.shape) for k, v in mel.state_dict().items()} == {k: tuple(v.shape) for k, v in ours.items()}
+    mel.load_state_dict({k: v * 2 for k, v in ours.items()}, strict=True)  # loaded, and used: window x2 -> power
+    audio = torch.randn(1, 16000) * 0.1  # x4, filters x2
+    assert torch.allclose(mel(audio), theirs(audio) * 8, rtol=1e-4)
+
+
 # -- the settings both sides share ----------------------------------------------------------------------------
 
 

@@ -65,6 +65,79 @@ def test_tiny_coqui_preset_keeps_what_coqui_hard_codes_at_xtts_v2_size() -> None
     assert tiny.gpt_n_model_channels <= 64 and tiny.gpt_layers <= 2
 
 
+TINY_COQUI = json.loads((Path(__file__).parent / "fixtures" / "xtts_tiny_coqui_layout.json").read_text())
+
+
+def _export_note(mods, out: Path) -> str:  # noqa: ANN001
+    """The note ``--format coqui`` gives for an export of ``mods``."""
+    from types import SimpleNamespace
+
+    from speechtrain.export import coqui
+    from speechtrain.export.common import ExportResult
+
+    task = SimpleNamespace(export=lambda d: export_coqui(mods, d))
+    job = SimpleNamespace(task=task, files=SimpleNamespace(out_dir=out), result=lambda fmt: ExportResult(fmt, out))
+    (note,) = coqui.export_coqui(job).notes  # type: ignore[arg-type]
+    return note
+
+
+def test_tiny_coqui_base_has_the_layout_coquis_xtts_builds_from_its_config(tmp_path: Path) -> None:
+    """The contract without Coqui: every tensor of a tiny_coqui base's model.pth has the name, shape and dtype,
+    in the order, that Coqui's own Xtts builds from that folder's config.json and vocab.json (recorded by
+    ``bench/coqui_xtts_check.py --write-layout`` with coqui-tts 0.28.0, where Coqui's load_checkpoint(strict=True)
+    took the folder), and config.json still gives Coqui the sizes it was built from."""
+    from speechtrain import ckptio
+    from speechtrain.models.xtts.checkpoint import _canonical
+
+    folder = write_random_checkpoint(tmp_path / "base", "tiny_coqui", seed=0)
+    args = json.loads((folder / "config.json").read_text())["model_args"]
+    assert {k: args.get(k) for k in TINY_COQUI["model_args"]} == TINY_COQUI["model_args"]
+    assert XttsTokenizer.from_file(folder / "vocab.json").num_tokens == TINY_COQUI["text_tokens"]
+    sd = ckptio.load(folder / "model.pth", mmap=True)["model"]
+    ours = [[_canonical(k), list(t.shape), str(t.dtype).removeprefix("torch.")] for k, t in sd.items()]
+    assert ours == TINY_COQUI["model.pth"]
+    del sd
+    mods, report = _tiny_mods(folder)
+    assert report.ok and _params(mods.gpt) + _params(mods.hifigan_decoder) == TINY_COQUI["parameters"]
+    assert "load_checkpoint(strict=True)" in _export_note(mods, tmp_path / "out")
+
+
+def test_a_tiny_preset_export_says_coqui_cannot_load_it(tmp_path: Path, tiny_folder: Path) -> None:
+    """The ``tiny`` preset shrinks what Coqui hard-codes (122 tensors of other shapes and missing blocks in
+    Coqui's strict load, coqui-tts 0.28.0): the coqui export says so and names the base that Coqui loads."""
+    mods, _ = _tiny_mods(tiny_folder)
+    note = _export_note(mods, tmp_path / "out")
+    assert note.startswith("Coqui's Xtts cannot load this folder") and "speaker_layers" in note
+    assert "tiny_coqui" in note
+
+
+@pytest.mark.slow
+def test_coquis_own_loader_takes_the_tiny_coqui_base_and_a_trained_export(tmp_path: Path) -> None:
+    """Where a Python with coqui-tts is named (SPEECHTRAIN_COQUI_PYTHON), bench/coqui_xtts_check.py: Coqui's
+    Xtts.load_checkpoint(strict=True) takes the tiny_coqui base and the --format coqui export of a run trained
+    2 steps, and Coqui's modules compute what ours do (latents, CEs, speaker embedding, decoder audio); the
+    layout Coqui builds is the recorded fixture."""
+    import os
+    import subprocess
+
+    python = os.environ.get("SPEECHTRAIN_COQUI_PYTHON")
+    if not python:
+        pytest.skip(
+            "SPEECHTRAIN_COQUI_PYTHON names no Python with coqui-tts (`python bench/peers/run.py --install` makes "
+            "~/.cache/speechtrain-peers/venv/bin/python)"
+        )
+    script = Path(__file__).resolve().parents[1] / "bench" / "coqui_xtts_check.py"
+    out, layout = tmp_path / "check.json", tmp_path / "layout.json"
+    cmd = [python, str(script), "--work", str(tmp_path / "work"), "--steps", "2", "--json", str(out)]
+    proc = subprocess.run(
+        [*cmd, "--write-layout", str(layout)], capture_output=True, text=True, cwd=tmp_path, timeout=1200
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 10 and all(r["ok"] for r in rows), rows
+    assert json.loads(layout.read_text())["model.pth"] == TINY_COQUI["model.pth"]
+
+
 def _same_files(a: Path, b: Path) -> None:
     """Every tensor of every file equal bit for bit, same keys in the same order, same dtypes; JSON equal."""
     for name in ("model.pth", "dvae.pth"):

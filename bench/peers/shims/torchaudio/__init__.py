@@ -74,11 +74,15 @@ class MelSpectrogram(torch.nn.Module):
         if bad:
             raise NotImplementedError(f"torchaudio shim (speechtrain bench): MelSpectrogram({', '.join(bad)}=...)")
         win = win_length or n_fft
-        self.mel = TorchMel(sample_rate, n_fft, hop_length or win // 2, win, n_mels, f_min, f_max, norm, window_fn)
+        mel = TorchMel(sample_rate, n_fft, hop_length or win // 2, win, n_mels, f_min, f_max, norm, window_fn, True)
+        # torchaudio's state dict holds ``spectrogram.window`` and ``mel_scale.fb`` (Coqui's XTTS model.pth has
+        # them for the speaker encoder): the same submodules and persistent buffers here, or a strict load fails
+        self.spectrogram, self.mel_scale = mel.spectrogram, mel.mel_scale
+        object.__setattr__(self, "_mel", mel)  # its forward, not a second owner of the buffers
 
     def forward(self, waveform: torch.Tensor) -> torch.Tensor:
         shape = waveform.shape
-        out = self.mel(waveform.reshape(-1, shape[-1]))
+        out = self._mel(waveform.reshape(-1, shape[-1]))
         return out.reshape(*shape[:-1], *out.shape[-2:])
 
 
