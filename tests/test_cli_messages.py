@@ -28,9 +28,10 @@ def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
 def _one_error_line(out: subprocess.CompletedProcess[str]) -> str:
     assert out.returncode == 2, out.stderr
     assert "Traceback" not in out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1, out.stderr
-    return lines[0]
+    lines = out.stderr.strip().splitlines()  # progress lines may come first (rtf: "loading ..."); one error, last
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], out.stderr
+    return errors[0]
 
 
 @pytest.mark.parametrize(

@@ -455,7 +455,7 @@ class _ExportingTask:
 
 
 def _export_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: _ExportingTask) -> tuple[Path, Path]:
-    """A run fine-tuned from ``base`` (its model section names the folder); load_task gives ``task``."""
+    """A run fine-tuned from ``base`` (its model section names the folder); load_run gives ``task``."""
     from speechtrain.config import load_config
     from speechtrain.export import coqui
     from speechtrain.recipes import export as export_recipe
@@ -466,7 +466,10 @@ def _export_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, task: _Exportin
     cfg = load_config(None, ["model.name=speechtrain.testing.toy.task:build_toy", f"model.checkpoint_dir={base}"])
     # the run loads as ``task``, exported in the Coqui folder layout (the format that writes through task.export)
     monkeypatch.setattr(export_recipe, "load_run_config", lambda *a, **k: cfg)
-    monkeypatch.setattr(export_recipe, "load_task", lambda *a, **k: (cfg, task))
+    from speechtrain.recipes.inference import LoadedRun
+
+    loaded = LoadedRun(cfg, task, tmp_path / "run" / "best.pt", 1)
+    monkeypatch.setattr(export_recipe, "load_run", lambda *a, **k: loaded)
     monkeypatch.setattr(export_recipe, "format_for", lambda family, key: coqui.FORMAT)
     return tmp_path / "run", base
 
