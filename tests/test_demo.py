@@ -35,6 +35,7 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     skips = ["loader", "precision", "activation_checkpointing", "channels_last", "fused_optimizer", "compile"]
     # baseline, engine and all are enough here
     skips += ["bucketing", "naive_attention", "tuned_batch", "lightning", "cpu_allocator"]
+    skips += ["fair_baseline", "memory_saving", "all_eager", "all_compile", "all_graphs"]
     args = ["demo", "--minutes", "0.4", "--utterances", "12", "--recipe", str(recipe), "--out", str(out)]
     args += ["--data", str(data), *[a for s in skips for a in ("--skip", s)]]
     assert main(args) == 0
@@ -52,6 +53,16 @@ def test_demo_runs_end_to_end(tmp_path, capsys) -> None:
     assert (out / "bench.png").stat().st_size > 0
     assert (out / "run" / "config.yaml").is_file()
     assert list((out / "run" / "checkpoints").glob("*.pt"))
+
+
+def test_the_demo_on_a_cpu_leaves_every_compile_rung_out() -> None:
+    """The ladder's "all + torch.compile" row (issue 36) ran in the CPU demo, whose default left out "compile" only:
+    minutes of inductor's C++ build on a 2-core machine."""
+    from speechtrain.bench.ablate import LEADING_RUNGS, TRAILING_RUNGS
+    from speechtrain.cli.cmd_demo import CPU_SKIPS
+
+    compiling = {r for r in (*LEADING_RUNGS, *TRAILING_RUNGS) if "compile" in r}
+    assert compiling <= set(CPU_SKIPS)
 
 
 def test_demo_rejects_a_bad_budget(tmp_path) -> None:

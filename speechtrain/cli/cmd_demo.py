@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_RECIPE = "gpt_tts_tiny"
+#: the rungs a demo on the CPU leaves out: torch.compile's C++ build takes minutes on a small CPU
+CPU_SKIPS = ("compile", "all_compile")
 STAGES = ("demo corpus", "prepare", "probe", "tune", "train", "ablation ladder", "report")
 
 
@@ -243,7 +245,7 @@ def _estimate(so_far: float, budget: dict[str, float], cfg: Any, info: Any, tune
     """The demo's own estimate of its length on this machine, from what it has measured."""
     from speechtrain.bench.ablate import plan_ladder
 
-    skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
+    skip = args.skip if args.skip is not None else ([] if info.has_gpu else list(CPU_SKIPS))
     rows = sum(1 for v in plan_ladder(cfg.data, info.device_type, info, skip, tuned) if not v.skip_reason)
     started = process_age()
     floor = max(MEASUREMENT_SECONDS, (started or 0.0) + 3.0)  # a fresh process, then >= 1 s warm-up and window
@@ -303,7 +305,7 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
     from speechtrain.bench.ablate import plan_ladder
     from speechtrain.recipes.bench import run_bench
 
-    skip = args.skip if args.skip is not None else (["compile"] if not info.has_gpu else [])
+    skip = args.skip if args.skip is not None else ([] if info.has_gpu else list(CPU_SKIPS))
     rows = plan_ladder(cfg.data, info.device_type, info, skip, tuned)
     repeat = passes_that_fit(sum(1 for v in rows if not v.skip_reason), seconds, cfg.bench.repeat)
     pacer = Pacer(rows, seconds, repeat)
