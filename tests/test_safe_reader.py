@@ -254,6 +254,8 @@ def poisoned_run(
 
                 args += ["model.language=en", f"model.checkpoint_dir={root / 'xtts_base'}"]
                 build_task(load_config(RECIPES / recipe, args[2:]))
+            if family == "vits":  # bound for Piper: trained on Piper's own phoneme ids (issue 39)
+                args += ["data.phonemizer=piper", "model.add_blank=false", "data.language=en"]
             path = root / family
             assert main(["train", *args, *steps(2), "train.save_every=1", f"train.output_dir={path}"]) == 0
             assert (path / "checkpoints" / "step_00000002.pt").is_file()

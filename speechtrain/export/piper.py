@@ -60,7 +60,8 @@ def piper_contract(model: Any, data: Any) -> list[str]:
         f"Piper reads text as its own espeak-ng phonemes, each sentence as ids of ^ _ p1 _ ... pn _ $ (sherpa-onnx "
         f"needs an id for ^ and $ too); this run trained on data.phonemizer={data.phonemizer} ids without start "
         "and end ids and after speechtrain's own normalisation, so Piper would give it other ids than it trained "
-        "on: train it with data.phonemizer=piper model.add_blank=false (or export it with --format onnx)"
+        "on: train it with data.phonemizer=piper model.add_blank=false (its best.pt stays usable in speechtrain "
+        "itself: synthesize, rtf, init_from)"
     ]
 
 
