@@ -26,6 +26,7 @@ NOT_PATHS = {
     "data.text.symbols": "the text symbols (recorded in the run)",
     "model.labels": "class names (the data's folder names)",
     "model.speakers": "speaker names (written by training)",
+    "data.text_column": "a column's name in a metadata file (its description names a metadata file)",
 }
 DECLARED = {
     "data.manifest": "dataset",
