@@ -42,6 +42,8 @@ SYNC_OPS = {
 HOST_ONLY = {
     "models/xtts/task.py:_conditioning_clips": "XTTS draws each conditioning clip's length and start from torch's CPU "
     "generator (torch.randint on the host, as Coqui does): a host tensor, no device value is read",
+    "train/numerics.py:_host_step": "on the CPU the optimizer step is decided on the host: the skip flag is a host "
+    "tensor already computed (a CUDA one takes the device path, which restores a skipped step with torch.where)",
     "models/cnn_lstm/model.py:forward": "the CNN-LSTM classifier's pack_padded_sequence reads its lengths, a "
     "host tensor built from the batch's host lengths (torch requires them on the CPU): no device value is read",
 }

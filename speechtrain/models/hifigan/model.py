@@ -5,6 +5,12 @@ The generator upsamples a mel spectrogram ``(B, n_mels, T_frames)`` to a wavefor
 multi-receptive-field fusion of residual blocks (the mean of ``len(resblock_kernel_sizes)`` blocks).
 Every discriminator returns ``(real_logits, fake_logits, real_fmaps, fake_fmaps)``: one logit
 tensor and one list of feature maps per sub-discriminator.
+
+The leaky ReLU after a convolution runs in place on the convolution's output (as jik876/hifi-gan's and
+SingingVocoders' discriminators do): a convolution's backward needs its input, not its output, and leaky ReLU's
+backward reads the sign of its result, so the gradients are the same to the bit while one activation per layer
+is neither allocated nor kept for the backward (in the NSF peer row, 48M elements a step: the full-width
+discriminators' feature maps).
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ class ResBlock1(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C, T_samples) -> same
         for c1, c2 in zip(self.convs1, self.convs2):
-            xt = c2(F.leaky_relu(c1(F.leaky_relu(x, LRELU_SLOPE)), LRELU_SLOPE))
+            xt = c2(F.leaky_relu(c1(F.leaky_relu(x, LRELU_SLOPE)), LRELU_SLOPE, inplace=True))
             x = x + xt
         return x
 
@@ -175,7 +181,7 @@ class PeriodDiscriminator(nn.Module):
         x = x.view(b, c, t // self.period, self.period)  # (B, 1, T / period, period)
         fmaps = []
         for conv in self.convs:
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            x = F.leaky_relu(conv(x), LRELU_SLOPE, inplace=True)  # in place: see the module's docstring
             fmaps.append(x)
         x = self.conv_post(x)
         fmaps.append(x)
@@ -213,7 +219,7 @@ class ScaleDiscriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
         fmaps = []
         for conv in self.convs:  # (B, C, T_samples / stride so far)
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            x = F.leaky_relu(conv(x), LRELU_SLOPE, inplace=True)  # in place: see the module's docstring
             fmaps.append(x)
         x = self.conv_post(x)
         fmaps.append(x)
@@ -254,7 +260,7 @@ class ResolutionDiscriminator(nn.Module):
         x = mag.unsqueeze(1).to(x.dtype)  # (B, 1, F, T_frames)
         fmaps = []
         for conv in self.convs:
-            x = F.leaky_relu(conv(x), LRELU_SLOPE)
+            x = F.leaky_relu(conv(x), LRELU_SLOPE, inplace=True)  # in place: see the module's docstring
             fmaps.append(x)
         x = self.conv_post(x)
         fmaps.append(x)
@@ -268,7 +274,11 @@ def _run_pair(
 
     When the fake needs a gradient (generator stage) the real half runs without a graph (its
     feature maps are only targets). Otherwise real and fake run as one batch of 2B (one launch
-    per layer instead of two; same maths, these discriminators have no batch statistics).
+    per layer instead of two; same maths, these discriminators have no batch statistics). On the
+    CPU the 2B batch costs page faults, not FLOPs: it doubles every activation and puts the
+    full-width discriminators' first layers above glibc's 32 MiB mmap ceiling (NSF peer row: about
+    3x the minor page faults of real and fake one after the other, docs/benchmarks.md); running them
+    apart changes the rounding of the weight gradients (the golden losses), so it is left as it is.
     """
     real_logits, fake_logits, real_fmaps, fake_fmaps = [], [], [], []
     for d, (y, y_hat) in zip(discs, inputs):
