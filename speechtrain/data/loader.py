@@ -245,6 +245,27 @@ def _worker_ignores_stop_signals(worker_id: int) -> None:  # noqa: ARG001 - Data
     SIGKILL: :class:`_StopProofContext`); a worker whose main process is gone exits by torch's own watchdog."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # forked with them blocked (start_workers): a pending one is now dropped
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+#: the signals a loader worker leaves to its main process
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def start_workers(loader: Iterable[Batch]) -> Iterator[Batch]:
+    """``iter(loader)``, which starts its worker processes, with SIGINT and SIGTERM blocked while they start: a
+    worker forked at the moment the UI's Stop reached the process group died of it before its ``worker_init_fn``
+    could ignore it (torch's worker handler ends a worker on a SIGTERM from anyone but its parent), and the run
+    ended in "DataLoader worker ... exited unexpectedly" inside an evaluation. The main process gets the signal
+    as soon as the mask is restored; a worker inherits the mask and drops it once it ignores the signals."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return iter(loader)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        return iter(loader)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _kill(process: Any) -> None:
@@ -418,7 +439,7 @@ class TrainLoader:
                 self._finish_epoch()
                 self.sampler.advance()
             self._source.keys = self.sampler.epoch_keys()
-            it = iter(self._loader)
+            it = start_workers(self._loader)
             try:
                 while True:
                     try:
@@ -535,7 +556,7 @@ class EvalLoader:
 
     def __iter__(self) -> Iterator[Batch]:
         try:
-            yield from self._loader
+            yield from start_workers(self._loader)
         except UserError as exc:
             raise worker_error(exc) from None
 
