@@ -3,7 +3,8 @@ row at 0.93x). Counted per call with a TorchDispatchMode, so no timing is assert
 
 - the numerics guard's restoring copy (``_foreach_copy_`` of the parameters and the optimizer state, then
   ``torch.where`` over them) in every optimizer step of a non-fused optimizer on the CPU;
-- a fresh activation per discriminator layer (an out-of-place leaky ReLU after each convolution).
+- a fresh activation per discriminator layer (an out-of-place leaky ReLU after each convolution);
+- the disc stage's real and fake as one batch of 2B on the CPU (page faults, not FLOPs: counted as batch sizes).
 
 Each test also checks that the maths did not move: a skipped step still changes nothing, the gradients of the
 discriminators are the same to the bit.
@@ -132,3 +133,28 @@ def test_the_discriminators_activate_in_place_with_the_same_gradients(monkeypatc
     reference = _disc_step(fresh, y, y_hat)
     assert len(grads) == len(reference) > 0
     assert all(torch.equal(a, b) for a, b in zip(grads, reference))
+
+
+class ConvBatches(TorchDispatchMode):
+    """The batch size of every forward convolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: Counter[int] = Counter()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten.convolution.default:
+            self.batches[int(args[0].shape[0])] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_disc_stage_on_the_cpu_runs_real_and_fake_one_after_the_other() -> None:
+    """NSF peer row: real and fake as one 2B batch doubled every activation of the disc stage, which put the
+    full-width discriminators' first layers above glibc's mmap ceiling (about 3x the minor page faults per
+    discriminator step, docs/benchmarks.md); SingingVocoders runs them one after the other."""
+    y, y_hat = torch.randn(2, 1, 2048) * 0.1, torch.randn(2, 1, 2048) * 0.1
+    for d in _discriminators():
+        with ConvBatches() as convs:
+            real, fake, _, _ = d(y, y_hat)  # the disc stage: the fake arrives detached
+        assert set(convs.batches) == {2}, f"{type(d).__name__}: convolutions over batches {dict(convs.batches)}"
+        assert len(real) == len(fake) == len(d.discriminators)

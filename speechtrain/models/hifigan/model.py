@@ -20,6 +20,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.utils import parametrize
 
 from speechtrain.data.features import Spectrogram
 from speechtrain.models.common import get_padding, init_weights, norm_layer, remove_weight_norm, weight_norm
@@ -273,12 +274,14 @@ def _run_pair(
     """Run each sub-discriminator on (real, fake).
 
     When the fake needs a gradient (generator stage) the real half runs without a graph (its
-    feature maps are only targets). Otherwise real and fake run as one batch of 2B (one launch
-    per layer instead of two; same maths, these discriminators have no batch statistics). On the
-    CPU the 2B batch costs page faults, not FLOPs: it doubles every activation and puts the
-    full-width discriminators' first layers above glibc's 32 MiB mmap ceiling (NSF peer row: about
-    3x the minor page faults of real and fake one after the other, docs/benchmarks.md); running them
-    apart changes the rounding of the weight gradients (the golden losses), so it is left as it is.
+    feature maps are only targets). Otherwise, on a GPU, real and fake run as one batch of 2B (one
+    launch per layer instead of two; same maths, these discriminators have no batch statistics).
+    On the CPU they run one after the other, as SingingVocoders runs them: there is no launch to
+    save, and a 2B batch doubles every activation, which puts the full-width discriminators' first
+    layers above glibc's 32 MiB mmap ceiling, so each step maps (and the kernel zero-fills) them
+    afresh (full-width MSD + MPD(2, 3), 4 x 16384 samples: 256k-292k minor page faults per discriminator
+    step as one 2B batch against 67k-113k one after the other, docs/benchmarks.md). Apart, the weight gradients
+    sum two batches of B instead of one of 2B: the same maths, other rounding (the golden losses were re-pinned).
     """
     real_logits, fake_logits, real_fmaps, fake_fmaps = [], [], [], []
     for d, (y, y_hat) in zip(discs, inputs):
@@ -286,6 +289,9 @@ def _run_pair(
             with torch.no_grad():
                 r, rf = d(y)
             f, ff = d(y_hat)
+        elif y.device.type == "cpu":
+            with parametrize.cached():  # one weight (norm, power iteration) for both halves, as in the 2B batch
+                (r, rf), (f, ff) = d(y), d(y_hat.to(y.dtype))
         else:
             b = y.shape[0]
             logits, fmaps = d(torch.cat([y, y_hat.to(y.dtype)], dim=0))
