@@ -1,7 +1,8 @@
 """A word on every long wait (issue 40): ``tune`` (per stage, per bucket, the time left), ``export`` (load,
-trace, check) and ``rtf`` (load, each timed call) say what they are doing as each stage begins, on
-standard error, before the first slow stage and not only at the end. Checked by the lines' presence and
-order (never by how long anything took); the time left by a fake clock."""
+trace, check), ``rtf`` (load, each timed call) and ``prepare`` (each stage, and the files and utterances done
+with the time left every few seconds) say what they are doing as each stage begins, on standard error,
+before the first slow stage and not only at the end. Checked by the lines' presence and order (never by how
+long anything took); the time left by a fake clock, the count lines with their interval set to 0."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+import speechtrain.progress
 from speechtrain.config import load_config
 from speechtrain.memory.oom import INJECT_ENV
-from speechtrain.progress import Progress, clock
+from speechtrain.progress import Progress, Tally, clock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +52,62 @@ def test_rounds_say_how_far_and_the_time_left(caplog: pytest.LogCaptureFixture) 
         "tune: bucket 0, 3 of 3 (1:05 so far, about 0:30 left)",  # (20 + 40) / 2 s a bucket, 1 to go
     ]
     assert clock(3725) == "1:02:05"
+
+
+def test_counts_come_every_few_seconds_with_the_time_left(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    progress = Progress("prepare", now=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="speechtrain"):
+        progress.stage("checking the audio of 800 listed item(s)")
+        tally = Tally(progress, 800, "files checked")
+        for _ in range(800):
+            now[0] += 0.0625  # 16 files a second: 50 s in all
+            tally.update()
+        progress.stage("text front end")
+        quick = Tally(progress, 3, "transcripts")
+        for _ in range(3):
+            now[0] += 0.5
+            quick.update()
+        Tally(None, 3, "silent").update()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "prepare: checking the audio of 800 listed item(s) (0:00 so far)"
+    assert lines[1] == "prepare: 48 of 800 files checked (0:03 so far, about 0:47 left)"  # the first after 3 s
+    assert lines[2] == "prepare: 96 of 800 files checked (0:06 so far, about 0:44 left)"
+    assert len(lines) == 1 + 16 + 1 + 1  # a line every 3 s (48 files), the last one, then the next stage only
+    assert lines[-3] == "prepare: 768 of 800 files checked (0:48 so far, about 0:02 left)"
+    assert lines[-2] == "prepare: 800 of 800 files checked (0:50 so far)"
+    assert lines[-1] == "prepare: text front end (0:50 so far)"  # 1.5 s of transcripts: no count line
+
+
+def _prepare_lines(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
+    from speechtrain.cli.main import main
+
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    return err, _lines("\n".join(err), "prepare: ")
+
+
+def test_prepare_says_each_stage_and_how_far_it_is(
+    tmp_path: Path, demo_corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(speechtrain.progress, "EVERY", 0.0)  # a count line per item, whatever the clock says
+    cache = f"data.cache_dir={tmp_path / 'cache'}"
+    n = len((demo_corpus / "metadata.csv").read_text().splitlines())
+    err, lines = _prepare_lines(["prepare", str(demo_corpus), "--workers", "2", cache], capsys)
+    assert err[0].startswith(f"prepare: reading {demo_corpus} as data.format=ljspeech")  # before any file is read
+    marks = [f"checking the audio of {n} listed item(s)", f"1 of {n} files checked", f"{n} of {n} files checked"]
+    marks += ["text front end", "computing features of", f"1 of {n} utterances computed"]
+    marks += [f"{n} of {n} utterances computed"]
+    stages = _order(lines, *marks)
+    assert stages == sorted(stages)
+    checked = [line for line in lines if "files checked" in line]
+    assert len(checked) == n and all("left)" in line for line in checked[:-1])  # each with the time left
+    assert len([line for line in lines if "utterances computed" in line]) == n
+
+    err, lines = _prepare_lines(["prepare", str(demo_corpus), "--no-progress", cache], capsys)  # fresh cache
+    assert lines and lines[0].startswith("prepare: reading")
+    assert not any(" of " in line and ("checked" in line or "computed" in line) for line in lines)
+    assert not any("computing features" in line for line in lines)
 
 
 @pytest.mark.slow
