@@ -79,6 +79,64 @@ def test_counts_come_every_few_seconds_with_the_time_left(caplog: pytest.LogCapt
     assert lines[-1] == "prepare: text front end (0:50 so far)"  # 1.5 s of transcripts: no count line
 
 
+def test_the_ladder_says_row_pass_time_left_and_each_rows_figures(caplog: pytest.LogCaptureFixture) -> None:
+    from speechtrain.bench.ablate import Variant, run_ladder
+    from speechtrain.bench.measure import RunFailed, RunResult, RunSpec
+
+    now = [0.0]
+
+    def execute(spec: RunSpec) -> RunResult:
+        now[0] += 10  # every measurement takes 10 s
+        if spec.name == "b":
+            raise RunFailed("out of memory")
+        return RunResult(spec.name, 10, 2.0, 20, 50.0, 0, 0, 0.0, None)
+
+    variants = [Variant(k, f"row {k}") for k in "abcd"]
+    variants[3].skip_reason = "skipped (--skip d)"
+    specs = [RunSpec(name=v.key, raw={}) for v in variants]
+    progress = Progress("bench", now=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="speechtrain"):
+        run_ladder(variants, specs, repeat=2, isolate=False, execute=execute, progress=progress)
+    figures = "took 0:10: 25.0 audio-s/s, 5.00 steps/s"
+    assert [r.getMessage() for r in caplog.records] == [
+        "bench: row 1 of 3 (pass 1 of 2): row a (0:00 so far)",
+        f"bench: row 1 of 3 (pass 1 of 2) {figures}",
+        "bench: row 2 of 3 (pass 1 of 2): row b (0:10 so far, about 0:50 left)",  # 10 s a row, 5 to go
+        "bench: row 2 of 3 (pass 1 of 2) took 0:10: failed: out of memory",
+        "bench: row 3 of 3 (pass 1 of 2): row c (0:20 so far, about 0:30 left)",  # b is not measured again
+        f"bench: row 3 of 3 (pass 1 of 2) {figures}",
+        "bench: row 1 of 2 (pass 2 of 2): row c (0:30 so far, about 0:20 left)",  # the pass rotated by a row
+        f"bench: row 1 of 2 (pass 2 of 2) {figures}",
+        "bench: row 2 of 2 (pass 2 of 2): row a (0:40 so far, about 0:10 left)",
+        f"bench: row 2 of 2 (pass 2 of 2) {figures}",
+    ]
+
+
+def test_bench_ablate_says_each_row_as_it_starts_and_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from speechtrain.bench.ablate import plan_ladder
+    from speechtrain.cli.main import main
+    from tests.test_bench_measure import TINY
+
+    keys = [v.key for v in plan_ladder(load_config(None, TINY).data, "cpu", None)]
+    skips = [a for key in keys if key not in ("baseline", "all") for a in ("--skip", key)]
+    args = ["bench", "--ablate", "--in-process", "--steps", "2", "--warmup", "1", "--min-seconds", "0"]
+    args += ["--repeat", "2", "--fake-data", "8", "--json", str(tmp_path / "b.json"), *skips, *TINY]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    json.loads((tmp_path / "b.json").read_text())  # the report stays JSON
+    err = out.err.splitlines()
+    assert err[0].startswith("bench: probing the device")  # before the probe's matmul timing and the first row
+    lines = _lines(out.err, "bench: row ")
+    starts = [line for line in lines if "took" not in line]
+    assert [line.split(":")[1].strip() for line in starts] == [
+        f"row {k} of 2 (pass {p} of 2)" for p, k in ((1, 1), (1, 2), (2, 1), (2, 2))
+    ]
+    assert all("left)" in line for line in starts[1:])  # the time left once a row has been measured
+    ends = [line for line in lines if " took " in line]
+    assert len(ends) == 4 and all("audio-s/s" in line for line in ends)
+    assert lines.index(ends[0]) == lines.index(starts[0]) + 1  # the row's figures as it ends
+
+
 def _prepare_lines(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
     from speechtrain.cli.main import main
 

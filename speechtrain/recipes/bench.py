@@ -37,6 +37,7 @@ from speechtrain.config import Config, build_config
 from speechtrain.data.loader import TrainLoader
 from speechtrain.device import usable_cores
 from speechtrain.errors import UserError
+from speechtrain.progress import Progress
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.registry import register_all, registered_families
@@ -69,6 +70,7 @@ def run_bench(
     log_dir: str | Path | None = None,
     on_report: Callable[[dict[str, Any], str], None] | None = None,
     profile: int = 0,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
 
@@ -88,7 +90,8 @@ def run_bench(
     killed, marked timed out and the next row runs. ``log_dir``: each row's output is kept in
     ``log_dir/<row>.log`` (default: a fresh temporary folder, named in the report). ``profile`` > 0: one
     more run per row under torch.profiler, its view (top ``profile`` host and device operators, the device's
-    idle share, launches per step) in the row's ``profile_view``.
+    idle share, launches per step) in the row's ``profile_view``. ``progress``: a line as each stage and each
+    measurement starts (``row k of n (pass p of P): NAME``, the time left) and one as each measurement ends.
     """
     from speechtrain.bench.ablate import (
         Variant,
@@ -113,6 +116,8 @@ def run_bench(
     cores = usable_cores()
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(cores if threads == "auto" else int(threads))  # the CPU peak at the rows' thread count
+    if progress is not None:
+        progress.stage("probing the device" + (" (timing a matmul for the CPU's peak)" if measure_peak else ""))
     try:
         probe_result = probe(measure=measure_peak and dev.type == "cpu")
     finally:
@@ -202,6 +207,7 @@ def run_bench(
             log_dir=logs,
             on_result=on_result,
             profile=profile,
+            progress=progress,
         )
     return report_of(rows)
 
@@ -217,6 +223,7 @@ def run_scaling(
     fake_data: int | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """``speechtrain bench --nproc N``: ``cfg`` trained in 1..``nproc`` processes (torchrun, DDP) and
     without the gradient all-reduce (:mod:`speechtrain.bench.scaling`); every process gets the same
@@ -268,6 +275,7 @@ def run_scaling(
             on_row=(lambda i, v, r: on_row(i, n, v.label + (f" (pass {r + 1}/{repeat})" if repeat > 1 else "")))
             if on_row
             else None,
+            progress=progress,
         )
     notes = [
         f"each measurement: {warmup} warm-up steps, then exactly {steps} timed steps on every rank; a row's seconds "
