@@ -27,7 +27,7 @@ log = get_logger(__name__)
 #: the fewest seconds between two count lines of one stage: a line every few seconds, not one per item
 EVERY = 3.0
 
-#: a function a long job calls as each round begins: (round, of, what); the bench ladder takes one
+#: a function a long job calls as each round begins: (round, of, what)
 RoundHook = Callable[[int, int, str], None]
 
 
