@@ -66,11 +66,11 @@ def run_bench(
     tuned: dict[str, Any] | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
     row_timeout: float | None = None,
     log_dir: str | Path | None = None,
     on_report: Callable[[dict[str, Any], str], None] | None = None,
     profile: int = 0,
-    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
 
@@ -84,14 +84,15 @@ def run_bench(
     ``measure_peak`` times a matmul on the CPU so that MFU has a (measured, not specified) peak.
     ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config.data,
     cfg.data)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called
-    before each measurement; ``on_report(report so far, key of the row just measured)`` after each (the CLI
+    before each measurement (``progress``: a line as each stage and each measurement starts, ``row k of n (pass p
+    of P): NAME`` with the time left, and one as each measurement ends); ``on_report(report so far, key of the
+    row just measured)`` after each (the CLI
     prints the row's figures and rewrites its JSON and markdown there, so a killed ladder keeps its rows).
     ``row_timeout`` (default ``bench.row_timeout``): seconds a row's process may take in all, then it is
     killed, marked timed out and the next row runs. ``log_dir``: each row's output is kept in
     ``log_dir/<row>.log`` (default: a fresh temporary folder, named in the report). ``profile`` > 0: one
     more run per row under torch.profiler, its view (top ``profile`` host and device operators, the device's
-    idle share, launches per step) in the row's ``profile_view``. ``progress``: a line as each stage and each
-    measurement starts (``row k of n (pass p of P): NAME``, the time left) and one as each measurement ends.
+    idle share, launches per step) in the row's ``profile_view``.
     """
     from speechtrain.bench.ablate import (
         Variant,
