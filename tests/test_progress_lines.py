@@ -1,7 +1,8 @@
 """A word on every long wait (issue 40): ``tune`` (per stage, per bucket, the time left), ``export`` (load,
-trace, check) and ``rtf`` (load, each timed call) say what they are doing as each stage begins, on
-standard error, before the first slow stage and not only at the end. Checked by the lines' presence and
-order (never by how long anything took); the time left by a fake clock."""
+trace, check), ``rtf`` (load, each timed call) and ``prepare`` (each stage, and the files and utterances done
+with the time left every few seconds) say what they are doing as each stage begins, on standard error,
+before the first slow stage and not only at the end. Checked by the lines' presence and order (never by how
+long anything took); the time left by a fake clock, the count lines with their interval set to 0."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+import speechtrain.progress
 from speechtrain.config import load_config
 from speechtrain.memory.oom import INJECT_ENV
-from speechtrain.progress import Progress, clock
+from speechtrain.progress import Progress, Tally, clock
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +52,120 @@ def test_rounds_say_how_far_and_the_time_left(caplog: pytest.LogCaptureFixture) 
         "tune: bucket 0, 3 of 3 (1:05 so far, about 0:30 left)",  # (20 + 40) / 2 s a bucket, 1 to go
     ]
     assert clock(3725) == "1:02:05"
+
+
+def test_counts_come_every_few_seconds_with_the_time_left(caplog: pytest.LogCaptureFixture) -> None:
+    now = [0.0]
+    progress = Progress("prepare", now=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="speechtrain"):
+        progress.stage("checking the audio of 800 listed item(s)")
+        tally = Tally(progress, 800, "files checked")
+        for _ in range(800):
+            now[0] += 0.0625  # 16 files a second: 50 s in all
+            tally.update()
+        progress.stage("text front end")
+        quick = Tally(progress, 3, "transcripts")
+        for _ in range(3):
+            now[0] += 0.5
+            quick.update()
+        Tally(None, 3, "silent").update()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "prepare: checking the audio of 800 listed item(s) (0:00 so far)"
+    assert lines[1] == "prepare: 48 of 800 files checked (0:03 so far, about 0:47 left)"  # the first after 3 s
+    assert lines[2] == "prepare: 96 of 800 files checked (0:06 so far, about 0:44 left)"
+    assert len(lines) == 1 + 16 + 1 + 1  # a line every 3 s (48 files), the last one, then the next stage only
+    assert lines[-3] == "prepare: 768 of 800 files checked (0:48 so far, about 0:02 left)"
+    assert lines[-2] == "prepare: 800 of 800 files checked (0:50 so far)"
+    assert lines[-1] == "prepare: text front end (0:50 so far)"  # 1.5 s of transcripts: no count line
+
+
+def test_the_ladder_says_row_pass_time_left_and_each_rows_figures(caplog: pytest.LogCaptureFixture) -> None:
+    from speechtrain.bench.ablate import Variant, run_ladder
+    from speechtrain.bench.measure import RunFailed, RunResult, RunSpec
+
+    now = [0.0]
+
+    def execute(spec: RunSpec) -> RunResult:
+        now[0] += 10  # every measurement takes 10 s
+        if spec.name == "b":
+            raise RunFailed("out of memory")
+        return RunResult(spec.name, 10, 2.0, 20, 50.0, 0, 0, 0.0, None)
+
+    variants = [Variant(k, f"row {k}") for k in "abcd"]
+    variants[3].skip_reason = "skipped (--skip d)"
+    specs = [RunSpec(name=v.key, raw={}) for v in variants]
+    progress = Progress("bench", now=lambda: now[0])
+    with caplog.at_level(logging.INFO, logger="speechtrain"):
+        run_ladder(variants, specs, repeat=2, isolate=False, execute=execute, progress=progress)
+    figures = "took 0:10: 25.0 audio-s/s, 5.00 steps/s"
+    assert [r.getMessage() for r in caplog.records] == [
+        "bench: row 1 of 3 (pass 1 of 2): row a (0:00 so far)",
+        f"bench: row 1 of 3 (pass 1 of 2) {figures}",
+        "bench: row 2 of 3 (pass 1 of 2): row b (0:10 so far, about 0:50 left)",  # 10 s a row, 5 to go
+        "bench: row 2 of 3 (pass 1 of 2) took 0:10: failed: out of memory",
+        "bench: row 3 of 3 (pass 1 of 2): row c (0:20 so far, about 0:30 left)",  # b is not measured again
+        f"bench: row 3 of 3 (pass 1 of 2) {figures}",
+        "bench: row 1 of 2 (pass 2 of 2): row c (0:30 so far, about 0:20 left)",  # the pass rotated by a row
+        f"bench: row 1 of 2 (pass 2 of 2) {figures}",
+        "bench: row 2 of 2 (pass 2 of 2): row a (0:40 so far, about 0:10 left)",
+        f"bench: row 2 of 2 (pass 2 of 2) {figures}",
+    ]
+
+
+def test_bench_ablate_says_each_row_as_it_starts_and_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from speechtrain.bench.ablate import plan_ladder
+    from speechtrain.cli.main import main
+    from tests.test_bench_measure import TINY
+
+    keys = [v.key for v in plan_ladder(load_config(None, TINY).data, "cpu", None)]
+    skips = [a for key in keys if key not in ("baseline", "all") for a in ("--skip", key)]
+    args = ["bench", "--ablate", "--in-process", "--steps", "2", "--warmup", "1", "--min-seconds", "0"]
+    args += ["--repeat", "2", "--fake-data", "8", "--json", str(tmp_path / "b.json"), *skips, *TINY]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    json.loads((tmp_path / "b.json").read_text())  # the report stays JSON
+    err = out.err.splitlines()
+    assert err[0].startswith("bench: probing the device")  # before the probe's matmul timing and the first row
+    lines = _lines(out.err, "bench: row ")
+    starts = [line for line in lines if "took" not in line]
+    assert [line.split(":")[1].strip() for line in starts] == [
+        f"row {k} of 2 (pass {p} of 2)" for p, k in ((1, 1), (1, 2), (2, 1), (2, 2))
+    ]
+    assert all("left)" in line for line in starts[1:])  # the time left once a row has been measured
+    ends = [line for line in lines if " took " in line]
+    assert len(ends) == 4 and all("audio-s/s" in line for line in ends)
+    assert lines.index(ends[0]) == lines.index(starts[0]) + 1  # the row's figures as it ends
+
+
+def _prepare_lines(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[list[str], list[str]]:
+    from speechtrain.cli.main import main
+
+    assert main(argv) == 0
+    err = capsys.readouterr().err.splitlines()
+    return err, _lines("\n".join(err), "prepare: ")
+
+
+def test_prepare_says_each_stage_and_how_far_it_is(
+    tmp_path: Path, demo_corpus: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(speechtrain.progress, "EVERY", 0.0)  # a count line per item, whatever the clock says
+    cache = f"data.cache_dir={tmp_path / 'cache'}"
+    n = len((demo_corpus / "metadata.csv").read_text().splitlines())
+    err, lines = _prepare_lines(["prepare", str(demo_corpus), "--workers", "2", cache], capsys)
+    assert err[0].startswith(f"prepare: reading {demo_corpus} as data.format=ljspeech")  # before any file is read
+    marks = [f"checking the audio of {n} listed item(s)", f"1 of {n} files checked", f"{n} of {n} files checked"]
+    marks += ["text front end", "computing features of", f"1 of {n} utterances computed"]
+    marks += [f"{n} of {n} utterances computed"]
+    stages = _order(lines, *marks)
+    assert stages == sorted(stages)
+    checked = [line for line in lines if "files checked" in line]
+    assert len(checked) == n and all("left)" in line for line in checked[:-1])  # each with the time left
+    assert len([line for line in lines if "utterances computed" in line]) == n
+
+    err, lines = _prepare_lines(["prepare", str(demo_corpus), "--no-progress", cache], capsys)  # fresh cache
+    assert lines and lines[0].startswith("prepare: reading")
+    assert not any(" of " in line and ("checked" in line or "computed" in line) for line in lines)
+    assert not any("computing features" in line for line in lines)
 
 
 @pytest.mark.slow

@@ -130,6 +130,7 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
     from speechtrain.bench.ablate import Variant, run_ladder
     from speechtrain.bench.measure import RunFailed, RunSpec, run_spec
     from speechtrain.bench.peers import AUTO, PEER, SAME, PeerRun
+    from speechtrain.progress import Progress
     from speechtrain.recipes.bench import usable_cores
 
     work = args.home / "work" / defn.key
@@ -172,10 +173,9 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
             return run_peer_row(args.home, defn.runner, spec)
         return run_spec(spec, isolate=True)
 
-    def on_row(i: int, v: Variant, r: int) -> None:
-        print(f"[{defn.key}] {v.label} (pass {r + 1}/{args.repeat})", flush=True)
-
-    rows = run_ladder(variants, specs, repeat=args.repeat, isolate=False, execute=execute, on_row=on_row)
+    # "peers: vits: row k of 3 (pass p of P): NAME (m:ss so far, about m:ss left)", its figures as it ends
+    say = Progress(f"peers: {defn.key}")
+    rows = run_ladder(variants, specs, repeat=args.repeat, isolate=False, execute=execute, progress=say)
     profiles = {}
     if args.profile > 0:  # where the time goes: one more run per measured row, under the profiler, not ranked
         for v, spec, row in zip(variants, specs, rows):
@@ -202,6 +202,9 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     from speechtrain.bench.ablate import recommendation
+    from speechtrain.logs import setup_logging
+
+    log = setup_logging()  # the ladder's progress lines, on standard error
     from speechtrain.bench.measure import device_info, probe
     from speechtrain.bench.peers import build_peer_report, peers_markdown, write_peers_plot
     from speechtrain.bench.report import write_json
@@ -218,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     chosen = args.peer or list(PEERS)
     probe_result = probe(measure=False)
     rec = recommendation(probe_result)
-    runs = [measure_peer(definition(k), args, rec) for k in chosen]
+    runs = []
+    for k, key in enumerate(chosen, 1):
+        log.info(f"peers: {key}, {k} of {len(chosen)}")
+        runs.append(measure_peer(definition(key), args, rec))
     info = device_info(probe_result)
     command = "python bench/peers/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
     notes = [

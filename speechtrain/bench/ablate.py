@@ -51,6 +51,7 @@ from speechtrain.bench.measure import (
     RunSpec,
     run_spec,
 )
+from speechtrain.progress import Progress, clock
 
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
@@ -430,6 +431,7 @@ def run_ladder(
     log_dir: Path | None = None,
     on_result: OnResult | None = None,
     profile: int = 0,
+    progress: Progress | None = None,
 ) -> list[LadderRow]:
     """Measure every row that has a spec, ``repeat`` passes, interleaved round-robin.
 
@@ -443,17 +445,24 @@ def run_ladder(
     ``log_dir/<key>.log`` (a failed row's report names it). ``on_row(i, variant, pass)`` is called before each
     measurement, ``on_result(rows so far, i)`` after it. ``profile`` > 0: after the passes, each measured row
     runs once more under the profiler (not ranked) and keeps its :func:`~speechtrain.bench.measure.profile_view`.
-    ``execute`` measures a row in this process (needed with ``isolate=False``).
+    ``execute`` measures a row in this process (needed with ``isolate=False``). ``progress``: a line as each
+    measurement starts (``row k of n (pass p of P): NAME``, with the time left at the mean of the measurements
+    so far) and one with its figures as it ends.
     """
     repeat = max(1, repeat)
     measured = [i for i, spec in enumerate(specs) if spec is not None and not variants[i].skip_reason]
     state = _LadderState(variants, {i: [] for i in measured})
+    say = _LadderLines(progress, repeat)
     for r in range(repeat):
         shift = (r * len(measured)) // repeat
+        todo = [i for i in measured[shift:] + measured[:shift] if i not in state.errors]
         for i in measured[shift:] + measured[:shift]:
             if i in state.errors:
                 state.runs[i].append(None)
                 continue
+            later = sum(1 for j in todo[todo.index(i) + 1 :] if j not in state.errors)
+            later += (repeat - r - 1) * (len(measured) - len(state.errors))
+            say.start(todo.index(i) + 1, len(todo), r, variants[i], later)
             if on_row is not None:
                 on_row(i, variants[i], r)
             limit = time_limit(i) if callable(time_limit) else time_limit
@@ -469,12 +478,43 @@ def run_ladder(
             except RunFailed as exc:
                 state.errors[i] = exc
                 state.runs[i].append(None)
+            say.end(state.runs[i][-1], state.errors.get(i))
             if on_result is not None:
                 on_result(state.rows(), i)
     rows = state.rows()
     if profile > 0:
-        _profile_rows(rows, specs, profile, isolate, execute, row_timeout, log_dir, on_result, on_row)
+        _profile_rows(rows, specs, profile, isolate, execute, row_timeout, log_dir, on_result, on_row, progress)
     return rows
+
+
+@dataclass
+class _LadderLines:
+    """The ladder's progress lines: where it stands as a measurement starts, with the time left (the mean
+    measurement so far times those to go, this one included), and the measurement's figures as it ends."""
+
+    progress: Progress | None
+    repeat: int
+    started: int = 0
+    where: str = ""
+    since: float = 0.0
+
+    def start(self, k: int, n: int, r: int, variant: Variant, later: int) -> None:
+        if self.progress is None:
+            return
+        self.started += 1
+        self.where = f"row {k} of {n}" + (f" (pass {r + 1} of {self.repeat})" if self.repeat > 1 else "")
+        self.since = self.progress.now()
+        self.progress.round(self.started, self.started + later, f"{self.where}: {variant.label}", numbered=False)
+
+    def end(self, result: RunResult | None, error: RunFailed | None) -> None:
+        if self.progress is None:
+            return
+        took = clock(self.progress.now() - self.since)
+        if result is not None:
+            figures = f"{result.audio_seconds_per_second:.1f} audio-s/s, {result.steps_per_second:.2f} steps/s"
+        else:
+            figures = _failure(error)[1]
+        self.progress.log.info(f"{self.progress.job}: {self.where} took {took}: {figures}")
 
 
 def _profile_rows(
@@ -487,13 +527,18 @@ def _profile_rows(
     log_dir: Path | None,
     on_result: OnResult | None,
     on_row: Callable[[int, Variant, int], None] | None,
+    progress: Progress | None = None,
 ) -> None:
     """One more, profiled run per measured row (its rates are not the row's: the profiler slows the step);
     the row's result keeps the run's ``profile_view`` (or the reason it has none in ``profile_view.error``)."""
+    profiled = [i for i, row in enumerate(rows) if row.result is not None and specs[i] is not None]
     for i, row in enumerate(rows):
         spec = specs[i]
         if row.result is None or spec is None:
             continue
+        if progress is not None:
+            k = profiled.index(i) + 1
+            progress.stage(f"profiled run {k} of {len(profiled)} (not ranked): {row.variant.label}")
         if on_row is not None:
             on_row(i, row.variant, -1)
         log = log_dir / f"{row.variant.key}.profile.log" if log_dir is not None else None

@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from speechtrain.cli.common import add_config_args
+
+if TYPE_CHECKING:
+    from speechtrain.progress import Progress
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -210,19 +212,17 @@ def run(args: argparse.Namespace) -> int:
         write_plot,
     )
     from speechtrain.cli.common import config_from_args
+    from speechtrain.progress import Progress
     from speechtrain.recipes.bench import run_bench
 
     if args.peers is not None:
         return run_peers(list(args.peers))
     _validate(args)
+    say = Progress("bench")  # "row k of n (pass p of P): NAME" and the time left as each row starts, its figures after
     cfg = config_from_args(args, needs_model=True)
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-
-    def on_row(i: int, n: int, label: str) -> None:
-        print(f"[{i + 1}/{n}] {label}", flush=True)
-
     if args.nproc is not None:
-        return _scaling(cfg, args, command, on_row)
+        return _scaling(cfg, args, command, say)
     if args.quality is not None:
         return _quality(cfg, args)
     tuned = tune_overrides(cfg) if args.tune else None
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         repeat=args.repeat,
         threads=args.threads,
         command=command,
-        on_row=on_row,
+        progress=say,
         row_timeout=args.row_timeout,
         log_dir=log_folder(args),
         on_report=on_report,
@@ -270,7 +270,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _scaling(cfg: Any, args: argparse.Namespace, command: str, on_row: Callable[[int, int, str], None]) -> int:
+def _scaling(cfg: Any, args: argparse.Namespace, command: str, say: Progress) -> int:
     """``--nproc N``: the scaling table."""
     from speechtrain.bench.report import write_json
     from speechtrain.bench.scaling import scaling_markdown, scaling_report_markdown
@@ -285,7 +285,7 @@ def _scaling(cfg: Any, args: argparse.Namespace, command: str, on_row: Callable[
         threads=args.threads,
         fake_data=args.fake_data,
         command=command,
-        on_row=on_row,
+        progress=say,
     )
     print()
     print(scaling_markdown(report))

@@ -25,7 +25,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="any bad item is an error (exit 2) instead of a skip")
     p.add_argument("--json", metavar="REPORT", help="also write the report as JSON")
     p.add_argument("--require-text", action="store_true", help="skip items with empty text (TTS data)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no count lines (files checked, utterances computed, time left) while it works; the stage lines "
+        "stay (--quiet: none)",
+    )
     p.add_argument(
         "--repair",
         action="store_true",

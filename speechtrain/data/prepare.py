@@ -10,7 +10,7 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
    ``data.sample_rate``, trim to ``frames * hop_length`` samples, store the audio (int16), its
    log-mel (float32) and, with ``data.f0_method``, its f0 (float32 Hz per mel frame, 0 = unvoiced,
    measured on the stored audio at the centre of each frame's hop: :mod:`speechtrain.data.pitch`)
-   -- in ``workers`` spawned processes with a progress bar.
+   -- in ``workers`` spawned processes.
 4. The model family's derived features (:mod:`speechtrain.data.derived`; XTTS's DVAE codes), in this
    process, from the stored audio of every kept item whose feature file is missing; their weights are
    loaded only when there is something to compute.
@@ -27,8 +27,11 @@ the cache itself is a :class:`speechtrain.data.store.FeatureStore`.
 ``repair``: before step 3, every feature file of a kept item is checked against the index (readable to its
 end, its shape: :func:`speechtrain.data.store.damaged_files`) and the damaged ones are deleted, so that steps
 3 and 4 compute them again. A full disk stops prepare with a one-line error (not one skipped item per file).
-The worker processes leave Ctrl-C and SIGTERM to this process, which stops them at once; they die with it
-(``PR_SET_PDEATHSIG`` on Linux, a watchdog elsewhere) and never hold the cache lock.
+Each stage says what it does as it begins, and the ones that work through the files (headers, features, derived
+features) how far they are every few seconds, with the time left (:class:`speechtrain.progress.Progress`:
+``prepare: 120 of 800 files checked (0:05 so far, about 0:28 left)``, on standard error; ``progress=False``
+leaves the counts out). The worker processes leave Ctrl-C and SIGTERM to this process, which stops them at once;
+they die with it (``PR_SET_PDEATHSIG`` on Linux, a watchdog elsewhere) and never hold the cache lock.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from speechtrain.data.text.inventory import TextItem, TextReport, learn_symbols,
 from speechtrain.data.validate import Checked, Probe, totals, validate_entries
 from speechtrain.errors import DataError
 from speechtrain.logs import get_logger
+from speechtrain.progress import Progress, Tally
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -334,9 +338,11 @@ def prepare_dataset(
     if workers is not None and workers < 1:
         raise DataError(f"workers must be >= 1, got {workers}")
     start = time.perf_counter()
+    say = Progress("prepare")
+    counts = say if progress else None
     with reading_language(data.language):  # a not-UTF-8 file is told data.language's code page
         store = FeatureStore.from_data(data, derived, limits)
-        plans = _read_plans(store, data, _require_text(data, require_text))
+        plans = _read_plans(store, data, _require_text(data, require_text), say, counts)
     front_end = TextFrontEnd(store.settings.text)
     checks = _LimitChecks(store.limits)
 
@@ -349,7 +355,7 @@ def prepare_dataset(
     if strict and all_problems:
         raise DataError(_strict_message(all_problems))
     _strict_reported(checks, strict)
-    processed = _process_texts(plans, front_end)
+    processed = _process_texts(plans, front_end, say)
     if strict:
         _strict_text(_report_of(plans, processed, data), strict)
 
@@ -374,7 +380,7 @@ def prepare_dataset(
                     f0 = store.settings.f0
                     todo[key] = FeatureTask(key, akey, c.entry.audio_path, str(store.root), store.mel, fkey, f0)
         report.reused = len(kept_keys - set(todo))
-        computed, report.workers = _compute_all(todo, workers, progress)
+        computed, report.workers = _compute_all(todo, workers, say, counts)
         full = next(
             (r.problem[1] for r in computed.values() if r.problem is not None and r.problem[0] == DISK_FULL), None
         )
@@ -395,7 +401,7 @@ def prepare_dataset(
                 f"and prepare again to keep their waveform"
             )
         lengths = _Lengths(computed, [p.previous for p in plans if p.previous is not None], store)
-        report.derived, shapes = _derived_pass(plans, store, lengths, progress)
+        report.derived, shapes = _derived_pass(plans, store, lengths, say, counts)
 
         indexes: dict[Role, CacheIndex] = {}
         for plan in plans:
@@ -438,24 +444,31 @@ def prepare_dataset(
     return report
 
 
-def _read_plans(store: FeatureStore, data: DataConfig, require_text: bool | None) -> list[_ManifestPlan]:
+def _read_plans(
+    store: FeatureStore, data: DataConfig, require_text: bool | None, say: Progress, counts: Progress | None
+) -> list[_ManifestPlan]:
     """Each manifest read and validated (headers only)."""
     plans = []
     for ref in store.manifests():
+        say.stage(f"reading {ref.path} as data.format={ref.format}")
         previous = store.latest_index(ref)
         entries, problems = read_manifest(ref.path, ref.format, data.encoding, data.text_column)
+        known = previous.probes if previous is not None else {}
+        fresh = len({e.audio_path for e in entries} - set(known))
+        say.stage(f"checking the audio of {len(entries)} listed item(s) ({fresh} file(s) not seen before)")
         kept, vproblems, probes = validate_entries(
             entries,
             min_duration=data.min_duration,
             max_duration=data.max_duration,
             require_text=require_text,
             probes=previous.probes if previous is not None else None,
+            on_checked=Tally(counts, len(entries), "files checked").update,
         )
         plans.append(_ManifestPlan(ref, len(entries) + len(problems), kept, problems + vproblems, probes, previous))
     return plans
 
 
-def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd) -> dict[str, Processed]:
+def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd, say: Progress) -> dict[str, Processed]:
     """Every kept transcript through the front end, once per distinct text; what an earlier index
     with the same text settings made of a text is reused (phonemes are the costly part)."""
     known: dict[str, Processed] = {}
@@ -465,7 +478,8 @@ def _process_texts(plans: list[_ManifestPlan], front_end: TextFrontEnd) -> dict[
                 known[it.text] = Processed(it.symbols, Counter(it.unmapped), it.reading.splitlines())
     texts = sorted({c.entry.text for plan in plans for c in plan.kept if c.entry.text} - set(known))
     if texts:
-        log.info("text front end: %d transcript(s) (%s)", len(texts), front_end.settings)
+        text = front_end.settings
+        say.stage(f"text front end: {len(texts)} transcript(s), language {text.language}, phonemizer {text.phonemizer}")
         known.update(zip(texts, front_end.process_many(texts)))
     return known
 
@@ -721,7 +735,7 @@ def _probe_item(store: FeatureStore, item_id: str, key: str, akey: str, fkey: st
 
 
 def _derived_pass(
-    plans: list[_ManifestPlan], store: FeatureStore, lengths: _Lengths, progress: bool
+    plans: list[_ManifestPlan], store: FeatureStore, lengths: _Lengths, say: Progress, counts: Progress | None
 ) -> tuple[list[DerivedReport], dict[str, list[int]]]:
     """Compute the derived features missing from the cache for every kept item whose features are there;
     one report per feature, and the shape of every derived file (derived key -> shape, for the index: what a
@@ -757,42 +771,39 @@ def _derived_pass(
                 pass  # damaged: the reader says so (and prepare --repair mends it)
         if todo:
             start = time.perf_counter()
-            shapes.update(_compute_derived(feature, todo, store, progress))
+            shapes.update(_compute_derived(feature, todo, store, say, counts))
             report.computed, report.seconds = len(todo), time.perf_counter() - start
         reports.append(report)
     return reports, shapes
 
 
 def _compute_derived(
-    feature: DerivedFeature, todo: dict[str, tuple[str, str, str]], store: FeatureStore, progress: bool
+    feature: DerivedFeature,
+    todo: dict[str, tuple[str, str, str]],
+    store: FeatureStore,
+    say: Progress,
+    counts: Progress | None,
 ) -> dict[str, list[int]]:
     """Load the feature's model once, then compute and store each item from its stored audio (a failure
     names the item: a model that cannot read this audio is not a property of one file to skip); the shape of
     each (derived key -> shape)."""
-    from tqdm import tqdm
-
     what = feature.description or feature.name
-    log.info("computing %s of %d utterance(s)", what, len(todo))
+    say.stage(f"computing {what} of {len(todo)} utterance(s) (loading its model first)")
     compute = feature.load()
-    bar = tqdm(total=len(todo), desc=feature.name, unit="utt", disable=not progress, dynamic_ncols=True)
+    tally = Tally(counts, len(todo), "utterances computed")
     shapes: dict[str, list[int]] = {}
-    try:
-        for dkey, (item_id, audio_file, akey) in todo.items():
-            try:
-                value = np.asarray(compute(read_audio(store.root, akey)))
-            except Exception as exc:
-                raise DataError(
-                    f"{what} of '{item_id}' ({audio_file}) failed: {type(exc).__name__}: {exc}"[:500]
-                ) from None
-            path = store.derived_path(dkey, feature.name)
-            try:
-                _save_npy(path, value)
-            except OSError as exc:
-                raise not_written(path, exc) from None
-            shapes[dkey] = list(value.shape)
-            bar.update()
-    finally:
-        bar.close()
+    for dkey, (item_id, audio_file, akey) in todo.items():
+        try:
+            value = np.asarray(compute(read_audio(store.root, akey)))
+        except Exception as exc:
+            raise DataError(f"{what} of '{item_id}' ({audio_file}) failed: {type(exc).__name__}: {exc}"[:500]) from None
+        path = store.derived_path(dkey, feature.name)
+        try:
+            _save_npy(path, value)
+        except OSError as exc:
+            raise not_written(path, exc) from None
+        shapes[dkey] = list(value.shape)
+        tally.update()
     return shapes
 
 
@@ -939,7 +950,7 @@ def _pool_context() -> Any:
     return mp.get_context("spawn")
 
 
-def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, FeatureResult], bar: Any) -> None:
+def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, FeatureResult], tally: Tally) -> None:
     """Compute ``tasks`` in worker processes; a worker that dies (killed, out of memory) turns its
     unfinished items into ``feature_error`` problems instead of hanging or crashing the run."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -957,7 +968,7 @@ def _run_pool(tasks: list[FeatureTask], workers: int, results: dict[str, Feature
                 died = ("feature_error", "worker process died (see its error above); run again")
                 key, result = futures[fut], FeatureResult(0, 0, died)
             results[key] = result
-            bar.update()
+            tally.update()
     except BaseException:  # Ctrl-C: stop now; finished items are on disk and reused next time
         _stop_workers(pool)
         raise
@@ -981,34 +992,29 @@ def _stop_workers(pool: Any) -> None:
 
 
 def _compute_all(
-    todo: dict[str, FeatureTask], workers: int | None, progress: bool
+    todo: dict[str, FeatureTask], workers: int | None, say: Progress, counts: Progress | None
 ) -> tuple[dict[str, FeatureResult], int]:
     """Features of every task (by mel key) and the number of processes used (0: nothing to do)."""
-    from tqdm import tqdm
-
     tasks = list(todo.values())
     results: dict[str, FeatureResult] = {}
     if not tasks:
         return results, 0
     n = len(tasks)
     workers = default_workers(n) if workers is None else min(workers, max(1, n))
-    log.info("computing features of %d utterance(s) in %d process(es)", n, workers)
-    bar = tqdm(total=n, desc="features", unit="utt", disable=not progress, dynamic_ncols=True)
-    try:
-        if workers == 1:
-            import torch
+    say.stage(f"computing features of {n} utterance(s) in {workers} process(es)")
+    tally = Tally(counts, n, "utterances computed")
+    if workers == 1:
+        import torch
 
-            threads = torch.get_num_threads()
-            torch.set_num_threads(1)  # as in the workers: per-item STFTs gain nothing from more threads
-            try:
-                for task in tasks:
-                    key, result = _compute_one(task)
-                    results[key] = result
-                    bar.update()
-            finally:
-                torch.set_num_threads(threads)
-        else:
-            _run_pool(tasks, workers, results, bar)
-    finally:
-        bar.close()
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as in the workers: per-item STFTs gain nothing from more threads
+        try:
+            for task in tasks:
+                key, result = _compute_one(task)
+                results[key] = result
+                tally.update()
+        finally:
+            torch.set_num_threads(threads)
+    else:
+        _run_pool(tasks, workers, results, tally)
     return results, workers

@@ -12,6 +12,7 @@ header or problem), so a second ``prepare`` with unchanged files opens no audio.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -78,19 +79,21 @@ def validate_entries(
     require_text: bool | None,
     probes: dict[str, Probe] | None = None,
     threads: int = 8,
+    on_checked: Callable[[], None] | None = None,
 ) -> tuple[list[Checked], list[Problem], dict[str, Probe]]:
     """Split entries into kept ones and problems; returns ``(kept, problems, new_probes)``.
 
     ``min_duration``/``max_duration`` in seconds; ``require_text``: True skips empty-text items
-    (``empty_text``), False/None keeps them.
+    (``empty_text``), False/None keeps them. ``on_checked()`` is called in this thread after each file's
+    header was read (prepare's count lines).
     """
     probes = probes or {}
     paths = [e.audio_path for e in entries]
     if len(paths) > 16 and threads > 1:
         with ThreadPoolExecutor(threads) as pool:
-            records = list(pool.map(lambda p: probe_with_cache(p, probes), paths))
+            records = _collect(pool.map(lambda p: probe_with_cache(p, probes), paths), on_checked)
     else:
-        records = [probe_with_cache(p, probes) for p in paths]
+        records = _collect((probe_with_cache(p, probes) for p in paths), on_checked)
     new_probes: dict[str, Probe] = {}
     kept: list[Checked] = []
     problems: list[Problem] = []
@@ -102,6 +105,15 @@ def validate_entries(
         elif probe.info is not None:
             kept.append(Checked(entry, probe.info, probe.sig))
     return kept, problems, new_probes
+
+
+def _collect(found: Iterable[Probe], on_checked: Callable[[], None] | None) -> list[Probe]:
+    records = []
+    for record in found:
+        records.append(record)
+        if on_checked is not None:
+            on_checked()
+    return records
 
 
 def _check(

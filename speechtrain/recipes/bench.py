@@ -37,6 +37,7 @@ from speechtrain.config import Config, build_config
 from speechtrain.data.loader import TrainLoader
 from speechtrain.device import usable_cores
 from speechtrain.errors import UserError
+from speechtrain.progress import Progress
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.registry import register_all, registered_families
@@ -65,6 +66,7 @@ def run_bench(
     tuned: dict[str, Any] | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
     row_timeout: float | None = None,
     log_dir: str | Path | None = None,
     on_report: Callable[[dict[str, Any], str], None] | None = None,
@@ -82,7 +84,9 @@ def run_bench(
     ``measure_peak`` times a matmul on the CPU so that MFU has a (measured, not specified) peak.
     ``tuned``: the tuner's overrides (``speechtrain.bench.ablate.tuned_overrides(report.config.data,
     cfg.data)``) for the tuned-batch rung and the ``all`` row. ``on_row(i, n, label)`` is called
-    before each measurement; ``on_report(report so far, key of the row just measured)`` after each (the CLI
+    before each measurement (``progress``: a line as each stage and each measurement starts, ``row k of n (pass p
+    of P): NAME`` with the time left, and one as each measurement ends); ``on_report(report so far, key of the
+    row just measured)`` after each (the CLI
     prints the row's figures and rewrites its JSON and markdown there, so a killed ladder keeps its rows).
     ``row_timeout`` (default ``bench.row_timeout``): seconds a row's process may take in all, then it is
     killed, marked timed out and the next row runs. ``log_dir``: each row's output is kept in
@@ -113,6 +117,8 @@ def run_bench(
     cores = usable_cores()
     saved_threads = torch.get_num_threads()
     torch.set_num_threads(cores if threads == "auto" else int(threads))  # the CPU peak at the rows' thread count
+    if progress is not None:
+        progress.stage("probing the device" + (" (timing a matmul for the CPU's peak)" if measure_peak else ""))
     try:
         probe_result = probe(measure=measure_peak and dev.type == "cpu")
     finally:
@@ -202,6 +208,7 @@ def run_bench(
             log_dir=logs,
             on_result=on_result,
             profile=profile,
+            progress=progress,
         )
     return report_of(rows)
 
@@ -217,6 +224,7 @@ def run_scaling(
     fake_data: int | None = None,
     command: str = "",
     on_row: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
     """``speechtrain bench --nproc N``: ``cfg`` trained in 1..``nproc`` processes (torchrun, DDP) and
     without the gradient all-reduce (:mod:`speechtrain.bench.scaling`); every process gets the same
@@ -268,6 +276,7 @@ def run_scaling(
             on_row=(lambda i, v, r: on_row(i, n, v.label + (f" (pass {r + 1}/{repeat})" if repeat > 1 else "")))
             if on_row
             else None,
+            progress=progress,
         )
     notes = [
         f"each measurement: {warmup} warm-up steps, then exactly {steps} timed steps on every rank; a row's seconds "

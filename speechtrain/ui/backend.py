@@ -255,8 +255,8 @@ def detect_format(path: str | Path) -> str:
 
 
 def prepare_argv(recipe: str, data: str, fmt: str, report_json: Path, extra: list[str]) -> list[str]:
-    """``speechtrain prepare`` for the recipe's data settings."""
-    argv = ["prepare", "--config", str(recipe_path(recipe)), "--json", str(report_json), "--no-progress"]
+    """``speechtrain prepare`` for the recipe's data settings (its count lines read in the job log)."""
+    argv = ["prepare", "--config", str(recipe_path(recipe)), "--json", str(report_json)]
     return argv + data_overrides(recipe, data, fmt) + extra
 
 
