@@ -91,3 +91,33 @@ def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
     frame = series_df(series)
     assert str(frame["step"].dtype) == "int64" and str(frame["value"].dtype) == "float64"
     assert str(series_df([(0.5, "gpu0 util %", 3.0)], x="seconds")["seconds"].dtype) == "float64"
+
+
+def test_the_train_head_shows_the_step_a_running_run_has_reached(tmp_path: Path) -> None:
+    """The Train tab's head read "step 0 of 8" while the job's log showed 3/8: its step came from metrics rows
+    (every train.log_every steps) and checkpoints only. The trainer now says the step it has reached after each
+    step (progress.json), and the head of a running run shows it."""
+    from speechtrain.ui.tabs.train import read_run_view
+    from tests.test_train_engine import ListLoader, cfg_for, make_batch, trainer_for
+
+    ws = Workspace(tmp_path / "runs", tmp_path / "data")
+    run = ws.runs / "short"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("model:\n  name: gpt_tts\ntrain:\n  max_steps: 8\n")
+    seen: dict[int, tuple[int, str]] = {}
+
+    class Watched(ListLoader):
+        """Looks at the run as the page does each time the trainer asks for the next batch."""
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for batch in super().__iter__():
+                info = runs.run_info(run)
+                seen[self.pos - 1] = (info.step, read_run_view(ws, "short")[0])
+                yield batch
+
+    cfg = cfg_for("train.max_steps=8", "train.log_every=100", "train.save_every=100", "train.eval_every=100")
+    trainer_for(cfg, Watched([make_batch(i, [10, 8]) for i in range(2)]), run_dir=run).fit()
+    assert seen[3][0] == 3, seen  # asked for the 4th batch after three steps: was 0
+    assert "running, step 3 of 8" in seen[3][1], seen[3][1]
+    assert [seen[k][0] for k in sorted(seen)] == list(range(len(seen)))
+    assert runs.run_info(run).status == "finished" and runs.run_info(run).step == 8
