@@ -155,24 +155,25 @@ def test_the_page_in_headless_chromium(served: tuple[str, Path]) -> None:
 
 
 def test_a_live_plot_draws_rows_that_arrive_after_an_empty_start() -> None:
-    """The Train tab's plots start with no rows and get them on timer ticks. Gradio's LinePlot takes its
-    axis types and series colours from the first frame it gets: an empty frame first left every later
-    curve undrawn (docs/ui screenshots, Gradio 6.31). ``_series_df`` sends None until there are rows."""
+    """The Train tab's plots start with no rows and get them on timer ticks. Gradio's LinePlot took its axis types
+    and series colours from the first frame it got: an empty frame first left every later curve undrawn (docs/ui
+    screenshots, Gradio 6.31). The plots are now charts of their own (speechtrain.ui.charts): None until there are
+    rows, then a chart that carries its own scales."""
     import gradio as gr
     from playwright.sync_api import sync_playwright
 
-    from speechtrain.ui.app import _series_df
     from speechtrain.ui.browser import launch_browser
+    from speechtrain.ui.charts import chart
 
     rows = [(i, name, scale / i) for name, scale in (("loss", 1.0), ("mel_loss", 0.5)) for i in range(1, 30)]
     ticks = {"n": 0}
 
     def view() -> Any:
         ticks["n"] += 1
-        return _series_df([] if ticks["n"] == 1 else rows)
+        return chart([] if ticks["n"] == 1 else rows, "train losses")
 
     with gr.Blocks() as app:
-        plot = gr.LinePlot(x="step", y="value", color="series", height=260, elem_id="plot")
+        plot = gr.Plot(show_label=False, elem_id="plot")
         gr.Timer(1.5).tick(view, None, plot)
     port = _free_port()
     app.launch(server_port=port, prevent_thread_lock=True, quiet=True)

@@ -72,8 +72,9 @@ def test_the_header_follows_the_viewed_run(tmp_path: Path, job_pid: int) -> None
 
 def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
     """The eval loss (~95) shared one linear axis with the other eval series, which lay flat at 0; the step axis
-    read 4.000000. Each eval series is now relative to its first value (named in the legend); steps are integers."""
-    from speechtrain.ui.page import series_df
+    read 4.000000 and 1.5. Each eval series is now relative to its first value (named in the legend); the step axis
+    ticks at whole steps (its chart's own tick values; tests/test_ui_browser_charts.py reads them in the page)."""
+    from speechtrain.ui.charts import chart, whole_ticks
 
     rows = [
         {"split": "eval", "step": 4, "loss": 95.0, "mel_l1": 0.8, "zero": 0.0},
@@ -88,9 +89,16 @@ def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
         (8, "eval mel_l1 (1 = 0.8)", pytest.approx(0.75)),
         (8, "eval zero", 0.5),
     ]
-    frame = series_df(series)
-    assert str(frame["step"].dtype) == "int64" and str(frame["value"].dtype) == "float64"
-    assert str(series_df([(0.5, "gpu0 util %", 3.0)], x="seconds")["seconds"].dtype) == "float64"
+    plot = chart(series, "eval")
+    assert plot is not None
+    x = json.loads(plot.plot)["encoding"]["x"]["axis"]
+    assert x["values"] == [4, 5, 6, 7, 8] and x["format"] == "d"
+    assert whole_ticks(8, 8) == [8] and whole_ticks(1, 2) == [1, 2]
+    assert whole_ticks(0, 1000) == list(range(0, 1001, 200))
+    gpu = chart([(0.5, "gpu0 util %", 3.0)], "GPU", x="seconds")
+    assert gpu is not None
+    seconds = json.loads(gpu.plot)["encoding"]["x"]["axis"]
+    assert "values" not in seconds  # seconds are no steps
 
 
 def test_the_train_head_shows_the_step_a_running_run_has_reached(tmp_path: Path) -> None:

@@ -386,18 +386,6 @@ def df(rows: list[Any], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def series_df(series: list[tuple[Any, str, float]], x: str = "step") -> pd.DataFrame | None:
-    """(x, series, value) rows as a frame with numeric x (whole numbers: int64) and value columns, or None while
-    there are none: the page's plot fixes its axis types and series colours from the first frame it gets, so an
-    empty frame first would leave the later curves undrawn (seen in headless Chromium, Gradio 6.31)."""
-    if not series:
-        return None
-    frame = pd.DataFrame(series, columns=[x, "series", "value"])
-    # steps are whole numbers: an integer column gives an axis of whole steps (a float one read 4.000000)
-    whole = all(float(v).is_integer() for v in frame[x])
-    return frame.astype({x: "int64" if whole else "float64", "series": object, "value": "float64"})
-
-
 #: the plots' series colours, in order of first appearance (speechtrain.ui.charts): Vega's own ten (its first,
 #: #4c78a8, is what a plot of one series draws)
 PALETTE = (
