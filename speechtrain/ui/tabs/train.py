@@ -160,16 +160,22 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
 
     tab.resume.click(do_resume, [tab.run_pick, tab.resume_extra], [tab.status], api_name="resume_train")
 
-    def run_view(run: str | None, shown: list[str | None]) -> tuple[Any, ...]:
+    def run_view(run: str | None) -> tuple[Any, ...]:
+        """Everything, every plot drawn anew: a picked run (and the HTTP API's ``/run_view``)."""
+        view = read_run_view(ws, run)
+        return (*view, [charts.digest(p) for p in view[1:6]])
+
+    def run_ticks(run: str | None, shown: list[str | None]) -> tuple[Any, ...]:
+        """The timer's refresh: a plot gets its chart only when its data changed (each chart sent is drawn anew,
+        its hover lost)."""
         view = read_run_view(ws, run)
         now = [charts.digest(p) for p in view[1:6]]
-        # a plot is drawn anew each time it gets a chart (its hover lost): only when its data changed
         plots = [gr.skip() if i < len(shown) and d == shown[i] else p for i, (d, p) in enumerate(zip(now, view[1:6]))]
         return (view[0], *plots, *view[6:], now)
 
     outputs = [*tab.view(), tab.shown]
-    tab.timer.tick(run_view, [tab.run_pick, tab.shown], outputs, api_name="run_view", show_progress="hidden")
-    tab.run_pick.change(run_view, [tab.run_pick, tab.shown], outputs, api_visibility="private")
+    tab.timer.tick(run_ticks, [tab.run_pick, tab.shown], outputs, api_visibility="private", show_progress="hidden")
+    tab.run_pick.change(run_view, [tab.run_pick], outputs, api_name="run_view")
 
 
 def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
