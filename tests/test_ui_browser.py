@@ -170,12 +170,13 @@ def _pick_run(page: Any, name: str) -> None:
     _fill(page, "#run-pick", name, enter=True)
 
 
-def _marks(page: Any, selector: str) -> list[tuple[float, float]]:
-    """Width and height of each data mark Vega drew in a plot (its layer named 'plot')."""
+def _marks(page: Any, selector: str, layer: str = "plot") -> list[tuple[float, float]]:
+    """Width and height of each data mark Vega drew in a plot's layer ``layer`` (Gradio's plots: 'plot'; the Train
+    tab's charts: 'lines' and 'points', speechtrain.ui.charts)."""
     return [
         tuple(size)
         for size in page.evaluate(
-            f"""() => Array.from(document.querySelectorAll('{selector} svg g.plot_marks path'))
+            f"""() => Array.from(document.querySelectorAll('{selector} svg g.{layer}_marks path'))
                 .map(p => {{ const b = p.getBBox(); return [b.width, b.height]; }})"""
         )
     ]
@@ -240,7 +241,7 @@ def test_switching_runs_shows_the_new_runs_curves_and_legend(page: Any) -> None:
         time.sleep(0.5)
     assert set(_legend(page, "#loss-plot")) == {"gen_loss", "disc_loss", "mel_loss"}
     page.wait_for_timeout(2_500)  # a tick after the switch: the curves stay drawn
-    lines = _marks(page, "#loss-plot")
+    lines = _marks(page, "#loss-plot", "lines")
     assert len(lines) == 3 and all(w > 50 and h > 5 for w, h in lines), lines
     shot = page.locator("#loss-plot").first.screenshot()
     for colour in ((76, 120, 168), (245, 133, 24), (228, 87, 86)):  # the three series' own colours
@@ -256,9 +257,9 @@ def test_a_single_eval_point_is_drawn_and_no_gpu_plot_without_a_gpu(page: Any) -
     _pick_run(page, "gan")
     _wait_text(page, "#run-head", "gan", 20)
     end = time.monotonic() + 20
-    while not _marks(page, "#eval-plot") and time.monotonic() < end:
+    while not _marks(page, "#eval-plot", "points") and time.monotonic() < end:
         time.sleep(0.5)
-    points = _marks(page, "#eval-plot")
+    points = _marks(page, "#eval-plot", "points")
     assert len(points) == 1 and points[0][0] > 2 and points[0][1] > 2, points
     if backend.gpu_stats() is None:
         assert not page.locator("#gpu-plot").first.is_visible()

@@ -5,6 +5,7 @@ prints, on a machine where it found no Chromium: it installs nothing outside the
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -52,6 +53,11 @@ def _pixels_of(png: bytes, rgb: tuple[int, int, int], tol: int = 40) -> int:
     return int((np.abs(img - np.asarray(rgb)).max(axis=-1) < tol).sum())
 
 
+def _chart_rows(plot: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The rows a Train-tab chart (speechtrain.ui.charts) draws, as the API returns it."""
+    return [] if plot is None else json.loads(plot["plot"])["data"]["values"]
+
+
 def _wait_view(client: Any, run: str, done: Any, timeout: float = 240.0) -> tuple:
     end = time.monotonic() + timeout
     view = client.predict(run, api_name="/run_view")
@@ -85,9 +91,9 @@ def test_prepare_train_stop_resume_synthesize_through_the_http_api(served: tuple
     overrides = "train.log_every=2 train.save_every=10 train.eval_every=10 train.eval_batches=1"
     status, _ = c.predict("gpt_tts_tiny", data, "auto", "", overrides, "tiny", 100000, api_name="/start_train")
     assert status == "started tiny"
-    view = _wait_view(c, "tiny", lambda v: v[1] is not None and len(v[1]["data"]) >= 6)  # loss points arrive
+    view = _wait_view(c, "tiny", lambda v: len(_chart_rows(v[1])) >= 6)  # loss points arrive
     assert "running" in view[0]
-    assert {row[1] for row in view[1]["data"]} >= {"loss"}
+    assert {row["series"] for row in _chart_rows(view[1])} >= {"loss"}
 
     assert "asked tiny to stop" in c.predict("tiny", api_name="/stop_train")
     view = _wait_view(c, "tiny", lambda v: "stopped" in v[0])
@@ -155,24 +161,25 @@ def test_the_page_in_headless_chromium(served: tuple[str, Path]) -> None:
 
 
 def test_a_live_plot_draws_rows_that_arrive_after_an_empty_start() -> None:
-    """The Train tab's plots start with no rows and get them on timer ticks. Gradio's LinePlot takes its
-    axis types and series colours from the first frame it gets: an empty frame first left every later
-    curve undrawn (docs/ui screenshots, Gradio 6.31). ``_series_df`` sends None until there are rows."""
+    """The Train tab's plots start with no rows and get them on timer ticks. Gradio's LinePlot took its axis types
+    and series colours from the first frame it got: an empty frame first left every later curve undrawn (docs/ui
+    screenshots, Gradio 6.31). The plots are now charts of their own (speechtrain.ui.charts): None until there are
+    rows, then a chart that carries its own scales."""
     import gradio as gr
     from playwright.sync_api import sync_playwright
 
-    from speechtrain.ui.app import _series_df
     from speechtrain.ui.browser import launch_browser
+    from speechtrain.ui.charts import chart
 
     rows = [(i, name, scale / i) for name, scale in (("loss", 1.0), ("mel_loss", 0.5)) for i in range(1, 30)]
     ticks = {"n": 0}
 
     def view() -> Any:
         ticks["n"] += 1
-        return _series_df([] if ticks["n"] == 1 else rows)
+        return chart([] if ticks["n"] == 1 else rows, "train losses")
 
     with gr.Blocks() as app:
-        plot = gr.LinePlot(x="step", y="value", color="series", height=260, elem_id="plot")
+        plot = gr.Plot(show_label=False, elem_id="plot")
         gr.Timer(1.5).tick(view, None, plot)
     port = _free_port()
     app.launch(server_port=port, prevent_thread_lock=True, quiet=True)

@@ -72,8 +72,9 @@ def test_the_header_follows_the_viewed_run(tmp_path: Path, job_pid: int) -> None
 
 def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
     """The eval loss (~95) shared one linear axis with the other eval series, which lay flat at 0; the step axis
-    read 4.000000. Each eval series is now relative to its first value (named in the legend); steps are integers."""
-    from speechtrain.ui.page import series_df
+    read 4.000000 and 1.5. Each eval series is now relative to its first value (named in the legend); the step axis
+    ticks at whole steps (its chart's own tick values; tests/test_ui_browser_charts.py reads them in the page)."""
+    from speechtrain.ui.charts import chart, whole_ticks
 
     rows = [
         {"split": "eval", "step": 4, "loss": 95.0, "mel_l1": 0.8, "zero": 0.0},
@@ -88,6 +89,43 @@ def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
         (8, "eval mel_l1 (1 = 0.8)", pytest.approx(0.75)),
         (8, "eval zero", 0.5),
     ]
-    frame = series_df(series)
-    assert str(frame["step"].dtype) == "int64" and str(frame["value"].dtype) == "float64"
-    assert str(series_df([(0.5, "gpu0 util %", 3.0)], x="seconds")["seconds"].dtype) == "float64"
+    plot = chart(series, "eval")
+    assert plot is not None
+    x = json.loads(plot.plot)["encoding"]["x"]["axis"]
+    assert x["values"] == [4, 5, 6, 7, 8] and x["format"] == "d"
+    assert whole_ticks(8, 8) == [8] and whole_ticks(1, 2) == [1, 2]
+    assert whole_ticks(0, 1000) == list(range(0, 1001, 200))
+    gpu = chart([(0.5, "gpu0 util %", 3.0)], "GPU", x="seconds")
+    assert gpu is not None
+    seconds = json.loads(gpu.plot)["encoding"]["x"]["axis"]
+    assert "values" not in seconds  # seconds are no steps
+
+
+def test_the_train_head_shows_the_step_a_running_run_has_reached(tmp_path: Path) -> None:
+    """The Train tab's head read "step 0 of 8" while the job's log showed 3/8: its step came from metrics rows
+    (every train.log_every steps) and checkpoints only. The trainer now says the step it has reached after each
+    step (progress.json), and the head of a running run shows it."""
+    from speechtrain.ui.tabs.train import read_run_view
+    from tests.test_train_engine import ListLoader, cfg_for, make_batch, trainer_for
+
+    ws = Workspace(tmp_path / "runs", tmp_path / "data")
+    run = ws.runs / "short"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("model:\n  name: gpt_tts\ntrain:\n  max_steps: 8\n")
+    seen: dict[int, tuple[int, str]] = {}
+
+    class Watched(ListLoader):
+        """Looks at the run as the page does each time the trainer asks for the next batch."""
+
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            for batch in super().__iter__():
+                info = runs.run_info(run)
+                seen[self.pos - 1] = (info.step, read_run_view(ws, "short")[0])
+                yield batch
+
+    cfg = cfg_for("train.max_steps=8", "train.log_every=100", "train.save_every=100", "train.eval_every=100")
+    trainer_for(cfg, Watched([make_batch(i, [10, 8]) for i in range(2)]), run_dir=run).fit()
+    assert seen[3][0] == 3, seen  # asked for the 4th batch after three steps: was 0
+    assert "running, step 3 of 8" in seen[3][1], seen[3][1]
+    assert [seen[k][0] for k in sorted(seen)] == list(range(len(seen)))
+    assert runs.run_info(run).status == "finished" and runs.run_info(run).step == 8

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,49 @@ class ResourceFields:
                 f"warning: torch.compile recompiled {compile_stats['recompiles']} times (more than {limit}): batch "
                 f"shapes vary too much; set data.pad_multiple (e.g. 64) or accel.compile_dynamic=true"
             )
+
+
+class StepFile:
+    """``progress.json`` of a run: the step it has reached, rewritten after every step, for whoever watches the run
+    (the web UI's Train tab) between the rows of metrics.jsonl, which come every ``train.log_every`` steps only.
+
+    One ``pwrite`` of a fixed-width record at the start of a file kept open: no host sync (the step is a Python
+    int), no rename, a few microseconds. A failed write (a full disk) turns the file off; the metrics rows report
+    such failures. ``run_dir`` None (another rank, no run directory): nothing is written."""
+
+    WIDTH = 96
+
+    def __init__(self, run_dir: str | os.PathLike[str] | RunDir | None, max_steps: int) -> None:
+        self.max_steps = max_steps
+        self.fd: int | None = None
+        if run_dir is not None:
+            try:
+                self.fd = os.open(RunDir(run_dir).progress, os.O_WRONLY | os.O_CREAT, 0o644)
+            except OSError as exc:
+                log.info(f"note: {RunDir(run_dir).progress} not written ({exc})")
+
+    def write(self, step: int) -> None:
+        if self.fd is None:
+            return
+        record = json.dumps({"step": step, "max_steps": self.max_steps, "time": round(time.time(), 3)})
+        try:
+            os.pwrite(self.fd, (record.ljust(self.WIDTH - 1) + "\n").encode(), 0)
+        except OSError:
+            self.close()
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def read_progress(run_dir: str | os.PathLike[str] | RunDir) -> int | None:
+    """The step ``progress.json`` says the run has reached (None: no such file, or one that cannot be read)."""
+    try:
+        step = json.loads(RunDir(run_dir).progress.read_text()).get("step")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 class _NoBar:

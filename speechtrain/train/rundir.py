@@ -232,6 +232,7 @@ class RunDir:
     ACCEL = "accel.json"
     COMPILE_LOG = "compile_error.log"
     METRICS = "metrics.jsonl"
+    PROGRESS = "progress.json"
     CHECKPOINTS = "checkpoints"
     BEST = "best.pt"
     SAMPLES = "samples"
@@ -279,6 +280,11 @@ class RunDir:
     @property
     def metrics(self) -> Path:
         return self.path / self.METRICS
+
+    @property
+    def progress(self) -> Path:
+        """The step the run has reached, rewritten after each step (:class:`speechtrain.train.metrics.StepFile`)."""
+        return self.path / self.PROGRESS
 
     @property
     def checkpoints(self) -> Path:

@@ -64,7 +64,7 @@ from speechtrain.train.distributed import (
     world,
 )
 from speechtrain.train.evaluate import Evaluator
-from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, progress_bar
+from speechtrain.train.metrics import Interval, MetricsWriter, ResourceFields, StepFile, progress_bar
 from speechtrain.train.numerics import NumericsGuard, SkippableStep, nonfinite
 from speechtrain.train.oom_guard import OOMGuard, StageRun, StageVote, merge_rank_states
 from speechtrain.train.rundir import RunDir
@@ -721,6 +721,8 @@ class Trainer:
         t_start, reason = time.perf_counter(), "max_steps"
         self._fit_start = t_start
         bar = progress_bar(t.max_steps, self.step, t.progress and self.rank == 0)
+        reached = StepFile(self.run_dir if self.rank == 0 else None, t.max_steps)  # for the UI, between log rows
+        reached.write(self.step)
         with StopSignals() as signals:
             try:
                 while self.step < t.max_steps:
@@ -751,6 +753,7 @@ class Trainer:
                     self.interval.add(micro, out, it.reset(), elapsed, timed=not warm)
                     self._epoch_boundary()
                     bar.update(1)
+                    reached.write(self.step)
                     if self.trained_steps == 0:  # nothing trained yet (all left out): no rows, evals or checkpoints
                         continue
                     if self.step % t.log_every == 0 or self.step == t.max_steps:
@@ -796,6 +799,7 @@ class Trainer:
                 raise
             finally:
                 bar.close()
+                reached.close()
         self.metrics.close()
         if self.step > 0 and self.trained_steps == 0:  # the whole run (shorter than an epoch) trained nothing
             raise self._nothing_trained()

@@ -15,7 +15,7 @@ from pathlib import Path
 import gradio as gr
 
 from speechtrain.logs import get_logger
-from speechtrain.ui.page import Inputs, Workspace, header, series_df, switch_overrides
+from speechtrain.ui.page import Inputs, Workspace, header, switch_overrides
 from speechtrain.ui.tabs import bench, data, listen, recipe, runs, train, tune
 from speechtrain.ui.tabs.tune import parse_trials
 
@@ -39,7 +39,6 @@ table td span, [role=gridcell] span {word-break: normal !important; overflow-wra
 """
 #: addresses that reach this machine only: any other --host needs a password
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
-_series_df = series_df  # the tests' name for it
 
 
 def build_app(ws: Workspace) -> gr.Blocks:

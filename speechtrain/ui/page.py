@@ -386,42 +386,11 @@ def df(rows: list[Any], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def series_df(series: list[tuple[Any, str, float]], x: str = "step") -> pd.DataFrame | None:
-    """(x, series, value) rows as a frame with numeric x (whole numbers: int64) and value columns, or None while
-    there are none: the page's plot fixes its axis types and series colours from the first frame it gets, so an
-    empty frame first would leave the later curves undrawn (seen in headless Chromium, Gradio 6.31)."""
-    if not series:
-        return None
-    frame = pd.DataFrame(series, columns=[x, "series", "value"])
-    # steps are whole numbers: an integer column gives an axis of whole steps (a float one read 4.000000)
-    whole = all(float(v).is_integer() for v in frame[x])
-    return frame.astype({x: "int64" if whole else "float64", "series": object, "value": "float64"})
-
-
-#: the plots' series colours, in order of first appearance: Vega's own ten (its first, #4c78a8, is what a plot of
-#: one series draws)
+#: the plots' series colours, in order of first appearance (speechtrain.ui.charts): Vega's own ten (its first,
+#: #4c78a8, is what a plot of one series draws)
 PALETTE = (
     "#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2", "#ff9da6", "#9d755d", "#bab0ac"
 )  # fmt: skip
-
-
-def colour_map(frame: pd.DataFrame | None, column: str = "series") -> dict[str, str] | None:
-    """A colour per series of a plot's frame (None without rows).
-
-    Gradio's plot (6.31) draws its legend and colour scale from the series of the frame it had when the chart was
-    last built, and rebuilds the chart only when a setting such as ``color_map`` changes, never for new data: a
-    run with other series (another run picked, a series that starts later) drew nothing under the old legend.
-    Setting this map in an event after the data's (``.then``) rebuilds the chart with the new series; the same
-    series give the same map, and no rebuild."""
-    if frame is None or frame.empty:
-        return None
-    names = list(dict.fromkeys(str(v) for v in frame[column]))
-    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
-
-
-def recolour(maps: list[dict[str, str] | None]) -> tuple[Any, ...]:
-    """The plots' ``color_map`` updates of :func:`colour_map` results (a skip where there is no data)."""
-    return tuple(gr.skip() if m is None else gr.update(color_map=m) for m in maps)
 
 
 def _switch_rows(table: Any) -> list[list[Any]]:

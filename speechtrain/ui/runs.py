@@ -2,7 +2,8 @@
 
 Status comes from the files alone, so a reloaded page or a restarted UI sees the same thing:
 ``running`` (its UI process is alive, another process holds the run's lock (a ``speechtrain train``
-started elsewhere), or metrics.jsonl was written in the last minute by a run started elsewhere),
+started elsewhere), or metrics.jsonl was written in the last minute by a run started elsewhere; at the step its
+``progress.json`` says, written every step, where metrics rows come every ``train.log_every`` steps),
 ``finished`` (reached train.max_steps), ``stopped`` (a checkpoint short of max_steps: resumable),
 ``failed`` (the command ended with an error; the message is kept) or ``starting`` (no config.yaml yet: the
 data is being prepared).
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from speechtrain.train.metrics import read_progress
 from speechtrain.train.rundir import RunDir, lock_holder
 from speechtrain.ui import backend, jobs
 
@@ -101,6 +103,8 @@ def run_info(run_dir: str | Path) -> RunInfo:
         status = "stopped"
     else:
         status = "empty"
+    if status == "running":  # metrics rows come every log_every steps: the step it has reached is in progress.json
+        step = max(step, read_progress(run_dir) or 0)
     updated = max(updated, job.started or 0.0)
     return RunInfo(run_dir.name, run_dir, status, model, step, max_steps, _num(loss), updated, job.command, error)
 

@@ -14,23 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
-import pandas as pd
 
 from speechtrain.errors import UserError
 from speechtrain.train.rundir import lock_holder
-from speechtrain.ui import backend, jobs, runs
-from speechtrain.ui.page import (
-    Inputs,
-    Workspace,
-    all_overrides,
-    colour_map,
-    df,
-    err,
-    guarded,
-    ok,
-    recolour,
-    series_df,
-)
+from speechtrain.ui import backend, charts, jobs, runs
+from speechtrain.ui.page import Inputs, Workspace, all_overrides, df, err, guarded, ok
 
 EVENT_COLUMNS = ["step", "event", "detail"]
 
@@ -55,11 +43,7 @@ class TrainTab:
     eval_audio: Any
     log: Any
     timer: Any
-    colours: Any
-
-    def plots(self) -> list[Any]:
-        """The plots whose colours :func:`colour_maps` sets, in its order."""
-        return [self.loss_plot, self.eval_plot, self.speed_plot, self.mem_plot, self.gpu_plot]
+    shown: Any  # what each plot shows now (charts.digest): a tick redraws only the plots whose data changed
 
     def view(self) -> list[Any]:
         """What :func:`read_run_view` fills, in its order."""
@@ -89,29 +73,19 @@ def layout(ws: Workspace) -> TrainTab:
     status = gr.Markdown(elem_id="train-status")
     head = gr.Markdown(elem_id="run-head")
     with gr.Row():
-        loss_plot = gr.LinePlot(
-            x="step", y="value", color="series", title="train losses", height=260, elem_id="loss-plot"
-        )
-        # points: an eval every N steps is one point per series at first, which a line does not draw
-        eval_plot = gr.ScatterPlot(x="step", y="value", color="series", title="eval", height=260, elem_id="eval-plot")
+        loss_plot = gr.Plot(show_label=False, elem_id="loss-plot")
+        eval_plot = gr.Plot(show_label=False, elem_id="eval-plot")
     with gr.Row():
-        speed_plot = gr.LinePlot(x="step", y="value", color="series", title="audio-s/s and data wait %", height=260)
-        mem_plot = gr.LinePlot(x="step", y="value", color="series", title="memory (GiB)", height=260)
-    gpu_plot = gr.LinePlot(
-        x="seconds",
-        y="value",
-        color="series",
-        title="GPU (NVML)",
-        height=220,
-        visible=backend.gpu_stats() is not None,  # no GPU (or no NVML): no plot that can only stay empty
-        elem_id="gpu-plot",
-    )
+        speed_plot = gr.Plot(show_label=False, elem_id="speed-plot")
+        mem_plot = gr.Plot(show_label=False, elem_id="mem-plot")
+    # no GPU (or no NVML): no plot that can only stay empty
+    gpu_plot = gr.Plot(show_label=False, visible=backend.gpu_stats() is not None, elem_id="gpu-plot")
     with gr.Row():
         events = gr.Dataframe(headers=EVENT_COLUMNS, label="events", interactive=False)
         eval_audio = gr.Audio(label="latest eval audio", type="filepath", interactive=False)
     log = gr.Textbox(label="output", lines=8, max_lines=14, autoscroll=True)
     timer = gr.Timer(2.0)
-    colours = gr.State([])
+    shown = gr.State([])
     return TrainTab(
         run_name,
         max_steps,
@@ -131,7 +105,7 @@ def layout(ws: Workspace) -> TrainTab:
         eval_audio,
         log,
         timer,
-        colours,
+        shown,
     )
 
 
@@ -187,19 +161,21 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
     tab.resume.click(do_resume, [tab.run_pick, tab.resume_extra], [tab.status], api_name="resume_train")
 
     def run_view(run: str | None) -> tuple[Any, ...]:
+        """Everything, every plot drawn anew: a picked run (and the HTTP API's ``/run_view``)."""
         view = read_run_view(ws, run)
-        return (*view, [colour_map(frame) if isinstance(frame, pd.DataFrame) else None for frame in view[1:6]])
+        return (*view, [charts.digest(p) for p in view[1:6]])
 
-    def colours(maps: list[dict[str, str] | None]) -> tuple[Any, ...]:
-        return recolour(maps) if maps else tuple(gr.skip() for _ in tab.plots())
+    def run_ticks(run: str | None, shown: list[str | None]) -> tuple[Any, ...]:
+        """The timer's refresh: a plot gets its chart only when its data changed (each chart sent is drawn anew,
+        its hover lost)."""
+        view = read_run_view(ws, run)
+        now = [charts.digest(p) for p in view[1:6]]
+        plots = [gr.skip() if i < len(shown) and d == shown[i] else p for i, (d, p) in enumerate(zip(now, view[1:6]))]
+        return (view[0], *plots, *view[6:], now)
 
-    outputs = [*tab.view(), tab.colours]
-    tab.timer.tick(run_view, [tab.run_pick], outputs, api_name="run_view", show_progress="hidden").then(
-        colours, [tab.colours], tab.plots(), api_visibility="private", show_progress="hidden"
-    )
-    tab.run_pick.change(run_view, [tab.run_pick], outputs, api_visibility="private").then(
-        colours, [tab.colours], tab.plots(), api_visibility="private", show_progress="hidden"
-    )
+    outputs = [*tab.view(), tab.shown]
+    tab.timer.tick(run_ticks, [tab.run_pick, tab.shown], outputs, api_visibility="private", show_progress="hidden")
+    tab.run_pick.change(run_view, [tab.run_pick], outputs, api_name="run_view")
 
 
 def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
@@ -207,14 +183,14 @@ def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
     sample = backend.gpu_stats()
     if sample is not None:
         ws.gpu.append({"t": time.time() - ws.t0, "gpus": sample})
-    gpu_df = series_df(gpu_series(ws.gpu), x="seconds")
-    empty = series_df([])
+    gpu = charts.chart(gpu_series(ws.gpu), "GPU (NVML)", x="seconds", height=160)
+    empty = None
     if not run:
-        return "no run selected", empty, empty, empty, empty, gpu_df, df([], EVENT_COLUMNS), None, ""
+        return "no run selected", empty, empty, empty, empty, gpu, df([], EVENT_COLUMNS), None, ""
     try:
         path = ws.resolve_run(run)
     except UserError as exc:
-        return err(exc), empty, empty, empty, empty, gpu_df, gr.skip(), None, ""
+        return err(exc), empty, empty, empty, empty, gpu, gr.skip(), None, ""
     info = runs.run_info(path)
     rows = backend.read_metrics(path)
     samples = backend.eval_samples(path)
@@ -224,11 +200,11 @@ def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
         head += f"\n\n{info.error}"
     return (
         head,
-        series_df(runs.loss_series(rows)),
-        series_df(runs.eval_series(rows)),
-        series_df(runs.speed_series(rows)),
-        series_df(runs.memory_series(rows)),
-        gpu_df,
+        charts.chart(runs.loss_series(rows), "train losses"),
+        charts.chart(runs.eval_series(rows), "eval (each series relative to its first value)"),
+        charts.chart(runs.speed_series(rows), "audio-s/s and data wait %"),
+        charts.chart(runs.memory_series(rows), "memory (GiB)"),
+        gpu,
         df(runs.events(rows), EVENT_COLUMNS),
         ws.show(samples[-1]) if samples else None,
         jobs.log_tail(runs.job_folder(path), 30),
