@@ -39,6 +39,13 @@ from speechtrain.device import usable_cores
 from speechtrain.errors import UserError
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
+from speechtrain.recipes.quality_bench import (
+    LadderQuality,
+    LadderQualityPlan,
+    check_out_dir,
+    quality_metric,
+    run_ladder_quality,
+)
 from speechtrain.registry import register_all, registered_families
 from speechtrain.train.distributed import barrier, gather, init_from_env, shutdown, world
 from speechtrain.train.task import Needs, Task
@@ -69,6 +76,7 @@ def run_bench(
     log_dir: str | Path | None = None,
     on_report: Callable[[dict[str, Any], str], None] | None = None,
     profile: int = 0,
+    quality: LadderQualityPlan | None = None,
 ) -> dict[str, Any]:
     """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
 
@@ -88,7 +96,10 @@ def run_bench(
     killed, marked timed out and the next row runs. ``log_dir``: each row's output is kept in
     ``log_dir/<row>.log`` (default: a fresh temporary folder, named in the report). ``profile`` > 0: one
     more run per row under torch.profiler, its view (top ``profile`` host and device operators, the device's
-    idle share, launches per step) in the row's ``profile_view``.
+    idle share, launches per step) in the row's ``profile_view``. ``quality`` (with ``ablate``): after the passes,
+    every Trainer rung is trained for equal audio with ``quality.repeat`` seeds (:func:`run_ladder_quality`); the
+    report gains a "quality after equal audio" column, rewritten through ``on_report(report, "quality:<row>")``
+    after every training run.
     """
     from speechtrain.bench.ablate import (
         Variant,
@@ -156,9 +167,16 @@ def run_bench(
     info["usable_cores"] = cores
     tuned_size = tuned_batch_size(tuned) or tuned_batch_size(config_tuned(cfg.data))
 
+    if quality is not None:  # checked before the passes, not after them
+        if not ablate:
+            raise UserError("the quality column (--quality-audio) is the ablation ladder's: add --ablate")
+        quality_metric(cfg, quality.metric)
+        check_out_dir(quality.out_dir)
+    column: dict[str, Any] | None = None
+
     def report_of(rows: list[Any]) -> dict[str, Any]:
         return build_report(
-            rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread
+            rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread, quality=column
         )
 
     def on_result(rows: list[Any], i: int) -> None:
@@ -203,6 +221,15 @@ def run_bench(
             on_result=on_result,
             profile=profile,
         )
+    if quality is not None:
+
+        def on_run(state: LadderQuality) -> None:
+            nonlocal column
+            column = state.to_dict()
+            if on_report is not None:
+                on_report(report_of(rows), f"quality:{state.last or ''}")
+
+        run_ladder_quality(cfg, rows, dev.type, quality, on_run)
     return report_of(rows)
 
 
@@ -300,11 +327,10 @@ def row_threads(threads: int | str, raw: dict[str, Any], cores: int) -> int:
 
 def variant_raw(cfg: Config, variant: Variant, device_type: str) -> dict[str, Any]:
     """The raw config of a row: ``cfg`` + all-off + the row's overrides (``config``: ``cfg`` as it is)."""
-    from speechtrain.bench.ablate import COMMON, all_off, set_dotted
+    from speechtrain.bench.ablate import row_overrides, set_dotted
 
     raw = copy.deepcopy(cfg.to_dict())
-    base = COMMON if variant.key == "config" else all_off(device_type)
-    for key, value in {**base, **variant.overrides}.items():
+    for key, value in row_overrides(variant, device_type).items():
         set_dotted(raw, key, value)
     return raw
 
