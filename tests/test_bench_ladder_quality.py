@@ -132,7 +132,7 @@ def test_without_the_quality_column_the_ladder_report_is_unchanged() -> None:
     assert "quality" not in markdown_table(report)
 
 
-def test_the_autopilot_variant_is_the_ladders_all_rung_against_its_fp32_plain_rung() -> None:
+def test_the_autopilot_variant_is_the_ladders_all_rung_against_its_fp32_plain_rung(monkeypatch, tmp_path) -> None:
     from speechtrain.bench.measure import probe
     from speechtrain.recipes.quality_bench import parse_variants
 
@@ -153,6 +153,22 @@ def test_the_autopilot_variant_is_the_ladders_all_rung_against_its_fp32_plain_ru
         parse_variants(cfg, ["turbo"])
     with pytest.raises(UserError, match="its own name"):
         parse_variants(cfg, ["fp32", "fp32:accel.precision=fp32"])
+
+    import speechtrain.recipes.quality_bench as qb
+
+    trained: list[tuple[str, bool]] = []
+
+    def train_for_audio(cfg: Any, variant: Any, seed: int, folder: Path, audio: float, metric: str) -> list[dict]:
+        trained.append((variant.name, variant.config(cfg).data.bucketing))
+        return _eval_rows(60.0)
+
+    monkeypatch.setattr(qb, "train_for_audio", train_for_audio)
+    bench = qb.run_quality_bench(cfg, 40.0, audio_seconds=6.0, repeat=1, variants=["autopilot"], out_dir=tmp_path)
+    assert trained == [("fp32", False), ("autopilot", True)] and [r.variant for r in bench.rows] == [
+        "fp32",
+        "autopilot",
+    ]
+    assert "data.bucketing=True" in bench.to_dict()["variants"]["autopilot"]
 
 
 @pytest.mark.slow

@@ -154,6 +154,8 @@ class QualityBench:
     audio_seconds: float
     rows: list[QualityRow]
     runs: list[QualityRun]
+    #: what each variant sets (``key=value``: a ladder rung's settings, then its overrides)
+    variants: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -274,7 +276,8 @@ def run_quality_bench(
             rows = train_for_audio(cfg, v, seed, Path(out_dir) / v.name / f"seed_{seed}", audio_seconds, best.name)
             runs.append(run_from_rows(v.name, seed, rows, best.name, best.mode, target))
     names = [v.name for v in parsed]
-    return QualityBench(best.name, best.mode, target, audio_seconds, summarise(names, runs, best.mode), runs)
+    sets = {v.name: [*(f"{k}={val}" for k, val in v.settings), *v.overrides] for v in parsed}
+    return QualityBench(best.name, best.mode, target, audio_seconds, summarise(names, runs, best.mode), runs, sets)
 
 
 def _describe(v: QualityVariant) -> str:
