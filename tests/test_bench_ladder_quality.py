@@ -199,3 +199,24 @@ def test_bench_ablate_with_quality_audio_on_the_cpu(demo_data: list[str], tmp_pa
     assert "| quality: mcd after 0.7 s audio (lower is better) |" in (tmp_path / "ladder.md").read_text()
     printed = capsys.readouterr().out  # a line per training run as it ends (the files rewritten with it)
     assert "speechtrain, all off: mcd " in printed and "(1/2 seeds) reference" in printed
+
+
+def test_the_quality_column_is_refused_before_the_passes_where_it_cannot_be_trained(tmp_path, capsys) -> None:
+    from speechtrain.cli.main import main
+    from speechtrain.recipes.bench import run_bench
+    from speechtrain.recipes.quality_bench import LadderQualityPlan
+
+    cfg = load_config(RECIPE, ["train.device=cpu"])
+    plan = LadderQualityPlan(6.0, out_dir=tmp_path / "q")
+    with pytest.raises(UserError, match="leave out --fake-data"):
+        run_bench(cfg, ablate=True, fake_data=10, quality=plan)
+    with pytest.raises(UserError, match="add --ablate"):
+        run_bench(cfg, quality=plan)
+    with pytest.raises(UserError, match="not a quality metric"):
+        run_bench(cfg, ablate=True, quality=LadderQualityPlan(6.0, metric="loss", out_dir=tmp_path / "q"))
+    (tmp_path / "q").mkdir()
+    (tmp_path / "q" / "engine").mkdir()
+    with pytest.raises(UserError, match="holds an earlier report's runs"):
+        run_bench(cfg, ablate=True, quality=plan)
+    assert main(["bench", "--config", str(RECIPE), "--quality-audio", "6"]) != 0  # the flag alone: add --ablate
+    assert "add --ablate" in capsys.readouterr().err

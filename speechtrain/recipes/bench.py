@@ -113,6 +113,16 @@ def run_bench(
     from speechtrain.bench.report import build_report
     from speechtrain.device import resolve_device
 
+    if quality is not None:  # checked before the passes, not after them
+        if not ablate:
+            raise UserError("the quality column (--quality-audio) is the ablation ladder's: add --ablate")
+        if fake_data:
+            raise UserError(
+                "the quality column (--quality-audio) trains and scores on the corpus (data.manifest): leave out "
+                "--fake-data"
+            )
+        quality_metric(cfg, quality.metric)
+        check_out_dir(quality.out_dir)
     b = cfg.bench
     steps = b.steps if steps is None else steps
     warmup = b.warmup if warmup is None else warmup
@@ -167,11 +177,6 @@ def run_bench(
     info["usable_cores"] = cores
     tuned_size = tuned_batch_size(tuned) or tuned_batch_size(config_tuned(cfg.data))
 
-    if quality is not None:  # checked before the passes, not after them
-        if not ablate:
-            raise UserError("the quality column (--quality-audio) is the ablation ladder's: add --ablate")
-        quality_metric(cfg, quality.metric)
-        check_out_dir(quality.out_dir)
     column: dict[str, Any] | None = None
 
     def report_of(rows: list[Any]) -> dict[str, Any]:
