@@ -2,12 +2,15 @@
 
     python bench/ablate_cpu.py                      # gpt_tts_tiny and classifier_cnn_lstm_tiny
     python bench/ablate_cpu.py --recipes gpt_tts_tiny vocoder_hifigan_tiny --steps 30 --with-compile
+    python bench/ablate_cpu.py --recipes vocoder_hifigan_tiny --quality-audio 6   # + quality after equal audio
 
 Makes the demo corpus when missing (data/demo, 200 utterances, labelled), runs
 `speechtrain bench --ablate` in-library for each recipe (each configuration in a fresh process),
 writes reports/bench_cpu/<recipe>.{json,md,png}, and prints a markdown section per recipe, ready to
 paste into docs/benchmarks.md: device, date, command, the table, the all-vs-baseline ratio and the
-diagnosis. Run it on a quiet machine: other processes on the cores change every figure.
+diagnosis. Run it on a quiet machine: other processes on the cores change every figure (not the quality
+column of --quality-audio: every Trainer rung trained for that many seconds of audio, --repeat seeds, its runs in
+reports/bench_cpu/<recipe>.quality/). The JSON and markdown are rewritten after every row and every quality run.
 """
 
 from __future__ import annotations
@@ -33,13 +36,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", default=None, help="torch threads per row, or auto (bench.threads)")
     p.add_argument("--with-compile", action="store_true", help="include the torch.compile rung (minutes on a CPU)")
     p.add_argument("--tune", action="store_true", help="run the batch-size tuner first (tuned-batch rung)")
+    p.add_argument(
+        "--quality-audio",
+        type=float,
+        default=None,
+        metavar="S",
+        help="a 'quality after equal audio' column: every Trainer rung trained for S s of audio, --repeat seeds",
+    )
+    p.add_argument("--quality-metric", default=None, help="the quality column's metric (default: the family's)")
     args = p.parse_args(argv)
 
-    from speechtrain.bench.report import write_json, write_markdown, write_plot
+    from speechtrain.bench.report import row_line, write_json, write_markdown, write_plot
     from speechtrain.config import load_config, read_yaml
     from speechtrain.data.demo import make_demo_corpus
     from speechtrain.recipes.bench import run_bench
     from speechtrain.recipes.common import find_recipe
+    from speechtrain.recipes.quality_bench import LadderQualityPlan
 
     data = Path(args.data)
     if not (data / "metadata.csv").is_file():
@@ -63,6 +75,17 @@ def main(argv: list[str] | None = None) -> int:
         def on_row(i: int, n: int, label: str, name: str = name) -> None:
             print(f"[{name} {i + 1}/{n}] {label}", file=sys.stderr, flush=True)
 
+        def on_report(partial: dict, key: str, name: str = name) -> None:
+            # every row (and every quality run) on disk as it ends: a killed ladder keeps what it measured
+            print(row_line(partial, key), file=sys.stderr, flush=True)
+            write_json(partial, out / f"{name}.json")
+            write_markdown(partial, out / f"{name}.md", f"CPU ablation: {name}")
+
+        quality = None
+        if args.quality_audio is not None:
+            repeat = args.repeat or cfg.bench.repeat
+            quality = LadderQualityPlan(args.quality_audio, repeat, args.quality_metric, out / f"{name}.quality")
+
         report = run_bench(
             cfg,
             steps=args.steps,
@@ -75,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             threads=None if args.threads in (None, "auto") else int(args.threads),
             command=command,
             on_row=on_row,
+            on_report=on_report,
+            quality=quality,
         )
         write_json(report, out / f"{name}.json")
         write_markdown(report, out / f"{name}.md", f"CPU ablation: {name}")
@@ -108,7 +133,8 @@ def section(name: str, report: dict) -> str:
             ratio += f"; passes {spread['low']:.2f}-{spread['high']:.2f}x ({all_on.get('verdict')})"
     else:
         ratio = "all vs baseline: not measured (a row failed; see the table)"
-    notes = [n for n in report.get("notes", []) if n.startswith(("headline inconclusive", "other processes"))]
+    keep = ("headline inconclusive", "other processes", "quality after equal audio")
+    notes = [n for n in report.get("notes", []) if n.startswith(keep) or "' costs quality: " in n]
     return "\n".join(
         [
             f"### {name}",

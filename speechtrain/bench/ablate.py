@@ -103,6 +103,12 @@ class Variant:
 #: set in every row: one micro-batch per step (steps/s is per micro-batch), no progress bar or event files
 COMMON = {"train.grad_accum": 1, "train.progress": False, "train.tensorboard": False}
 
+#: the rung the ladder's quality column is judged against: speechtrain's Trainer with every change off (fp32,
+#: random batches): the plain loops above it train the same maths outside the Trainer
+QUALITY_REFERENCE = "engine"
+#: the rung that is the autopilot: what the recommendation switches on, plus bucketing and tuned sizes
+AUTOPILOT = "all"
+
 
 def all_off(device_type: str) -> dict[str, Any]:
     """Overrides that switch every change off (what the plain baseline does, on our engine): the data
@@ -124,6 +130,12 @@ def all_off(device_type: str) -> dict[str, Any]:
         "data.persistent_workers": False,
         **{acc.key: acc.off(device_type) for acc in accelerations() if acc.off is not None},
     }
+
+
+def row_overrides(variant: Variant, device_type: str) -> dict[str, Any]:
+    """Every override a row sets on the config: all-off and the row's own (``config``: the config as it is)."""
+    base = COMMON if variant.key == "config" else all_off(device_type)
+    return {**base, **variant.overrides}
 
 
 def recommendation(probe_result: Any) -> dict[str, Any]:

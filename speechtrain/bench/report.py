@@ -155,12 +155,15 @@ def build_report(
     notes: Sequence[str] = (),
     tuned_batch_size: float | None = None,
     max_spread: float = 0.2,
+    quality: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report dict (JSON-ready) of a finished ladder, with the diagnosis and the headline.
 
     ``tuned_batch_size``: the tuner's mean items per batch, if known (the diagnosis compares it
     with each run's mean batch). ``max_spread``: the widest range of a ratio's passes (as a fraction
-    of its median) that still counts as a speed-up or slow-down; wider, or across 1.0x: inconclusive."""
+    of its median) that still counts as a speed-up or slow-down; wider, or across 1.0x: inconclusive.
+    ``quality``: the quality column so far (``LadderQuality.to_dict()`` of :mod:`speechtrain.recipes.quality_bench`:
+    ``rows`` holds a cell per rung key); each run gains its cell as ``quality``, the report the section."""
     _finish_runs(rows, probe_result)
     for row in rows:
         if row.result is not None and tuned_batch_size is not None:
@@ -218,13 +221,18 @@ def build_report(
         why = "the machine was too loaded to conclude" if loaded else "the passes disagree too much to conclude"
         advice = "re-run with more --repeat or on a quiet machine"
         notes = [*notes, f"headline inconclusive: {why} ({headline['text']}); {advice}"]
+    if quality is not None:
+        cells = quality.get("rows") or {}
+        for rec in runs:
+            rec["quality"] = cells.get(rec["key"])
+        notes = [*notes, *quality_notes(quality, {r["key"]: r["name"] for r in runs})]
     peak_note = (
         "MFU: FLOPs counted once on the baseline (torch.utils.flop_counter, forward+backward) per padded frame, "
         "scaled by each run's padded frames; peak from the probe ("
         + str((device.get("probe") or {}).get("peak_source", "unknown"))
         + "); null where the peak for the run's precision is unknown."
     )
-    return {
+    out = {
         "device": device,
         "runs": runs,
         "skipped": skipped,
@@ -233,6 +241,65 @@ def build_report(
         "command": command,
         "notes": [*notes, peak_note],
     }
+    if quality is not None:
+        out["quality"] = quality
+    return out
+
+
+def quality_notes(quality: dict[str, Any], names: dict[str, str]) -> list[str]:
+    """What the quality column means, and each rung whose speed-up costs quality."""
+    better = "higher" if quality.get("mode") == "max" else "lower"
+    ref = quality.get("reference_label") or quality.get("reference")
+    out = [
+        f"quality after equal audio: every Trainer rung trained for {quality['audio_seconds']:g} s of audio, "
+        f"{quality['repeat']} seed(s) interleaved (runs in {quality.get('out_dir')}); {quality['metric']} at the last "
+        f"evaluation ({better} is better), median [range over the seeds]; a rung is marked 'costs quality' where its "
+        f"median lies beyond the worst seed of '{ref}' (its run-to-run spread). The quality does not depend on the "
+        "machine's load"
+    ]
+    cells = quality.get("rows") or {}
+    ref_cell = cells.get(quality.get("reference", ""), {})
+    for key, cell in cells.items():
+        if cell.get("costs_quality"):
+            out.append(
+                f"'{names.get(key, key)}' costs quality: {quality['metric']} {_median_range(cell)} against "
+                f"'{ref}' {_median_range(ref_cell)}"
+            )
+    return out
+
+
+def _median_range(cell: dict[str, Any]) -> str:
+    if cell.get("median") is None:
+        return "-"
+    if cell.get("seeds", 0) < 2:
+        return f"{cell['median']:.4g}"
+    return f"{cell['median']:.4g} [{cell['low']:.4g}, {cell['high']:.4g}]"
+
+
+def quality_header(quality: dict[str, Any]) -> str:
+    better = "higher" if quality.get("mode") == "max" else "lower"
+    return f"{quality['metric']} after {quality['audio_seconds']:g} s audio ({better} is better)"
+
+
+def quality_cell(cell: dict[str, Any] | None) -> str:
+    """A rung's quality: median [range over the seeds], the seeds so far while it is trained, and the mark of a
+    speed-up that costs quality; else why there is none."""
+    if not cell:
+        return "-"
+    if cell.get("median") is None:
+        return str(cell.get("reason") or cell.get("status") or "-")
+    text = _median_range(cell)
+    if cell.get("seeds", 0) < cell.get("of", 0):
+        text += f" ({cell['seeds']}/{cell['of']} seeds)"
+    if cell.get("status") == "failed":
+        text += f"; failed: {cell.get('reason')}"
+    if cell.get("verdict") == "reference":
+        text += " reference"
+    elif cell.get("costs_quality"):
+        text += " **costs quality** (beyond the reference's spread)"
+    elif str(cell.get("verdict", "")).startswith("keeps quality"):
+        text += " keeps quality"
+    return text
 
 
 def _gib(n: Any) -> str:
@@ -261,11 +328,16 @@ def markdown_table(report: dict[str, Any]) -> str:
     base = next((r for r in runs if r.get("key") == "baseline"), None)
     base_peak = base.get("peak_memory_bytes") if base else None
     extra = " audio-s/CPU-s | load | faults/step |" if cpu else ""
+    quality = report.get("quality")
     header = (
         "| configuration | audio-s/s | speed-up | vs fair | spread | steps/s | samples/s | peak memory | memory saved "
-        "| padding | data wait | GPU busy | MFU |" + extra + " applied? |\n"
+        "| padding | data wait | GPU busy | MFU |"
+        + extra
+        + (f" quality: {quality_header(quality)} |" if quality else "")
+        + " applied? |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         + ("---:|---:|---:|" if cpu else "")
+        + ("---|" if quality else "")
         + "---|\n"
     )
     lines: list[tuple[int, str]] = []
@@ -292,10 +364,12 @@ def markdown_table(report: dict[str, Any]) -> str:
             faults = r.get("page_faults_per_step")
             cells += ["-" if per_cpu is None else f"{per_cpu:.1f}", "-" if load is None else f"{load:.1f}"]
             cells.append("-" if faults is None else f"{faults:.0f}")
+        if quality:
+            cells.append(_cell(quality_cell(r.get("quality"))))
         cells.append(_cell(r.get("applied_summary", "")))
         lines.append((r.get("index", 0), "| " + " | ".join(cells) + " |"))
     for s in report.get("skipped", []):
-        dashes = " - |" * (15 if cpu else 12)
+        dashes = " - |" * ((15 if cpu else 12) + (1 if quality else 0))
         lines.append((s.get("index", 0), f"| {_cell(s['name'])} |{dashes} {_cell(skipped_reason(s))} |"))
     return header + "\n".join(text for _, text in sorted(lines, key=lambda x: x[0])) + "\n"
 
@@ -313,7 +387,16 @@ def skipped_reason(s: dict[str, Any]) -> str:
 
 
 def row_line(report: dict[str, Any], key: str) -> str:
-    """One line with a row's figures as soon as it is measured (or why it was not)."""
+    """One line with a row's figures as soon as it is measured (or why it was not); ``quality:<row>``: the row's
+    quality after equal audio as it stands."""
+    if key.startswith("quality:"):
+        quality = report.get("quality") or {}
+        rung = key.split(":", 1)[1]
+        if not rung:
+            n = sum(1 for c in (quality.get("rows") or {}).values() if c.get("status") != "not trained")
+            return f"  quality after equal audio: {n} rows to train for {quality.get('audio_seconds')} s of audio"
+        name = next((r["name"] for r in report["runs"] if r.get("key") == rung), rung)
+        return f"  {name}: {quality.get('metric', 'quality')} {quality_cell((quality.get('rows') or {}).get(rung))}"
     run = next((r for r in report["runs"] if r.get("key") == key), None)
     if run is None:
         s = next((s for s in report.get("skipped", []) if s.get("key") == key), None)

@@ -87,14 +87,23 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="time-to-quality instead: train each configuration for equal audio (--quality-audio), --repeat seeds "
         "each, and report the quality metric after equal audio and the wall time to TARGET (docs/bench.md)",
     )
-    p.add_argument("--quality-audio", type=float, default=60.0, metavar="S", help="--quality: seconds of audio each")
+    p.add_argument(
+        "--quality-audio",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--quality: seconds of audio each (default 60); with --ablate: the ladder gains a 'quality after equal "
+        "audio' column, every Trainer rung trained for S seconds of audio with --repeat seeds after the passes",
+    )
     p.add_argument("--quality-metric", default=None, help="--quality: the metric (default: train.best_metric's)")
     p.add_argument(
         "--quality-variant",
         action="append",
         default=None,
         metavar="NAME:K=V,...",
-        help="--quality: a configuration compared (repeatable; default fp32 and bf16; the first is the reference)",
+        help="--quality: a configuration compared (repeatable; default fp32 and bf16; the first is the reference); "
+        "fp32 or autopilot alone: the ablation ladder's 'speechtrain, all off' or 'all' rung (autopilot alone is "
+        "compared against fp32)",
     )
     p.add_argument("--quality-out", default="runs/quality_bench", help="--quality: where the runs go")
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
@@ -139,6 +148,10 @@ def _validate(args: argparse.Namespace) -> None:
         raise UserError(f"--profile must be >= 0 operators, got {args.profile}")
     if args.max_spread is not None and args.max_spread <= 0:
         raise UserError(f"--max-spread must be > 0, got {args.max_spread}")
+    if args.quality_audio is not None and args.quality_audio <= 0:
+        raise UserError(f"--quality-audio must be > 0 seconds, got {args.quality_audio}")
+    if args.quality_audio is not None and args.quality is None and not args.ablate:
+        raise UserError("--quality-audio without --quality gives the ablation ladder its quality column: add --ablate")
     if args.fake_data is not None and args.fake_data < 2:
         raise UserError(f"--fake-data needs at least 2 utterances, got {args.fake_data}")
     if args.plot and not args.plot.lower().endswith(".png"):
@@ -156,6 +169,7 @@ def _validate(args: argparse.Namespace) -> None:
                 ("--time-limit", args.time_limit is not None),
                 ("--row-timeout", args.row_timeout is not None),
                 ("--profile", args.profile > 0),
+                ("--quality-audio", args.quality_audio is not None),
             )
             if on
         ]
@@ -255,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
         log_dir=log_folder(args),
         on_report=on_report,
         profile=args.profile,
+        quality=_ladder_quality(cfg, args),
     )
     print()
     print(markdown_table(report))
@@ -302,6 +317,15 @@ def _scaling(cfg: Any, args: argparse.Namespace, command: str, say: Progress) ->
     return 1 if failed else 0
 
 
+def _ladder_quality(cfg: Any, args: argparse.Namespace) -> Any:
+    """``--ablate --quality-audio S``: the plan of the ladder's quality column (None without the flag)."""
+    if args.quality_audio is None:
+        return None
+    from speechtrain.recipes.quality_bench import LadderQualityPlan
+
+    return LadderQualityPlan(args.quality_audio, args.repeat or cfg.bench.repeat, args.quality_metric, args.quality_out)
+
+
 def _quality(cfg: Any, args: argparse.Namespace) -> int:
     """``bench --quality TARGET``: time-to-quality (:mod:`speechtrain.recipes.quality_bench`)."""
     import json
@@ -311,7 +335,7 @@ def _quality(cfg: Any, args: argparse.Namespace) -> int:
     report = run_quality_bench(
         cfg,
         args.quality,
-        audio_seconds=args.quality_audio,
+        audio_seconds=60.0 if args.quality_audio is None else args.quality_audio,
         repeat=args.repeat or 3,
         variants=args.quality_variant,
         metric=args.quality_metric,

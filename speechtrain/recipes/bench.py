@@ -40,6 +40,13 @@ from speechtrain.errors import UserError
 from speechtrain.progress import Progress
 from speechtrain.recipes.common import build_task
 from speechtrain.recipes.data import DataRecipe
+from speechtrain.recipes.quality_bench import (
+    LadderQuality,
+    LadderQualityPlan,
+    check_out_dir,
+    quality_metric,
+    run_ladder_quality,
+)
 from speechtrain.registry import register_all, registered_families
 from speechtrain.train.distributed import barrier, gather, init_from_env, shutdown, world
 from speechtrain.train.task import Needs, Task
@@ -71,6 +78,7 @@ def run_bench(
     log_dir: str | Path | None = None,
     on_report: Callable[[dict[str, Any], str], None] | None = None,
     profile: int = 0,
+    quality: LadderQualityPlan | None = None,
 ) -> dict[str, Any]:
     """Measure the baseline and speechtrain on ``cfg`` (or the whole ladder) and build the report.
 
@@ -92,7 +100,10 @@ def run_bench(
     killed, marked timed out and the next row runs. ``log_dir``: each row's output is kept in
     ``log_dir/<row>.log`` (default: a fresh temporary folder, named in the report). ``profile`` > 0: one
     more run per row under torch.profiler, its view (top ``profile`` host and device operators, the device's
-    idle share, launches per step) in the row's ``profile_view``.
+    idle share, launches per step) in the row's ``profile_view``. ``quality`` (with ``ablate``): after the passes,
+    every Trainer rung is trained for equal audio with ``quality.repeat`` seeds (:func:`run_ladder_quality`); the
+    report gains a "quality after equal audio" column, rewritten through ``on_report(report, "quality:<row>")``
+    after every training run.
     """
     from speechtrain.bench.ablate import (
         Variant,
@@ -106,6 +117,16 @@ def run_bench(
     from speechtrain.bench.report import build_report
     from speechtrain.device import resolve_device
 
+    if quality is not None:  # checked before the passes, not after them
+        if not ablate:
+            raise UserError("the quality column (--quality-audio) is the ablation ladder's: add --ablate")
+        if fake_data:
+            raise UserError(
+                "the quality column (--quality-audio) trains and scores on the corpus (data.manifest): leave out "
+                "--fake-data"
+            )
+        quality_metric(cfg, quality.metric)
+        check_out_dir(quality.out_dir)
     b = cfg.bench
     steps = b.steps if steps is None else steps
     warmup = b.warmup if warmup is None else warmup
@@ -162,9 +183,11 @@ def run_bench(
     info["usable_cores"] = cores
     tuned_size = tuned_batch_size(tuned) or tuned_batch_size(config_tuned(cfg.data))
 
+    column: dict[str, Any] | None = None
+
     def report_of(rows: list[Any]) -> dict[str, Any]:
         return build_report(
-            rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread
+            rows, info, probe_result, command, notes, tuned_batch_size=tuned_size, max_spread=max_spread, quality=column
         )
 
     def on_result(rows: list[Any], i: int) -> None:
@@ -210,6 +233,15 @@ def run_bench(
             profile=profile,
             progress=progress,
         )
+    if quality is not None:
+
+        def on_run(state: LadderQuality) -> None:
+            nonlocal column
+            column = state.to_dict()
+            if on_report is not None:
+                on_report(report_of(rows), f"quality:{state.last or ''}")
+
+        run_ladder_quality(cfg, rows, dev.type, quality, on_run)
     return report_of(rows)
 
 
@@ -309,11 +341,10 @@ def row_threads(threads: int | str, raw: dict[str, Any], cores: int) -> int:
 
 def variant_raw(cfg: Config, variant: Variant, device_type: str) -> dict[str, Any]:
     """The raw config of a row: ``cfg`` + all-off + the row's overrides (``config``: ``cfg`` as it is)."""
-    from speechtrain.bench.ablate import COMMON, all_off, set_dotted
+    from speechtrain.bench.ablate import row_overrides, set_dotted
 
     raw = copy.deepcopy(cfg.to_dict())
-    base = COMMON if variant.key == "config" else all_off(device_type)
-    for key, value in {**base, **variant.overrides}.items():
+    for key, value in row_overrides(variant, device_type).items():
         set_dotted(raw, key, value)
     return raw
 
