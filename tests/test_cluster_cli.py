@@ -334,3 +334,38 @@ def test_the_uis_stop_ends_a_run_with_loader_workers_cleanly(demo_data: list[str
     assert (state.status, state.exit_code) == ("done", 0), jobs.log_tail(folder)
     assert "Traceback" not in jobs.log_tail(folder, 200)
     assert runs.run_info(run).status == "stopped" and ckpt.list_checkpoints(run / "checkpoints")
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_still_stops_the_command() -> None:
+    """`tune` under load trained on after Ctrl-C: the handler ran inside a weakref finalizer (a DataLoader iterator
+    being collected), where Python prints "Exception ignored" and drops the KeyboardInterrupt. The signal is sent
+    again once the finalizer is done (deterministic: the finalizer itself raises the signal)."""
+    code = """
+import signal, sys, time, weakref
+import speechtrain.cli.cmd_probe as probe
+from speechtrain.cli.main import main
+
+class Iterator:
+    pass
+
+def collected():
+    signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the finalizer
+    for _ in range(1000):
+        pass
+
+def busy(args):  # the command: a loader iterator collected, then 20 s of work
+    it = Iterator()
+    weakref.finalize(it, collected)
+    del it
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        pass
+    print("trained on")
+    return 0
+
+probe.run = busy
+sys.exit(main(["probe"]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120)
+    assert done.returncode == 130 and "interrupted" in done.stderr, done.stdout + done.stderr[-2000:]
+    assert "trained on" not in done.stdout

@@ -16,10 +16,13 @@ import argparse
 import difflib
 import importlib
 import logging
+import os
 import signal
 import sys
 import textwrap
+import threading
 from types import FrameType
+from typing import Any
 
 from speechtrain import __version__
 from speechtrain.train.signals import absorb_signal, stop_finished, stop_under_way
@@ -105,6 +108,22 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:  # noqa: ARG001
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def _redeliver_swallowed_interrupt(unraisable: Any) -> None:
+    """``sys.unraisablehook`` while a command runs. A signal whose handler runs inside a finalizer (a
+    ``weakref.finalize`` callback or a ``__del__``, e.g. of a DataLoader iterator being collected) raises its
+    KeyboardInterrupt there, where Python only prints "Exception ignored" and goes on: the Ctrl-C was lost and
+    `tune` trained on (tests/test_cluster_cli.py, under load). The signal is sent again, so that its handler runs
+    in the command's own frames once the finalizer has returned."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt):
+        name = str(exc.args[0]) if exc.args else "SIGINT"
+        signum = getattr(signal.Signals, name, signal.SIGINT)
+        # from a thread, a moment later: raised here, it could land in this hook's own frame and be lost again
+        threading.Timer(0.01, os.kill, (os.getpid(), signum)).start()
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def _honour_stop_signals() -> None:
     """Ctrl-C and SIGTERM end a command cleanly (KeyboardInterrupt: workers stopped, "interrupted", exit 130),
     also when it was started with SIGINT ignored, as a script's background jobs are; training installs its own
@@ -148,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     level = logging.WARNING if args.quiet else logging.DEBUG if args.verbose else logging.INFO
     before = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    hook_before = sys.unraisablehook
     _honour_stop_signals()
+    sys.unraisablehook = _redeliver_swallowed_interrupt
     try:
         with logging_for_command(level):
             return int(args._module.run(args) or 0)
@@ -160,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop_finished()
+        sys.unraisablehook = hook_before
         for sig, handler in before.items():
             try:
                 signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
