@@ -6,8 +6,10 @@
 SPEC.json's ``raw``: ``corpus`` (LJSpeech layout), ``work`` (Piper's cache, config and the compiled alignment
 search), ``mas_source`` (Piper's ``monotonic_align/core.pyx``, read from its repository by the orchestrator: the
 wheel ships no source and no build of it), ``data`` (``VitsDataModule`` arguments) and ``model`` (``VitsModel``
-arguments). Piper's data module phonemizes with its espeak-ng bridge and caches ids, audio and spectrograms before
-training (outside the timed window, as speechtrain's ``prepare``).
+arguments), ``train_csv`` (the corpus's metadata without the held-out sentences) and ``held_out`` (their ids and
+texts: with the spec's ``quality_dir`` Piper synthesises each after the timed steps, ``<id>.wav``). Piper's data
+module phonemizes with its espeak-ng bridge and caches ids, audio and spectrograms before training (outside the timed
+window, as speechtrain's ``prepare``).
 
 What the bench adds: it compiles ``core.pyx`` with Cython as Piper's ``build_monotonic_align.sh`` does (into the
 work folder, not into the installed package) and makes it importable where Piper looks for it; a Lightning callback

@@ -11,7 +11,9 @@ row times ``--steps`` optimizer steps after ``--warmup`` untimed ones, in a fres
 audio-seconds per second, peak memory (RSS of the row's process on the CPU) and the mean loss of its last
 ``--losses-last`` steps. The table (``speechtrain.bench.peers``) gives the ratios "same settings" and
 "autopilot" with the range of their per-pass ratios and a verdict ("inconclusive" where the passes allow no
-conclusion).
+conclusion). For nsf and vits every row also writes audio for the same held-out items after its timed steps
+(pass r: seed 1234 + r on every row), which the bench scores here with speechtrain.quality: the "quality after equal
+audio" column, median and range over the passes, with a verdict against the peer's row.
 
 The peers' packages (coqui-tts with its trainer, piper-tts[train]) are installed by ``--install`` into a venv of
 their own (``--env``, default ~/.cache/speechtrain-peers/venv, with this Python's site-packages visible, so the

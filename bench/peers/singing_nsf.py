@@ -8,6 +8,8 @@ part of this repository), ``corpus`` (wavs/), ``work`` (their binarized data goe
 their config (``configs/base_hifi.yaml`` and its base, read with their ``read_full_config``) to override: sizes,
 features, batch, optimizer, precision. Their own preprocessing (``process.wav2spec``: their mel, Praat f0) writes
 the ``.npz`` files and their train/valid index outside the timed window, as speechtrain's ``prepare`` does.
+``held_out`` (wav paths) stay out of their train index; with the spec's ``quality_dir`` their generator resynthesises
+each of them from their own features after the timed steps (``<id>.wav``: what the bench scores).
 
 What the bench adds: a Lightning callback that counts each batch and stops after the timed steps, and a wrapper
 of the task's ``_training_step`` that keeps its loss dict (it calls the original); torchaudio is the bench's shim
