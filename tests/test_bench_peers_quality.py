@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from speechtrain.bench.measure import RunSpec
-from speechtrain.bench.peers import AUTO, PEER, SAME, PeerQuality, build_peer_report, peers_markdown
+from speechtrain.bench.peers import AUTO, PEER, SAME, build_peer_report, peers_markdown
 from tests.peers import in_ci, need
 from tests.test_bench_peers import CPU, _peer
 
@@ -84,7 +84,9 @@ def test_scoring_a_rows_folder_on_known_pairs(corpus: Path, tmp_path: Path) -> N
 # -- the report: the column, its spread over the seeds, the verdict ----------------------------------------------
 
 
-def _quality(scores: dict[str, list[float | None]]) -> PeerQuality:
+def _quality(scores: dict[str, list[float | None]]) -> Any:
+    from speechtrain.bench.peers import PeerQuality
+
     q = PeerQuality("vocoder", ["a", "b"], ["mcd", "pesq"], [1234, 1235, 1236], "resynthesis of held-out recordings")
     for key, values in scores.items():
         q.scores[key] = [
@@ -313,3 +315,46 @@ def test_singingvocoders_row_writes_its_resynthesis_of_the_held_out_phrases(corp
         audio, rate = read_wav(out / f"{i}.wav")
         ref, _ = read_wav(corpus / "wavs" / f"{i}.wav")
         assert rate == 22050 and abs(audio.size - ref.size) <= 256 and np.isfinite(audio).all()
+
+
+@pytest.mark.slow
+def test_pipers_row_writes_its_synthesis_of_the_held_out_sentences(
+    corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piper's own trainer (its venv) trains one step of a small VITS from the csv without the held-out sentences,
+    then synthesises each held-out sentence with its own phonemes."""
+    import peer_vits
+
+    py = _peer_python()
+    mirror = MIRRORS / "OHF-Voice+piper1-gpl" / "repo"
+    if not mirror.exists():
+        if in_ci():
+            pytest.fail(f"CI must test Piper's row: {mirror} is missing")
+        pytest.skip(f"needs a git dir of OHF-Voice/piper1-gpl at {mirror}")
+    from speechtrain.bench.peers import read_wav
+
+    work = tmp_path / "work"
+    shutil.copytree(corpus, work / "corpus_en")
+    monkeypatch.setenv(peer_vits.ENV, str(mirror))
+    ctx = peer_vits.prepare(work)
+    raw = peer_vits.DEFINITION.seeded(peer_vits.peer_raw(ctx), 1235)
+    small = {"hidden_channels": 32, "inter_channels": 32, "filter_channels": 64, "n_layers": 1}
+    small.update(upsample_initial_channel=32, resblock_kernel_sizes=[3], resblock_dilation_sizes=[[1, 2]])
+    raw["model"].update(small)
+    out = tmp_path / "audio"
+    spec = RunSpec(name="peer", raw=raw, kind="peer", steps=1, warmup=0, threads=1, quality_dir=str(out))
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(asdict(spec)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PEERS_DIR / "shims"), str(REPO)])}
+    proc = subprocess.run(
+        [str(py), str(PEERS_DIR / "piper_vits.py"), str(spec_path), str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.stem for p in out.glob("*.wav")) == sorted(ctx["held_out"])
+    for i in ctx["held_out"]:
+        audio, rate = read_wav(out / f"{i}.wav")
+        assert rate == 22050 and audio.size >= 256 and np.isfinite(audio).all()
