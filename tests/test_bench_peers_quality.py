@@ -243,7 +243,6 @@ def test_each_pass_trains_every_row_with_its_own_seed(key: str, corpus: Path, tm
 # -- the rows' audio writers -------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_our_row_writes_its_audio_for_the_held_out_items_after_its_steps(corpus: Path, tmp_path: Path) -> None:
     """Our row (the bench's fresh process, as the ladder runs it) trains its steps, then writes one wav per
     held-out item at the corpus's rate, about each recording's length (a vocoder's resynthesis)."""

@@ -40,12 +40,15 @@ def build_mas(pyx: Path, build: Path) -> Path:
     build.mkdir(parents=True, exist_ok=True)
     if not list(build.glob("core*.so")):
         shutil.copy(pyx, build / "core.pyx")
-        subprocess.run(
+        proc = subprocess.run(
             [sys.executable, "-c", "from Cython.Build.Cythonize import main; main(['-i', 'core.pyx'])"],
             cwd=build,
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if proc.returncode != 0:  # e.g. no Cython in the peers' venv: say so, not only "exit status 1"
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            raise RuntimeError(f"compiling Piper's core.pyx failed: {lines[-1] if lines else proc.returncode}")
     return build
 
 

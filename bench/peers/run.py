@@ -49,6 +49,7 @@ PEER_PACKAGES = [
     "piper-tts[train]==1.8.0",
     "pyworld==0.3.5",  # SingingVocoders imports it (its harvest f0); built from source
     "setuptools<81",  # pyworld 0.3.5 imports pkg_resources
+    "cython>=3",  # Piper's runner compiles its monotonic_align/core.pyx (the wheel ships no build)
 ]
 
 
