@@ -120,6 +120,12 @@ def test_the_quality_column_gives_the_spread_over_seeds_and_marks_a_row_beyond_t
     once.quality = _quality({PEER: [70.0], SAME: [90.0]})
     rows = build_peer_report([once], dict(CPU))["peers"][0]["quality"]["rows"]
     assert rows[SAME]["verdict"] == "one pass: no spread to judge by"
+    # a peer row that failed in every pass: nothing to judge against (the bench once called that "within")
+    failed = _peer({PEER: [None, None], SAME: [1.2, 1.2]})
+    failed.quality = _quality({PEER: [None, None], SAME: [60.0, 61.0]})
+    rows = build_peer_report([failed], dict(CPU))["peers"][0]["quality"]["rows"]
+    assert rows[PEER]["verdict"] == "no audio to score (the row failed)"
+    assert rows[SAME]["verdict"] == "not judged: the peer row left no audio to compare with"
 
 
 def test_a_peer_without_quality_says_why_in_its_table() -> None:

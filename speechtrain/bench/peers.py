@@ -146,10 +146,12 @@ def quality_summary(q: PeerQuality) -> dict[str, Any]:
         }
     ref = spreads.get(PEER)
     for key, entry in out.items():
-        if key == PEER:
+        if not entry["passes"]:
+            entry["verdict"] = "no audio to score (the row failed)"
+        elif key == PEER:
             entry["verdict"] = "reference"
-        elif ref is None:
-            entry["verdict"] = "the peer row left no audio to compare with"
+        elif not ref:
+            entry["verdict"] = "not judged: the peer row left no audio to compare with"
         else:
             entry["verdict"] = quality_verdict(spreads[key], ref, q.metrics)
     return out
