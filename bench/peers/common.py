@@ -28,6 +28,45 @@ class PeerDefinition:
     shims: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     needs: Callable[[], str | None] = lambda: None  # why the peer cannot run here (None: it can)
+    quality: QualityPlan | None = None  # the quality after equal audio (None: not scored, ``quality_note`` says why)
+    quality_note: str = ""
+    #: the peer row's raw config trained with another seed (pass r of the ladder: the base seed + r)
+    seeded: Callable[[dict[str, Any], int], dict[str, Any]] = lambda raw, seed: {**raw, "seed": seed}
+
+
+#: the seed of pass 0 on every row (pass r: SEED + r), speechtrain's default train.seed
+SEED = 1234
+
+
+@dataclass(frozen=True)
+class QualityPlan:
+    """How a peer's rows are scored: ``items`` held-out utterances (by speechtrain's own held-out rule, so that our
+    rows' eval split is the same items), each row's audio for them (``what``), the metrics of ``kind`` shown."""
+
+    kind: str  # "vocoder" (against the recording: PESQ, STOI, MCD) or "tts" (DNSMOS, MCD-DTW)
+    metrics: tuple[str, ...]  # shown; the first in the main table
+    what: str
+    items: int = 4
+
+
+def corpus_ids(corpus: str | Path) -> list[tuple[str, str]]:
+    """(id, text) of an LJSpeech-layout corpus's metadata.csv, in its order."""
+    rows = []
+    for line in (Path(corpus) / "metadata.csv").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            parts = line.split("|")
+            rows.append((parts[0], parts[-1]))
+    return rows
+
+
+def held_out(corpus: str | Path, n: int) -> list[str]:
+    """The ``n`` ids speechtrain holds out of ``corpus`` with ``data.eval_utterances: n`` (its one rule,
+    :func:`speechtrain.data.store.held_out_ids`), in the corpus's order: no row trains on them."""
+    from speechtrain.data.store import held_out_ids
+
+    ids = [i for i, _ in corpus_ids(corpus)]
+    chosen = held_out_ids(ids, n)
+    return [i for i in ids if i in chosen]
 
 
 def recipe_raw(

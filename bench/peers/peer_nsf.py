@@ -20,7 +20,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from common import PeerDefinition, recipe_raw
+from common import SEED, PeerDefinition, QualityPlan, held_out, recipe_raw
 
 KEY = "nsf"
 RECIPE = "recipes/vocoder_nsf_hifigan_tiny.yaml"
@@ -37,6 +37,11 @@ GENERATOR = {
 }
 PERIODS = [2, 3]
 ENV = "SPEECHTRAIN_SINGINGVOCODERS"
+QUALITY = QualityPlan(
+    kind="vocoder",
+    metrics=("mcd", "pesq", "stoi"),
+    what="resynthesis of held-out recordings, each row from its own mel and f0 of them (theirs: their wav2spec)",
+)
 
 
 def source() -> Path | None:
@@ -73,7 +78,12 @@ def prepare(work: Path) -> dict[str, Any]:
         make_singing_corpus(corpus, utterances=UTTERANCES, seed=0, sample_rate=22050, hop_length=256)
     src = source()
     assert src is not None
-    return {"corpus": str(corpus), "source": str(extract(src, work)), "work": str(work)}
+    return {
+        "corpus": str(corpus),
+        "source": str(extract(src, work)),
+        "work": str(work),
+        "held_out": held_out(corpus, QUALITY.items),
+    }
 
 
 def peer_raw(ctx: dict[str, Any]) -> dict[str, Any]:
@@ -109,15 +119,23 @@ def peer_raw(ctx: dict[str, Any]) -> dict[str, Any]:
         "val_check_interval": 10**9,
         "num_sanity_val_steps": 0,
         "max_updates": 10**9,
-        "seed": 1234,
+        "seed": SEED,
     }
-    return {"source": ctx["source"], "corpus": ctx["corpus"], "work": ctx["work"], "config": config}
+    # the held-out phrases: out of their train index, resynthesised after the timed steps
+    held = [str(Path(ctx["corpus"]) / "wavs" / f"{i}.wav") for i in ctx.get("held_out", [])]
+    return {"source": ctx["source"], "corpus": ctx["corpus"], "work": ctx["work"], "config": config, "held_out": held}
+
+
+def seeded(raw: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Their row with another seed (their config's ``seed``: Lightning's seed_everything)."""
+    return {**raw, "config": {**raw["config"], "seed": seed}}
 
 
 def ours_raw(ctx: dict[str, Any], autopilot: bool, recommendation: dict[str, Any]) -> dict[str, Any]:
     over: dict[str, Any] = {
         "data.manifest": ctx["corpus"],
-        "data.eval_utterances": 0,  # they train on every phrase but one (their valid index); near enough
+        "data.eval_utterances": len(ctx.get("held_out", [])),  # the same held-out phrases (the same rule)
+        "train.seed": SEED,
         "data.f0_method": "parselmouth",
         "data.f0_min": 65.0,
         "data.f0_max": 1100.0,
@@ -158,6 +176,8 @@ DEFINITION = PeerDefinition(
     ours_raw=ours_raw,
     loss_keys={"peer": "mel_l1", "same": "mel_l1", "autopilot": "mel_l1"},
     needs=needs,
+    quality=QUALITY,
+    seeded=seeded,
     settings=(
         f"generator 32 channels, upsampling 8x8x2x2, MRF (3; 1,3,5), NSF source at every stage; MPD periods "
         f"{PERIODS} + HiFi-GAN MSD at full width; {UTTERANCES} synthetic singing phrases at 22050 Hz, hop 256, 80 "
@@ -171,8 +191,8 @@ DEFINITION = PeerDefinition(
     ],
     notes=[
         "the loss compared is the mel L1 of each side's own log-mel (theirs: librosa filters, log floor 1e-9; "
-        "ours: the recipe's), over the last steps of each row; their training set keeps one phrase out as their "
-        "valid index, ours trains on all",
+        "ours: the recipe's), over the last steps of each row; both train on the same phrases (the held-out ones "
+        "left out of their index and of our training split)",
         "their code is read from a git checkout at bench time (git archive of HEAD into the work folder)",
     ],
 )

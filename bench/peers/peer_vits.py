@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from common import PeerDefinition, recipe_raw
+from common import SEED, PeerDefinition, QualityPlan, corpus_ids, held_out, recipe_raw
 
 KEY = "vits"
 RECIPE = "recipes/vits.yaml"
@@ -47,6 +47,12 @@ SIZES = {
 }
 SYMBOLS = 256
 ENV = "SPEECHTRAIN_PIPER_SOURCE"
+QUALITY = QualityPlan(
+    kind="tts",
+    metrics=("mcd_dtw", "dnsmos_ovrl"),
+    what="synthesis of the held-out sentences (each side's own phonemes of the text; noise scales 0.667 / 0.8, a "
+    "fixed noise seed) against their recordings",
+)
 PYX = "src/piper/train/vits/monotonic_align/core.pyx"
 
 
@@ -89,7 +95,17 @@ def prepare(work: Path) -> dict[str, Any]:
         make_demo_corpus(corpus, utterances=UTTERANCES, seed=0)
     src = source()
     assert src is not None
-    return {"corpus": str(corpus), "work": str(work), "mas_source": str(extract_pyx(src, work))}
+    held = held_out(corpus, QUALITY.items)
+    train_csv = work / "metadata_train.csv"  # Piper reads one csv: the corpus's without the held-out sentences
+    lines = (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines()
+    train_csv.write_text("\n".join(ln for ln in lines if ln.strip() and ln.split("|")[0] not in held) + "\n")
+    return {
+        "corpus": str(corpus),
+        "work": str(work),
+        "mas_source": str(extract_pyx(src, work)),
+        "held_out": held,
+        "train_csv": str(train_csv),
+    }
 
 
 def peer_raw(ctx: dict[str, Any]) -> dict[str, Any]:
@@ -127,13 +143,16 @@ def peer_raw(ctx: dict[str, Any]) -> dict[str, Any]:
         "trim_silence": False,
         "segment_size": SEGMENT,
     }
-    return {**ctx, "model": model, "data": data, "precision": "32-true", "seed": 1234}
+    texts = dict(corpus_ids(ctx["corpus"])) if ctx.get("held_out") else {}
+    held = [{"id": i, "text": texts[i]} for i in ctx.get("held_out", [])]
+    return {**ctx, "model": model, "data": data, "precision": "32-true", "seed": SEED, "held_out": held}
 
 
 def ours_raw(ctx: dict[str, Any], autopilot: bool, recommendation: dict[str, Any]) -> dict[str, Any]:
     over: dict[str, Any] = {
         "data.manifest": ctx["corpus"],
-        "data.eval_utterances": 0,
+        "data.eval_utterances": len(ctx.get("held_out", [])),  # the same held-out sentences (the same rule)
+        "train.seed": SEED,
         "data.language": "en",
         "data.phonemizer": "espeak",
         "data.batch_size": BATCH,
@@ -176,6 +195,7 @@ DEFINITION = PeerDefinition(
     ours_raw=ours_raw,
     loss_keys={"peer": "mel_l1", "same": "mel_l1", "autopilot": "mel_l1"},
     needs=needs,
+    quality=QUALITY,
     settings=(
         f"Piper's VITS: hidden 192, 6 encoder layers, posterior 16 layers, flow 4x4, SDP 4 flows, decoder resblock 2 "
         f"(3/5/7) upsampling 8x8x4 from 256, MPD 2/3/5/7/11 + one scale discriminator at full width, {SYMBOLS} "

@@ -98,6 +98,12 @@ DEFINITION = PeerDefinition(
     peer_raw=peer_raw,
     ours_raw=ours_raw,
     loss_keys={"peer": "loss", "same": "loss", "autopilot": "loss"},
+    quality_note=(
+        "not scored: both sides fine-tune only the GPT of a random-weights XTTS-v2 (tiny_coqui layout), whose DVAE "
+        "and HiFi-GAN decoder are random and stay untrained, so the audio of every row after these steps is the "
+        "random decoder's noise whatever the GPT learned; the loss after equal steps (the GPT's own) is the "
+        "comparison here. Scoring needs a trained XTTS-v2 checkpoint on both sides (owed)"
+    ),
     settings=(
         f"random-weights XTTS-v2 folder, tiny_coqui layout (the same files on both sides); {UTTERANCES} English "
         f"demo utterances at 22050 Hz; batch {BATCH}, random batches, no loader workers; fp32; AdamW lr {LR:g}, "

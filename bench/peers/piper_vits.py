@@ -6,8 +6,10 @@
 SPEC.json's ``raw``: ``corpus`` (LJSpeech layout), ``work`` (Piper's cache, config and the compiled alignment
 search), ``mas_source`` (Piper's ``monotonic_align/core.pyx``, read from its repository by the orchestrator: the
 wheel ships no source and no build of it), ``data`` (``VitsDataModule`` arguments) and ``model`` (``VitsModel``
-arguments). Piper's data module phonemizes with its espeak-ng bridge and caches ids, audio and spectrograms before
-training (outside the timed window, as speechtrain's ``prepare``).
+arguments), ``train_csv`` (the corpus's metadata without the held-out sentences) and ``held_out`` (their ids and
+texts: with the spec's ``quality_dir`` Piper synthesises each after the timed steps, ``<id>.wav``). Piper's data
+module phonemizes with its espeak-ng bridge and caches ids, audio and spectrograms before training (outside the timed
+window, as speechtrain's ``prepare``).
 
 What the bench adds: it compiles ``core.pyx`` with Cython as Piper's ``build_monotonic_align.sh`` does (into the
 work folder, not into the installed package) and makes it importable where Piper looks for it; a Lightning callback
@@ -38,12 +40,15 @@ def build_mas(pyx: Path, build: Path) -> Path:
     build.mkdir(parents=True, exist_ok=True)
     if not list(build.glob("core*.so")):
         shutil.copy(pyx, build / "core.pyx")
-        subprocess.run(
+        proc = subprocess.run(
             [sys.executable, "-c", "from Cython.Build.Cythonize import main; main(['-i', 'core.pyx'])"],
             cwd=build,
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if proc.returncode != 0:  # e.g. no Cython in the peers' venv: say so, not only "exit status 1"
+            lines = (proc.stderr or proc.stdout).strip().splitlines()
+            raise RuntimeError(f"compiling Piper's core.pyx failed: {lines[-1] if lines else proc.returncode}")
     return build
 
 
@@ -52,6 +57,36 @@ def expose_mas(folder: Path) -> None:
     pkg = types.ModuleType(MAS_PACKAGE)
     pkg.__path__ = [str(folder)]
     sys.modules[MAS_PACKAGE] = pkg
+
+
+def phoneme_ids(data: Any, text: str) -> list[int]:
+    """Piper's phoneme ids of ``text`` as its data module makes them for training (its espeak-ng bridge, its
+    default id map, one id run per sentence)."""
+    import itertools
+
+    from piper.phoneme_ids import DEFAULT_PHONEME_ID_MAP, phonemes_to_ids
+    from piper.phonemize_espeak import EspeakPhonemizer
+
+    sentences = EspeakPhonemizer().phonemize(data.espeak_voice, text, vowel_clusters=data.vowel_clusters)
+    return list(itertools.chain(*(phonemes_to_ids(p, id_map=DEFAULT_PHONEME_ID_MAP) for p in sentences)))
+
+
+def write_quality_audio(model: Any, data: Any, s: dict[str, Any], folder: Path) -> None:
+    """Piper's synthesis (``model_g.infer``, its default scales 0.667 / 1.0 / 0.8) of each held-out sentence as
+    ``folder/<id>.wav``: fp32, eval mode, the noise from a fixed seed (as speechtrain's quality audio)."""
+    import numpy as np
+    import soundfile as sf
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.model_g.eval()
+    for item in s.get("held_out") or []:
+        ids = torch.LongTensor(phoneme_ids(data, item["text"]))[None]  # (1, T_tokens)
+        with torch.no_grad(), torch.random.fork_rng():
+            torch.manual_seed(0)
+            audio = model.model_g.infer(ids, torch.LongTensor([ids.shape[1]]), noise_scale=0.667, noise_scale_w=0.8)[0]
+        wav = audio.reshape(-1).float().numpy()  # (T_samples,)
+        sf.write(str(folder / f"{item['id']}.wav"), np.clip(wav, -1.0, 1.0), int(s["model"]["sample_rate"]), "FLOAT")
 
 
 def main(spec_path: str, out_path: str) -> int:
@@ -70,7 +105,7 @@ def main(spec_path: str, out_path: str) -> int:
         torch.set_num_threads(int(spec["threads"]))
     L.seed_everything(s.get("seed", 1234))
     data = VitsDataModule(
-        csv_path=s["corpus"] + "/metadata.csv",
+        csv_path=s.get("train_csv") or s["corpus"] + "/metadata.csv",  # without the held-out sentences
         cache_dir=str(work / "cache"),
         config_path=str(work / "config.json"),
         audio_dir=s["corpus"] + "/wavs",
@@ -113,6 +148,8 @@ def main(spec_path: str, out_path: str) -> int:
         trainer.fit(model, datamodule=data)
     except StopPeer:
         pass
+    if spec.get("quality_dir"):  # after the timed window: what the bench scores beside our rows' audio
+        write_quality_audio(model, data, s, Path(spec["quality_dir"]))
     meter.write(
         out_path,
         precision="fp32" if str(s.get("precision", "32-true")).startswith("32") else str(s["precision"]),

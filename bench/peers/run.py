@@ -11,7 +11,9 @@ row times ``--steps`` optimizer steps after ``--warmup`` untimed ones, in a fres
 audio-seconds per second, peak memory (RSS of the row's process on the CPU) and the mean loss of its last
 ``--losses-last`` steps. The table (``speechtrain.bench.peers``) gives the ratios "same settings" and
 "autopilot" with the range of their per-pass ratios and a verdict ("inconclusive" where the passes allow no
-conclusion).
+conclusion). For nsf and vits every row also writes audio for the same held-out items after its timed steps
+(pass r: seed 1234 + r on every row), which the bench scores here with speechtrain.quality: the "quality after equal
+audio" column, median and range over the passes, with a verdict against the peer's row.
 
 The peers' packages (coqui-tts with its trainer, piper-tts[train]) are installed by ``--install`` into a venv of
 their own (``--env``, default ~/.cache/speechtrain-peers/venv, with this Python's site-packages visible, so the
@@ -26,6 +28,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +39,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import REPO, PeerDefinition  # noqa: E402
+from common import REPO, SEED, PeerDefinition  # noqa: E402
 
 DEFAULT_HOME = Path(os.environ.get("SPEECHTRAIN_PEERS_HOME", Path.home() / ".cache" / "speechtrain-peers"))
 #: what --install puts into the peers' venv (pinned: the versions these runners were written against)
@@ -46,6 +49,7 @@ PEER_PACKAGES = [
     "piper-tts[train]==1.8.0",
     "pyworld==0.3.5",  # SingingVocoders imports it (its harvest f0); built from source
     "setuptools<81",  # pyworld 0.3.5 imports pkg_resources
+    "cython>=3",  # Piper's runner compiles its monotonic_align/core.pyx (the wheel ships no build)
 ]
 
 
@@ -125,6 +129,56 @@ def run_peer_row(home: Path, runner: str, spec: Any) -> Any:
         return RunResult.from_raw(json.loads(out_path.read_text()))
 
 
+def pass_spec(defn: PeerDefinition, spec: Any, key: str, r: int, quality_root: Path | None) -> Any:
+    """Pass ``r`` of a row of a scored peer: every row trains with the seed ``SEED + r`` (the peer's own seed
+    setting, our ``train.seed``) and writes its audio for the held-out items into ``quality_root/<key>/pass_<r>``.
+    A peer without a quality plan keeps its spec as it is."""
+    import copy
+
+    from speechtrain.bench.ablate import set_dotted
+
+    if defn.quality is None:
+        return spec
+    seed = SEED + r
+    if spec.kind == "peer":
+        raw = defn.seeded(spec.raw, seed)
+    else:
+        raw = copy.deepcopy(spec.raw)
+        set_dotted(raw, "train.seed", seed)
+    folder = str(quality_root / key / f"pass_{r}") if quality_root is not None else None
+    return replace(spec, raw=raw, quality_dir=folder)
+
+
+def score_quality(
+    defn: PeerDefinition, ctx: dict[str, Any], ours: Any, keys: list[str], repeat: int, root: Path
+) -> Any:
+    """Score every row's audio of every pass in this environment, with one scorer for all (speechtrain.quality at
+    our recipe's mel settings), against the held-out recordings; a pass that left no audio scores None."""
+    import functools
+
+    from speechtrain.bench.peers import PeerQuality, score_audio_folder
+    from speechtrain.config import build_config
+    from speechtrain.data.features import log_mel_numpy
+
+    plan = defn.quality
+    assert plan is not None
+    items = list(ctx["held_out"])
+    references = {i: Path(ctx["corpus"]) / "wavs" / f"{i}.wav" for i in items}
+    mel_fn = functools.partial(log_mel_numpy, settings=build_config(ours.raw).data)
+    quality = PeerQuality(plan.kind, items, list(plan.metrics), [SEED + r for r in range(repeat)], plan.what)
+    for key in keys:
+        quality.scores[key] = []
+        for r in range(repeat):
+            folder = root / key / f"pass_{r}"
+            if not any(folder.glob("*.wav")):
+                quality.scores[key].append(None)
+                continue
+            print(f"[{defn.key}] scoring {key} (pass {r + 1}/{repeat})", flush=True)
+            report = score_audio_folder(folder, references, plan.kind, mel_fn)
+            quality.scores[key].append({"scores": report.scores, "failed": report.failed, "items": report.items})
+    return quality
+
+
 def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation: dict[str, Any]) -> Any:
     """One peer's ladder: its own trainer, ours at its settings, ours with the autopilot."""
     from speechtrain.bench.ablate import Variant, run_ladder
@@ -143,6 +197,10 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
         Variant(AUTO, "speechtrain, the recipe's settings (autopilot)"),
     ]
     why_not = defn.needs()
+    ctx: dict[str, Any] | None = None
+    quality_root = work / "quality"
+    if quality_root.exists():  # an earlier run's audio is never scored as this run's
+        shutil.rmtree(quality_root)
     if why_not:  # without the peer there is nothing to compare with: no row runs
         for v in variants:
             v.skip_reason = why_not
@@ -173,9 +231,22 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
             return run_peer_row(args.home, defn.runner, spec)
         return run_spec(spec, isolate=True)
 
+    now = {"row": "", "pass": 0}  # the ladder names the row and pass it measures next (on_row), then executes
+
+    def on_row(i: int, v: Variant, r: int) -> None:
+        now.update(row=v.key, **{"pass": r})
+
+    def execute_pass(spec: RunSpec) -> Any:
+        return execute(pass_spec(defn, spec, str(now["row"]), int(now["pass"]), quality_root))
+
     # "peers: vits: row k of 3 (pass p of P): NAME (m:ss so far, about m:ss left)", its figures as it ends
     say = Progress(f"peers: {defn.key}")
-    rows = run_ladder(variants, specs, repeat=args.repeat, isolate=False, execute=execute, progress=say)
+    rows = run_ladder(
+        variants, specs, repeat=args.repeat, isolate=False, execute=execute_pass, on_row=on_row, progress=say
+    )
+    quality = None
+    if defn.quality is not None and ctx is not None:
+        quality = score_quality(defn, ctx, specs[1], [v.key for v in variants], args.repeat, quality_root)
     profiles = {}
     if args.profile > 0:  # where the time goes: one more run per measured row, under the profiler, not ranked
         for v, spec, row in zip(variants, specs, rows):
@@ -196,6 +267,8 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
         loss_keys=defn.loss_keys,
         notes=defn.notes,
         profiles=profiles,
+        quality=quality,
+        quality_note=defn.quality_note,
     )
 
 

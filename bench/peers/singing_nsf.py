@@ -8,6 +8,8 @@ part of this repository), ``corpus`` (wavs/), ``work`` (their binarized data goe
 their config (``configs/base_hifi.yaml`` and its base, read with their ``read_full_config``) to override: sizes,
 features, batch, optimizer, precision. Their own preprocessing (``process.wav2spec``: their mel, Praat f0) writes
 the ``.npz`` files and their train/valid index outside the timed window, as speechtrain's ``prepare`` does.
+``held_out`` (wav paths) stay out of their train index; with the spec's ``quality_dir`` their generator resynthesises
+each of them from their own features after the timed steps (``<id>.wav``: what the bench scores).
 
 What the bench adds: a Lightning callback that counts each batch and stops after the timed steps, and a wrapper
 of the task's ``_training_step`` that keeps its loss dict (it calls the original); torchaudio is the bench's shim
@@ -28,23 +30,53 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from meter import StepMeter, StopPeer  # noqa: E402
 
 
-def binarize(config: dict[str, Any], corpus: Path, data_dir: Path) -> None:
-    """Their preprocessing, file by file (``process.wav2spec``), and their index files (all utterances train)."""
+def split_index(done: list[str], held_out: list[str]) -> tuple[list[str], list[str]]:
+    """Their train and valid index: every binarized phrase but the held-out ones trains (``held_out``: the wavs
+    the bench scores after training); the valid index (unused in the timed window) is the held-out ones."""
+    held = {Path(h).stem for h in held_out}
+    train = [d for d in done if Path(d).stem not in held]
+    valid = [d for d in done if Path(d).stem in held] or train[:1]
+    return train, valid
+
+
+def binarize(config: dict[str, Any], corpus: Path, data_dir: Path, held_out: list[str]) -> None:
+    """Their preprocessing, file by file (``process.wav2spec``, skipped where its file is there), and their index
+    files (every phrase but the held-out ones trains)."""
     from process import wav2spec
 
-    index = data_dir / "index"
-    if (index / "train").is_file():
-        return
     done = []
     data_dir.mkdir(parents=True, exist_ok=True)  # their process.py makes the folders before wav2spec
     for wav in sorted((corpus / "wavs").glob("*.wav")):
-        ok, result = wav2spec(config, wav, data_dir / f"{wav.stem}.npz")
-        if not ok:
-            raise RuntimeError(f"SingingVocoders' wav2spec: {result}")
-        done.append(str(result))
+        out = data_dir / f"{wav.stem}.npz"
+        if not out.is_file():
+            ok, result = wav2spec(config, wav, out)
+            if not ok:
+                raise RuntimeError(f"SingingVocoders' wav2spec: {result}")
+        done.append(str(out))
+    train, valid = split_index(done, held_out)
+    index = data_dir / "index"
     index.mkdir(parents=True, exist_ok=True)
-    (index / "train").write_text("\n".join(done) + "\n")
-    (index / "valid").write_text(done[0] + "\n")
+    (index / "train").write_text("\n".join(train) + "\n")
+    (index / "valid").write_text("\n".join(valid) + "\n")
+
+
+def write_quality_audio(task: Any, config: dict[str, Any], data_dir: Path, held_out: list[str], folder: Path) -> None:
+    """Their generator's resynthesis of each held-out recording from their own features of it (their
+    ``wav2spec``: mel and Praat f0, as their inference reads them), fp32 in eval mode, as ``folder/<id>.wav``."""
+    import numpy as np
+    import soundfile as sf
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    generator = task.generator
+    generator.eval()
+    for wav in map(Path, held_out):
+        data = np.load(data_dir / f"{wav.stem}.npz")
+        mel = torch.from_numpy(data["mel"].T[None]).float()  # (1, n_mels, T_frames)
+        f0 = torch.from_numpy(data["f0"][None]).float()  # (1, T_frames)
+        with torch.no_grad():
+            audio = generator(x=mel, f0=f0).reshape(-1).numpy()  # (T_frames * hop,)
+        sf.write(str(folder / f"{wav.stem}.wav"), np.clip(audio, -1.0, 1.0), config["audio_sample_rate"], "FLOAT")
 
 
 def main(spec_path: str, out_path: str) -> int:
@@ -66,7 +98,8 @@ def main(spec_path: str, out_path: str) -> int:
     config = read_full_config(Path("configs/base_hifi.yaml"))
     override_dict(config, s["config"])
     data_dir = Path(s["work"]) / "binary"
-    binarize(config, Path(s["corpus"]), data_dir)
+    held_out = list(s.get("held_out") or [])
+    binarize(config, Path(s["corpus"]), data_dir, held_out)
     work_dir = Path(tempfile.mkdtemp(prefix="peer-singingvocoders-"))
     config.update({"DataIndexPath": str(data_dir / "index"), "work_dir": str(work_dir)})
     pl.seed_everything(config["seed"], workers=True)
@@ -150,6 +183,8 @@ def main(spec_path: str, out_path: str) -> int:
         trainer.fit(task)
     except StopPeer:
         pass
+    if spec.get("quality_dir"):  # after the timed window: what the bench scores beside our rows' audio
+        write_quality_audio(task, config, data_dir, held_out, Path(spec["quality_dir"]))
     meter.write(
         out_path,
         precision="fp32"

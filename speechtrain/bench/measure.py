@@ -53,6 +53,7 @@ class RunSpec:
     gradient_sync: bool = True  # False: the gradient all-reduce is left out (the scaling bench's twin row)
     record_losses: int = 0  # > 0: the mean of each loss over the last this many timed steps goes in the result
     profile: int = 0  # > 0: torch.profiler over the measurement (warm-up included); keep this many top operators
+    quality_dir: str | None = None  # after the timed steps: the held-out items' audio there (<id>.wav; the peers)
 
 
 @dataclass

@@ -10,18 +10,27 @@ per-pass paired ratios and a :func:`~speechtrain.bench.ablate.verdict`:
 - autopilot: ``autopilot / same`` (what the recommended settings add on top), and the total ``autopilot / peer``.
 
 The loss after equal steps (the mean over the last steps of each row) is shown side by side: a speed-up that
-costs quality is no speed-up. The runners that train the peers' own code live in ``bench/peers/`` (they need the
+costs quality is no speed-up. Where the peer has a quality plan (:class:`PeerQuality`), every row also writes
+audio for the same held-out items after its timed steps (each pass with its own seed, the same on every row), and
+the bench scores all of it here with :mod:`speechtrain.quality` (:func:`score_audio_folder`): the "quality after
+equal audio" column gives each metric's median and range over the passes, and a row beyond the peer row's range is
+marked (:func:`quality_verdict`). The runners that train the peers' own code live in ``bench/peers/`` (they need the
 peers' packages, installed by the bench into a separate environment, never by speechtrain's install).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from speechtrain.bench.ablate import LadderRow, Spread, Verdict, paired_ratios, verdict
 from speechtrain.device import foreign_load
+from speechtrain.quality.catalog import METRICS
+from speechtrain.quality.score import QualityItem, QualityReport, QualityScorer
 
 #: the three rows of a peer, in table order
 PEER, SAME, AUTO = "peer", "same", "autopilot"
@@ -41,6 +50,111 @@ class PeerRun:
     loss_keys: dict[str, str] = field(default_factory=dict)  # row key -> the loss key compared across rows
     notes: list[str] = field(default_factory=list)
     profiles: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # row key -> top operators
+    quality: PeerQuality | None = None  # the quality after equal audio (None: not scored, see quality_note)
+    quality_note: str = ""  # why this peer has no quality column
+
+
+@dataclass
+class PeerQuality:
+    """The quality after equal audio of one peer's rows: the held-out items every row made audio for (never
+    trained on by any row), the metrics shown (the first is the table's column), the seed of each pass (the same
+    on every row), and per row key the scores of each pass (None: that pass left no audio to score)."""
+
+    kind: str  # a quality kind of speechtrain.quality.catalog.KINDS: "vocoder" or "tts"
+    items: list[str]  # the held-out item ids
+    metrics: list[str]  # shown, the first in the main table
+    seeds: list[int]  # pass r trained every row with seeds[r]
+    what: str  # what the audio is, in words ("resynthesis of ... from each side's own mel")
+    scores: dict[str, list[dict[str, Any] | None]] = field(default_factory=dict)
+
+
+def read_wav(path: Path) -> tuple[np.ndarray, int]:
+    """A mono float32 signal and its rate (the first channel of a multi-channel file)."""
+    import soundfile as sf
+
+    audio, rate = sf.read(str(path), dtype="float32", always_2d=True)
+    return audio[:, 0], int(rate)
+
+
+def score_audio_folder(
+    folder: Path, references: Mapping[str, Path], kind: str, mel_fn: Callable[[np.ndarray], np.ndarray]
+) -> QualityReport:
+    """Score ``folder/<id>.wav`` against each reference recording ``references[id]`` with the metrics of ``kind``
+    (``mel_fn``: one log-mel for every row, so that MCD compares like with like). An item without its file, or at
+    another sample rate than its recording, is scored as no value (counted in ``failed``), never left out."""
+    rate = None
+    items = []
+    for item_id, ref_path in references.items():
+        ref, ref_rate = read_wav(ref_path)
+        rate = rate or ref_rate
+        gen_path = folder / f"{item_id}.wav"
+        gen = np.zeros(0, dtype=np.float32)
+        if gen_path.is_file():
+            audio, gen_rate = read_wav(gen_path)
+            gen = audio if gen_rate == ref_rate else gen
+        items.append(QualityItem(item_id, gen, reference=ref))
+    return QualityScorer(kind, rate or 22050, mel_fn).score(items)
+
+
+def quality_verdict(row: dict[str, Spread], reference: dict[str, Spread], metrics: list[str]) -> str:
+    """Whether a row's quality differs from the reference row's beyond the reference's range over its passes:
+    for each metric, the row's median below the reference's worst pass (worse) or above its best (better)."""
+    worse, better = [], []
+    for name in metrics:
+        mine, ref = row.get(name), reference.get(name)
+        if mine is None or ref is None:
+            continue
+        if mine.count < 2 or ref.count < 2:
+            return "one pass: no spread to judge by"
+        sign = 1.0 if METRICS[name].mode == "max" else -1.0  # higher = better after the sign
+        worst, best = (ref.low, ref.high) if sign > 0 else (ref.high, ref.low)
+        if sign * (mine.median - worst) < 0:
+            worse.append(name)
+        elif sign * (mine.median - best) > 0:
+            better.append(name)
+    if worse:
+        return (
+            "**worse beyond the peer's spread** on "
+            + ", ".join(worse)
+            + (f" (better on {', '.join(better)})" if better else "")
+        )
+    if better:
+        return "better beyond the peer's spread on " + ", ".join(better)
+    return "within the peer's spread"
+
+
+def quality_summary(q: PeerQuality) -> dict[str, Any]:
+    """Per row key: each metric's median and range over the passes that left audio, the passes scored, the items
+    without a value, and the verdict against the peer row."""
+    spreads: dict[str, dict[str, Spread]] = {}
+    out: dict[str, Any] = {}
+    for key, passes in q.scores.items():
+        done = [p for p in passes if p is not None]
+        names = sorted({n for p in done for n in p.get("scores", {})})
+        spreads[key] = {
+            n: s for n in names if (s := Spread.of([p["scores"][n] for p in done if n in p["scores"]])) is not None
+        }
+        failed: dict[str, int] = {}
+        for p in done:
+            for n, c in (p.get("failed") or {}).items():
+                failed[n] = failed.get(n, 0) + int(c)
+        out[key] = {
+            "metrics": {n: _spread_dict(s) for n, s in spreads[key].items()},
+            "passes": len(done),
+            "failed": failed,
+            "per_pass": passes,
+        }
+    ref = spreads.get(PEER)
+    for key, entry in out.items():
+        if not entry["passes"]:
+            entry["verdict"] = "no audio to score (the row failed)"
+        elif key == PEER:
+            entry["verdict"] = "reference"
+        elif not ref:
+            entry["verdict"] = "not judged: the peer row left no audio to compare with"
+        else:
+            entry["verdict"] = quality_verdict(spreads[key], ref, q.metrics)
+    return out
 
 
 def _spread_dict(spread: Spread | None) -> dict[str, Any] | None:
@@ -126,6 +240,7 @@ def peer_summary(peer: PeerRun, max_spread: float) -> dict[str, Any]:
                 host_load=res.host_load,
                 trained_parameters=res.trained_parameters,
                 precision=res.precision,
+                audio_seconds_trained=res.audio_seconds,
                 loss_key=loss_key,
                 loss=(res.losses or {}).get(loss_key) if loss_key else None,
                 losses=res.losses,
@@ -143,6 +258,23 @@ def peer_summary(peer: PeerRun, max_spread: float) -> dict[str, Any]:
         "total": _ratio(by.get(AUTO), ref, max_spread),
         "parameters_equal": _parameters_equal(rows),
         "profiles": peer.profiles,
+        "quality": _quality_record(peer),
+    }
+
+
+def _quality_record(peer: PeerRun) -> dict[str, Any]:
+    """The quality part of a peer's JSON: the plan (items, metrics, seeds) and each row's summary, or the note
+    that says why this peer has none."""
+    q = peer.quality
+    if q is None:
+        return {"note": peer.quality_note or "not scored"}
+    return {
+        "kind": q.kind,
+        "items": q.items,
+        "metrics": q.metrics,
+        "seeds": q.seeds,
+        "what": q.what,
+        "rows": quality_summary(q),
     }
 
 
@@ -206,15 +338,18 @@ def peers_markdown(report: dict[str, Any]) -> str:
     out: list[str] = []
     for p in report["peers"]:
         out += [f"### {p['title']}", "", f"Settings shared by the rows: {p['settings']}", ""]
+        quality = p.get("quality") or {}
+        headline = (quality.get("metrics") or ["quality"])[0]
         out.append(
             "| row | audio-s/s (range of passes) | vs the peer | peak memory | trained parameters | batch (mean) "
-            "| padding | data wait | loss after equal steps | load |"
+            f"| padding | data wait | loss after equal steps | quality after equal audio: {_metric_head(headline)} "
+            "| load |"
         )
-        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         ratios = {"peer": "reference", "same": ratio_text(p["same_settings"]), "autopilot": ratio_text(p["total"])}
         for r in p["rows"]:
             if "error" in r:
-                out.append(f"| {r['label']} | - | - | - | - | - | - | - | - | {r['error']} |")
+                out.append(f"| {r['label']} | - | - | - | - | - | - | - | - | - | {r['error']} |")
                 continue
             spread = r.get("rate_spread") or {}
             rate = _rate(r["audio_seconds_per_second"])
@@ -226,9 +361,11 @@ def peers_markdown(report: dict[str, Any]) -> str:
             out.append(
                 f"| {r['label']} | {rate} | {ratios.get(r['key'], '-')} | {_gib(r.get('peak_memory_bytes'))} | "
                 f"{params} | {r.get('mean_batch_size', 0):.1f} | {r.get('padding_fraction', 0):.1%} | "
-                f"{r.get('data_wait_fraction', 0):.1%} | {loss} | {load} |"
+                f"{r.get('data_wait_fraction', 0):.1%} | {loss} | {_quality_cell(quality, r['key'], headline)} | "
+                f"{load} |"
             )
         out.append("")
+        out += _quality_lines(p)
         out.append(f"- same settings (speechtrain at the peer's settings / the peer): {ratio_text(p['same_settings'])}")
         out.append(f"- autopilot (the recipe's settings / speechtrain at the peer's): {ratio_text(p['autopilot'])}")
         out.append(f"- total (the recipe's settings / the peer): {ratio_text(p['total'])}")
@@ -253,6 +390,63 @@ def peers_markdown(report: dict[str, Any]) -> str:
         out.append("")
     out += [f"- {n}" for n in report.get("notes", [])]
     return "\n".join(out) + "\n"
+
+
+def _metric_head(name: str) -> str:
+    spec = METRICS.get(name)
+    if spec is None:
+        return name
+    unit = f" {spec.unit}" if spec.unit else ""
+    return f"{name}{unit} ({'higher' if spec.mode == 'max' else 'lower'} is better)"
+
+
+def _spread_text(s: dict[str, Any] | None, digits: int = 3) -> str:
+    """``median (low-high)`` over the passes, the median alone for one pass, ``-`` for none."""
+    if not s:
+        return "-"
+    text = f"{s['median']:.{digits}f}"
+    return text + (f" ({s['low']:.{digits}f}-{s['high']:.{digits}f})" if s.get("passes", 0) >= 2 else "")
+
+
+def _quality_cell(quality: dict[str, Any], key: str, metric: str) -> str:
+    if "rows" not in quality:
+        return "not scored" if quality else "-"
+    row = quality["rows"].get(key)
+    if row is None or not row["passes"]:
+        return "no audio"
+    return _spread_text(row["metrics"].get(metric))
+
+
+def _quality_lines(p: dict[str, Any]) -> list[str]:
+    """The quality after equal audio in full: every metric shown per row, median (range over the seeds), the
+    verdict against the peer row; or the note that says why this peer has no quality column."""
+    q = p.get("quality") or {}
+    if "rows" not in q:
+        return [f"- quality after equal audio: {q['note']}"] if q.get("note") else []
+    labels = {r["key"]: r["label"] for r in p["rows"]}
+    audio = {r["key"]: r.get("audio_seconds_trained") for r in p["rows"]}
+    metrics = q["metrics"]
+    out = [
+        f"Quality after equal audio: {q['what']}; {len(q['items'])} held-out items ({', '.join(q['items'])}), "
+        "trained on by no row; scored here by speechtrain.quality, the same code for every row; median (range) "
+        f"over {len(q['seeds'])} passes, seeds {', '.join(map(str, q['seeds']))} (pass r: the same seed on every row):",
+        "",
+        "| row | audio s (timed steps) | "
+        + " | ".join(_metric_head(m) for m in metrics)
+        + " | passes scored | verdict |",
+        "|---|---:|" + "---:|" * len(metrics) + "---:|---|",
+    ]
+    for key, row in q["rows"].items():
+        cells = " | ".join(_spread_text(row["metrics"].get(m)) for m in metrics)
+        trained = "-" if audio.get(key) is None else f"{audio[key]:.1f}"
+        failed = "; ".join(f"{n}: {c} items without a value" for n, c in row["failed"].items() if n in metrics)
+        out.append(
+            f"| {labels.get(key, key)} | {trained} | {cells} | {row['passes']}/{len(q['seeds'])} | {row['verdict']}"
+            + (f"; {failed}" if failed else "")
+            + " |"
+        )
+    out.append("")
+    return out
 
 
 def _profile_lines(p: dict[str, Any]) -> list[str]:

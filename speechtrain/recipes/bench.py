@@ -18,6 +18,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import torch
 
 from speechtrain import ckptio
@@ -490,7 +491,39 @@ def _execute(spec: RunSpec, tmp: Path, progress: Callable[[int], None] | None) -
     if spec.profile:
         result.profile = profile_summary(prof, spec.profile, device.type)
         result.profile_view = profile_view(prof, spec.profile, device.type, skip_steps=spec.warmup)
+    if spec.quality_dir:  # after the timed window: the audio of the trained weights, not part of the rate
+        if spec.kind != "engine":
+            raise UserError(f"quality_dir: only speechtrain's own loop writes quality audio, not a {spec.kind} row")
+        write_quality_audio(trainer, task, recipe.data_recipe, needs, Path(spec.quality_dir))
     return result
+
+
+def write_quality_audio(trainer: Any, task: Task, data: DataRecipe, needs: Needs, folder: Path) -> list[str]:
+    """The task's quality audio (:meth:`Task.quality_audio`: a vocoder's resynthesis from the item's own mel, a TTS
+    model's synthesis of the item's text, with its fixed-seed noise) for every held-out (eval split) item, written
+    as ``folder/<id>.wav`` at the data's rate; fp32, the modules in eval mode (restored after). Returns the ids.
+    What ``bench/peers/run.py`` scores beside the peer's own audio for the same items."""
+    import soundfile as sf
+
+    dataset = data.dataset("eval", data.fields(needs))
+    if len(dataset) == 0:
+        raise UserError("quality_dir: the corpus has no held-out items (data.eval_utterances=0 and no eval manifest)")
+    modules = task.modules()
+    was_training = {name: m.training for name, m in modules.items()}
+    for m in modules.values():
+        m.eval()
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[str] = []
+    try:
+        for batch in data.eval_loader(dataset, needs):
+            batch = trainer.to_device(batch, training=False)
+            for item_id, wav in zip(batch.ids, task.quality_audio(batch, batch.size)):
+                sf.write(str(folder / f"{item_id}.wav"), np.clip(wav, -1.0, 1.0), batch.sample_rate, subtype="FLOAT")
+                written.append(str(item_id))
+    finally:
+        for name, m in modules.items():
+            m.train(was_training[name])
+    return written
 
 
 def _result(
