@@ -222,7 +222,7 @@ def _ctx(key: str, tmp_path: Path) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("key", ["xtts", "vits", "nsf"])
+@pytest.mark.parametrize("key", ["xtts", "vits", "nsf", "hifigan"])
 def test_our_rows_are_valid_configs_at_the_peers_settings(key: str, tmp_path: Path) -> None:
     """Both of our rows load as configs; at the peer's settings everything speechtrain would add is off (fp32,
     fixed-count batches), the autopilot buckets; batch, learning rate and the model's sizes are the peer's."""
@@ -250,6 +250,19 @@ def test_our_rows_are_valid_configs_at_the_peers_settings(key: str, tmp_path: Pa
         assert same.model.periods == c["model_args"]["discriminator_periods"]
         assert same.optim.lr == c["generater_optimizer_args"]["lr"] == c["discriminate_optimizer_args"]["lr"]
         assert same.data.num_workers == c["ds_workers"]
+    elif key == "hifigan":  # jik876's config_v1.json keys; their discriminators (hard-coded) at full width
+        h = peer["config"]
+        assert same.data.batch_size == h["batch_size"] and same.data.crop_frames * h["hop_size"] == h["segment_size"]
+        assert same.model.upsample_initial_channel == h["upsample_initial_channel"] == 32
+        assert same.model.resblock_dilation_sizes == h["resblock_dilation_sizes"]
+        assert same.model.periods == [2, 3, 5, 7, 11] and same.model.disc_width == 1.0
+        assert same.model.scale_discriminator == "msd" and same.model.msd_scales == 3
+        assert same.optim.lr == h["learning_rate"] and list(same.optim.betas) == [h["adam_b1"], h["adam_b2"]]
+        assert same.optim.weight_decay == 0.01  # torch's AdamW default, which their train.py keeps
+        assert same.optim.scheduler == "exponential" and same.optim.gamma == h["lr_decay"]
+        assert same.data.num_workers == h["num_workers"] and same.model.fmax_for_loss is h["fmax_for_loss"] is None
+        assert (same.data.fmin, same.data.fmax, same.data.n_mels) == (h["fmin"], h["fmax"], h["num_mels"])
+        assert auto.data.bucketing is True
     else:
         m = peer["model"]
         assert same.data.batch_size == m["batch_size"] and same.model.segment_size == m["segment_size"]
@@ -259,15 +272,23 @@ def test_our_rows_are_valid_configs_at_the_peers_settings(key: str, tmp_path: Pa
 
 
 def test_peers_needing_source_code_say_so_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import peer_hifigan
     import peer_nsf
     import peer_vits
+    from run import PEERS
 
     monkeypatch.delenv(peer_nsf.ENV, raising=False)
     monkeypatch.delenv(peer_vits.ENV, raising=False)
+    monkeypatch.delenv(peer_hifigan.ENV, raising=False)
     assert "--singingvocoders DIR" in (peer_nsf.needs() or "")
     assert "--piper-source DIR" in (peer_vits.needs() or "")
+    assert "--jik876 DIR" in (peer_hifigan.needs() or "")
     monkeypatch.setenv(peer_nsf.ENV, "/nonexistent/sv")
     assert "no such folder" in (peer_nsf.needs() or "")
+    monkeypatch.setenv(peer_hifigan.ENV, "/nonexistent/hifi-gan")
+    assert "no such folder" in (peer_hifigan.needs() or "")
+    assert "hifigan" in PEERS and peer_hifigan.DEFINITION.runner == "jik876_hifigan.py"
+    assert (PEERS_DIR / peer_hifigan.DEFINITION.runner).is_file()
 
 
 # -- the command line ----------------------------------------------------------------------------------------

@@ -155,7 +155,8 @@ def _ctx(corpus: Path, tmp_path: Path) -> dict[str, Any]:
 
 def test_the_held_out_items_are_speechtraines_own_split_and_no_row_trains_on_them(corpus: Path, tmp_path: Path) -> None:
     """The bench holds out the items our eval split holds out (the one rule, at the same count), leaves them out of
-    SingingVocoders' train index and of Piper's training csv, and our rows train without them."""
+    SingingVocoders' train index, of jik876's train file list and of Piper's training csv, and our rows train
+    without them."""
     import peer_nsf
     import peer_vits
     from singing_nsf import split_index
@@ -182,6 +183,15 @@ def test_the_held_out_items_are_speechtraines_own_split_and_no_row_trains_on_the
     assert [Path(p).stem for p in raw["held_out"]] == held
     train, valid = split_index([str(tmp_path / f"{i}.npz") for i in ids], raw["held_out"])
     assert sorted(Path(t).stem for t in train) == sorted(set(ids) - set(held)) and len(valid) == len(held)
+    # jik876/hifi-gan: the held-out wavs go out of their train file list (and to their resynthesis)
+    import peer_hifigan
+    from jik876_hifigan import train_files
+
+    raw = peer_hifigan.peer_raw(ctx)
+    assert [Path(p).stem for p in raw["held_out"]] == held
+    files = train_files(corpus, raw["held_out"])
+    assert sorted(Path(f).stem for f in files) == sorted(set(ids) - set(held)) and all(Path(f).is_file() for f in files)
+    assert build_config(peer_hifigan.ours_raw(ctx, False, {})).data.eval_utterances == len(held)
     # Piper: the held-out sentences' texts go to its synthesis (its training csv: the next test)
     vits_raw = peer_vits.peer_raw(ctx)
     assert [h["id"] for h in vits_raw["held_out"]] == held and all(h["text"] for h in vits_raw["held_out"])
@@ -220,7 +230,7 @@ def test_piper_trains_from_a_csv_without_the_held_out_sentences(
 # -- the seed of each pass ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", ["nsf", "vits"])
+@pytest.mark.parametrize("key", ["nsf", "vits", "hifigan"])
 def test_each_pass_trains_every_row_with_its_own_seed(key: str, corpus: Path, tmp_path: Path) -> None:
     """Pass r: seed 1234 + r on the peer's row (its own seed setting) and on ours (train.seed), and each row's
     audio into its own folder of that pass; a peer without a quality plan (xtts) keeps its spec."""
@@ -236,7 +246,7 @@ def test_each_pass_trains_every_row_with_its_own_seed(key: str, corpus: Path, tm
     folders = set()
     for r in range(3):
         p, s = pass_spec(defn, peer, PEER, r, root), pass_spec(defn, same, SAME, r, root)
-        seed = p.raw["config"]["seed"] if key == "nsf" else p.raw["seed"]
+        seed = p.raw["config"]["seed"] if key in ("nsf", "hifigan") else p.raw["seed"]
         assert seed == build_config(s.raw).train.seed == 1234 + r
         folders |= {p.quality_dir, s.quality_dir}
     assert folders == {str(root / k / f"pass_{r}") for k in (PEER, SAME) for r in range(3)}
@@ -315,6 +325,94 @@ def test_singingvocoders_row_writes_its_resynthesis_of_the_held_out_phrases(corp
     assert proc.returncode == 0, proc.stderr[-3000:]
     index = (tmp_path / "binary" / "index" / "train").read_text().split()
     assert len(index) == 8 and not {Path(p).stem for p in index} & set(ctx["held_out"])
+    assert sorted(p.stem for p in out.glob("*.wav")) == sorted(ctx["held_out"])
+    for i in ctx["held_out"]:
+        audio, rate = read_wav(out / f"{i}.wav")
+        ref, _ = read_wav(corpus / "wavs" / f"{i}.wav")
+        assert rate == 22050 and abs(audio.size - ref.size) <= 256 and np.isfinite(audio).all()
+
+
+def _jik876_mirror() -> Path:
+    mirror = MIRRORS / "jik876+hifi-gan" / "repo"
+    if not mirror.exists():
+        if in_ci():
+            pytest.fail(f"CI must test jik876/hifi-gan's row: {mirror} is missing")
+        pytest.skip(f"needs a git dir of jik876/hifi-gan at {mirror}")
+    return mirror
+
+
+def test_jik876_mel_runs_on_todays_librosa_and_torch_with_the_runners_shim(tmp_path: Path) -> None:
+    """Their ``mel_spectrogram`` fails as written on librosa >= 0.10 (positional ``filters.mel``) and torch 2.x
+    (``stft`` without ``return_complex``); with the runner's shim it runs and gives their log-mel: the magnitude
+    (+1e-9 inside the root) of a ``center=False`` STFT of the signal reflect-padded by (n_fft - hop) / 2, through
+    librosa's slaney filters, log-clamped at 1e-5."""
+    librosa = need("librosa")
+    import peer_hifigan
+    import torch
+    from jik876_hifigan import shim_meldataset
+
+    src = peer_hifigan.extract(_jik876_mirror(), tmp_path)
+    sys.path.insert(0, str(src))
+    sys.modules.pop("meldataset", None)
+    try:
+        import meldataset  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(src))
+    y = torch.from_numpy(np.random.default_rng(0).uniform(-0.5, 0.5, (1, 4096)).astype(np.float32))
+    with pytest.raises((TypeError, RuntimeError)):
+        meldataset.mel_spectrogram(y, 1024, 80, 22050, 256, 1024, 0, 8000)  # as written: fails here
+    shim_meldataset(meldataset)
+    mel = meldataset.mel_spectrogram(y, 1024, 80, 22050, 256, 1024, 0, 8000).numpy()[0]
+    padded = np.pad(y.numpy()[0], (384, 384), mode="reflect")
+    stft = librosa.stft(padded, n_fft=1024, hop_length=256, win_length=1024, window="hann", center=False)
+    basis = librosa.filters.mel(sr=22050, n_fft=1024, n_mels=80, fmin=0, fmax=8000)
+    ref = np.log(np.maximum(basis @ np.sqrt(np.abs(stft) ** 2 + 1e-9), 1e-5))
+    assert mel.shape == ref.shape == (80, 16)
+    assert np.abs(mel - ref).max() < 1e-3
+    sys.modules.pop("meldataset", None)
+
+
+@pytest.mark.slow
+def test_jik876_row_trains_their_step_and_writes_its_resynthesis_of_the_held_out_utterances(
+    corpus: Path, tmp_path: Path
+) -> None:
+    """jik876/hifi-gan's own modules (their venv) train one step of their train.py's loop on the CPU, from a file
+    list without the held-out utterances, then resynthesise each held-out recording as their inference.py does."""
+    import peer_hifigan
+
+    py = _peer_python()
+    mirror = _jik876_mirror()
+    from speechtrain.bench.peers import read_wav
+
+    ctx = _ctx(corpus, tmp_path)
+    ctx["source"] = str(peer_hifigan.extract(mirror, tmp_path))
+    raw = peer_hifigan.seeded(peer_hifigan.peer_raw(ctx), 1236)
+    out = tmp_path / "audio"
+    spec = RunSpec(
+        name="peer", raw=raw, kind="peer", steps=1, warmup=0, threads=1, record_losses=1, quality_dir=str(out)
+    )
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(json.dumps(asdict(spec)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PEERS_DIR / "shims"), str(REPO)])}
+    proc = subprocess.run(
+        [str(py), str(PEERS_DIR / "jik876_hifigan.py"), str(spec_path), str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rec = json.loads((tmp_path / "out.json").read_text())
+    assert rec["steps"] == 1 and rec["samples"] == 4 and rec["precision"] == "fp32"
+    assert rec["audio_seconds"] == pytest.approx(4 * 4096 / 22050)
+    assert np.isfinite(rec["losses"]["mel_l1"]) and rec["losses"]["mel_l1"] > 0
+    # their generator (the tiny sizes) and their full-width discriminators: ours at their settings counts the same
+    from speechtrain.config import build_config
+    from speechtrain.models.hifigan.task import build_discriminators
+
+    cfg = build_config(peer_hifigan.ours_raw(ctx, False, {}))
+    ours = sum(p.numel() for m in build_discriminators(cfg.model).values() for p in m.parameters())
+    assert rec["trained_parameters"] > ours > 70_000_000
     assert sorted(p.stem for p in out.glob("*.wav")) == sorted(ctx["held_out"])
     for i in ctx["held_out"]:
         audio, rate = read_wav(out / f"{i}.wav")

@@ -49,6 +49,21 @@ class QualityPlan:
     items: int = 4
 
 
+def git_tree(src: Path, work: Path, prefix: str) -> Path:
+    """A peer's tree at HEAD, read out of ``src`` (a clone or a bare git dir) into ``work/<prefix>-<commit>``
+    (once: an earlier copy of the same commit is kept)."""
+    import subprocess
+
+    git = ["git", "-C", str(src)] if (src / ".git").exists() else ["git", f"--git-dir={src}"]
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    out = work / f"{prefix}-{commit[:12]}"
+    if not out.is_dir() or not any(out.iterdir()):
+        out.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run([*git, "archive", "HEAD"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
 def corpus_ids(corpus: str | Path) -> list[tuple[str, str]]:
     """(id, text) of an LJSpeech-layout corpus's metadata.csv, in its order."""
     rows = []

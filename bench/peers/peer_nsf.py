@@ -16,11 +16,10 @@ Their code is not a package: ``--singingvocoders DIR`` (a clone, or a bare git d
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from common import SEED, PeerDefinition, QualityPlan, held_out, recipe_raw
+from common import SEED, PeerDefinition, QualityPlan, git_tree, held_out, recipe_raw
 
 KEY = "nsf"
 RECIPE = "recipes/vocoder_nsf_hifigan_tiny.yaml"
@@ -60,13 +59,9 @@ def needs() -> str | None:
 
 def extract(src: Path, work: Path) -> Path:
     """Their tree at HEAD, read out of ``src`` (a clone or a git dir) into ``work/SingingVocoders-<commit>``."""
-    git = ["git", "-C", str(src)] if (src / ".git").exists() else ["git", f"--git-dir={src}"]
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    out = work / f"SingingVocoders-{commit[:12]}"
+    out = git_tree(src, work, "SingingVocoders")
     if not (out / "train.py").is_file():
-        out.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run([*git, "archive", "HEAD"], capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+        raise RuntimeError(f"{src}: no train.py at HEAD (not a checkout of openvpi/SingingVocoders?)")
     return out
 
 

@@ -4,22 +4,23 @@
     python bench/peers/run.py --repeat 3 --steps 30 --warmup 5 --json peers.json --markdown peers.md --plot peers.png
     speechtrain bench --peers --repeat 3 ...                   # the same, from the command line
 
-Per peer (``--peer xtts|vits|nsf``, default: all), three rows in one ladder of interleaved passes
+Per peer (``--peer xtts|vits|nsf|hifigan``, default: all), three rows in one ladder of interleaved passes
 (``speechtrain.bench.ablate.run_ladder``): the peer's own trainer, speechtrain at the peer's exact settings
 (model size, batch, precision, optimizer, steps) and speechtrain with the recipe's recommended settings; each
 row times ``--steps`` optimizer steps after ``--warmup`` untimed ones, in a fresh process, and reports
 audio-seconds per second, peak memory (RSS of the row's process on the CPU) and the mean loss of its last
 ``--losses-last`` steps. The table (``speechtrain.bench.peers``) gives the ratios "same settings" and
 "autopilot" with the range of their per-pass ratios and a verdict ("inconclusive" where the passes allow no
-conclusion). For nsf and vits every row also writes audio for the same held-out items after its timed steps
+conclusion). For nsf, hifigan and vits every row also writes audio for the same held-out items after its timed steps
 (pass r: seed 1234 + r on every row), which the bench scores here with speechtrain.quality: the "quality after equal
 audio" column, median and range over the passes, with a verdict against the peer's row.
 
 The peers' packages (coqui-tts with its trainer, piper-tts[train]) are installed by ``--install`` into a venv of
 their own (``--env``, default ~/.cache/speechtrain-peers/venv, with this Python's site-packages visible, so the
 same torch); speechtrain's own install never pulls them. What a peer needs that this machine lacks (a torchaudio
-build) is supplied by ``bench/peers/shims`` and named in the table. SingingVocoders is no package: its code is read
-from a git checkout (``--singingvocoders DIR``, a clone or a bare git dir) into a temporary folder at bench time.
+build) is supplied by ``bench/peers/shims`` and named in the table. SingingVocoders and jik876/hifi-gan are no
+packages: their code is read from a git checkout (``--singingvocoders DIR``, ``--jik876 DIR``: a clone or a bare git
+dir) into the work folder at bench time.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ PEER_PACKAGES = [
 ]
 
 
-PEERS = ("xtts", "vits", "nsf")
+PEERS = ("xtts", "vits", "nsf", "hifigan")
 
 
 def definition(key: str) -> PeerDefinition:
@@ -82,6 +83,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--home", type=Path, default=DEFAULT_HOME, help="venv and work files (default %(default)s)")
     p.add_argument("--install", action="store_true", help="install the peers' packages into HOME/venv first")
     p.add_argument("--singingvocoders", type=Path, default=None, help="git dir or clone of openvpi/SingingVocoders")
+    p.add_argument("--jik876", type=Path, default=None, help="git dir or clone of jik876/hifi-gan")
     p.add_argument(
         "--piper-source", type=Path, default=None, help="git dir or clone of OHF-Voice/piper1-gpl (its core.pyx)"
     )
@@ -289,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.singingvocoders is not None:
         os.environ["SPEECHTRAIN_SINGINGVOCODERS"] = str(args.singingvocoders)
+    if args.jik876 is not None:
+        os.environ["SPEECHTRAIN_JIK876"] = str(args.jik876)
     if args.piper_source is not None:
         os.environ["SPEECHTRAIN_PIPER_SOURCE"] = str(args.piper_source)
     chosen = args.peer or list(PEERS)

@@ -41,7 +41,7 @@ ROW_KEYS = (PEER, SAME, AUTO)
 class PeerRun:
     """One peer after its ladder: its three rows and what the table says about them."""
 
-    key: str  # "xtts", "vits", "nsf"
+    key: str  # "xtts", "vits", "nsf", "hifigan"
     title: str  # what is trained, e.g. "XTTS-v2 GPT fine-tuning (tiny layout)"
     rows: list[LadderRow]  # variants keyed PEER, SAME, AUTO
     settings: str = ""  # the shared settings in words (model size, batch, precision, optimizer, steps)

@@ -77,7 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         metavar="ARGS",
         help="compare with the trainers users would pick instead (Coqui's XTTS trainer, Piper's VITS trainer, "
         "SingingVocoders' NSF task) on the same corpus and model: runs bench/peers/run.py of this checkout with ARGS "
-        "(--install, --peer xtts|vits|nsf, --repeat, --steps, --json, --markdown, --plot, ...; see its --help)",
+        "(--install, --peer xtts|vits|nsf|hifigan, --repeat, --steps, --json, --markdown, --plot, ...; see its --help)",
     )
     p.add_argument(
         "--quality",
