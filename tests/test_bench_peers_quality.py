@@ -210,9 +210,7 @@ def test_piper_trains_from_a_csv_without_the_held_out_sentences(
 ) -> None:
     import peer_vits
 
-    mirror = MIRRORS / "OHF-Voice+piper1-gpl" / "repo"
-    if not mirror.exists():
-        pytest.skip(f"needs a git dir of OHF-Voice/piper1-gpl at {mirror}")
+    mirror = _mirror("OHF-Voice/piper1-gpl")
     need("piper")
     monkeypatch.setattr(peer_vits, "make_demo_corpus", lambda *a, **k: None, raising=False)
     work = tmp_path / "work"
@@ -289,35 +287,48 @@ def _peer_python() -> Path:
     return py
 
 
-@pytest.mark.slow
-def test_singingvocoders_row_writes_its_resynthesis_of_the_held_out_phrases(corpus: Path, tmp_path: Path) -> None:
-    """Their own trainer (their venv, their features) trains one step without the held-out phrases in its index,
-    then resynthesises each held-out recording from its own mel and f0, with the pass's seed."""
-    import peer_nsf
-
-    py = _peer_python()
-    mirror = MIRRORS / "openvpi+SingingVocoders" / "repo"
+def _mirror(repo: str) -> Path:
+    """The git dir of ``owner/name`` among the mirrors; the test skips without it (no project file brings it)."""
+    mirror = MIRRORS / repo.replace("/", "+") / "repo"
     if not mirror.exists():
-        pytest.skip(f"needs a git dir of openvpi/SingingVocoders at {mirror}")
-    from speechtrain.bench.peers import read_wav
+        pytest.skip(f"needs a git dir of {repo} at {mirror}")
+    return mirror
 
-    ctx = _ctx(corpus, tmp_path)
-    ctx["source"] = str(peer_nsf.extract(mirror, tmp_path))
-    raw = peer_nsf.seeded(peer_nsf.peer_raw(ctx), 1236)
-    raw["config"]["model_args"]["discriminator_periods"] = [2]  # one small period: a quick step, the same path
+
+def _run_peer_row(runner: str, raw: dict[str, Any], tmp_path: Path, **spec: Any) -> Path:
+    """The peer's runner (in its venv) for one untimed step of ``raw``, its held-out audio into the returned folder;
+    its record is ``tmp_path / "out.json"``."""
+    py = _peer_python()
     out = tmp_path / "audio"
-    spec = RunSpec(name="peer", raw=raw, kind="peer", steps=1, warmup=0, threads=1, quality_dir=str(out))
+    run = RunSpec(name="peer", raw=raw, kind="peer", steps=1, warmup=0, threads=1, quality_dir=str(out), **spec)
     spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps(asdict(spec)))
+    spec_path.write_text(json.dumps(asdict(run)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PEERS_DIR / "shims"), str(REPO)])}
     proc = subprocess.run(
-        [str(py), str(PEERS_DIR / "singing_nsf.py"), str(spec_path), str(tmp_path / "out.json")],
+        [str(py), str(PEERS_DIR / runner), str(spec_path), str(tmp_path / "out.json")],
         capture_output=True,
         text=True,
         env=env,
         timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_singingvocoders_row_writes_its_resynthesis_of_the_held_out_phrases(corpus: Path, tmp_path: Path) -> None:
+    """Their own trainer (their venv, their features) trains one step without the held-out phrases in its index,
+    then resynthesises each held-out recording from its own mel and f0, with the pass's seed."""
+    import peer_nsf
+
+    mirror = _mirror("openvpi/SingingVocoders")
+    from speechtrain.bench.peers import read_wav
+
+    ctx = _ctx(corpus, tmp_path)
+    ctx["source"] = str(peer_nsf.extract(mirror, tmp_path))
+    raw = peer_nsf.seeded(peer_nsf.peer_raw(ctx), 1236)
+    raw["config"]["model_args"]["discriminator_periods"] = [2]  # one small period: a quick step, the same path
+    out = _run_peer_row("singing_nsf.py", raw, tmp_path)
     index = (tmp_path / "binary" / "index" / "train").read_text().split()
     assert len(index) == 8 and not {Path(p).stem for p in index} & set(ctx["held_out"])
     assert sorted(p.stem for p in out.glob("*.wav")) == sorted(ctx["held_out"])
@@ -325,13 +336,6 @@ def test_singingvocoders_row_writes_its_resynthesis_of_the_held_out_phrases(corp
         audio, rate = read_wav(out / f"{i}.wav")
         ref, _ = read_wav(corpus / "wavs" / f"{i}.wav")
         assert rate == 22050 and abs(audio.size - ref.size) <= 256 and np.isfinite(audio).all()
-
-
-def _jik876_mirror() -> Path:
-    mirror = MIRRORS / "jik876+hifi-gan" / "repo"
-    if not mirror.exists():
-        pytest.skip(f"needs a git dir of jik876/hifi-gan at {mirror}")
-    return mirror
 
 
 def test_jik876_mel_runs_on_todays_librosa_and_torch_with_the_runners_shim(tmp_path: Path) -> None:
@@ -344,7 +348,7 @@ def test_jik876_mel_runs_on_todays_librosa_and_torch_with_the_runners_shim(tmp_p
     import torch
     from jik876_hifigan import shim_meldataset
 
-    src = peer_hifigan.extract(_jik876_mirror(), tmp_path)
+    src = peer_hifigan.extract(_mirror("jik876/hifi-gan"), tmp_path)
     sys.path.insert(0, str(src))
     sys.modules.pop("meldataset", None)
     try:
@@ -373,28 +377,13 @@ def test_jik876_row_trains_their_step_and_writes_its_resynthesis_of_the_held_out
     list without the held-out utterances, then resynthesise each held-out recording as their inference.py does."""
     import peer_hifigan
 
-    py = _peer_python()
-    mirror = _jik876_mirror()
+    mirror = _mirror("jik876/hifi-gan")
     from speechtrain.bench.peers import read_wav
 
     ctx = _ctx(corpus, tmp_path)
     ctx["source"] = str(peer_hifigan.extract(mirror, tmp_path))
     raw = peer_hifigan.seeded(peer_hifigan.peer_raw(ctx), 1236)
-    out = tmp_path / "audio"
-    spec = RunSpec(
-        name="peer", raw=raw, kind="peer", steps=1, warmup=0, threads=1, record_losses=1, quality_dir=str(out)
-    )
-    spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps(asdict(spec)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PEERS_DIR / "shims"), str(REPO)])}
-    proc = subprocess.run(
-        [str(py), str(PEERS_DIR / "jik876_hifigan.py"), str(spec_path), str(tmp_path / "out.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _run_peer_row("jik876_hifigan.py", raw, tmp_path, record_losses=1)
     rec = json.loads((tmp_path / "out.json").read_text())
     assert rec["steps"] == 1 and rec["samples"] == 4 and rec["precision"] == "fp32"
     assert rec["audio_seconds"] == pytest.approx(4 * 4096 / 22050)
@@ -421,10 +410,7 @@ def test_pipers_row_writes_its_synthesis_of_the_held_out_sentences(
     then synthesises each held-out sentence with its own phonemes."""
     import peer_vits
 
-    py = _peer_python()
-    mirror = MIRRORS / "OHF-Voice+piper1-gpl" / "repo"
-    if not mirror.exists():
-        pytest.skip(f"needs a git dir of OHF-Voice/piper1-gpl at {mirror}")
+    mirror = _mirror("OHF-Voice/piper1-gpl")
     from speechtrain.bench.peers import read_wav
 
     work = tmp_path / "work"
@@ -435,19 +421,7 @@ def test_pipers_row_writes_its_synthesis_of_the_held_out_sentences(
     small = {"hidden_channels": 32, "inter_channels": 32, "filter_channels": 64, "n_layers": 1}
     small.update(upsample_initial_channel=32, resblock_kernel_sizes=[3], resblock_dilation_sizes=[[1, 2]])
     raw["model"].update(small)
-    out = tmp_path / "audio"
-    spec = RunSpec(name="peer", raw=raw, kind="peer", steps=1, warmup=0, threads=1, quality_dir=str(out))
-    spec_path = tmp_path / "spec.json"
-    spec_path.write_text(json.dumps(asdict(spec)))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PEERS_DIR / "shims"), str(REPO)])}
-    proc = subprocess.run(
-        [str(py), str(PEERS_DIR / "piper_vits.py"), str(spec_path), str(tmp_path / "out.json")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = _run_peer_row("piper_vits.py", raw, tmp_path)
     assert sorted(p.stem for p in out.glob("*.wav")) == sorted(ctx["held_out"])
     for i in ctx["held_out"]:
         audio, rate = read_wav(out / f"{i}.wav")
