@@ -271,6 +271,88 @@ def test_our_rows_are_valid_configs_at_the_peers_settings(key: str, tmp_path: Pa
         assert auto.data.bucketing is True
 
 
+def test_vits_tiny_builds_pipers_network_on_both_sides_in_the_corpus_language(tmp_path: Path) -> None:
+    """``--size tiny --language uz``: Piper's row gets the tiny sizes, the short slices and the uz espeak-ng voice;
+    ours the same sizes, Piper's hard-coded parts and data.language; and the two networks are equal part for part
+    (Piper's SynthesizerTrn and MultiPeriodDiscriminator built from the peer row's settings) but for the decoder's
+    known extra weight norm and bias (flagged in the table)."""
+    import peer_vits
+
+    from speechtrain.config import build_config
+    from speechtrain.registry import build_task
+
+    models = need("piper.train.vits.models", extra="dev")
+    ctx = {**_ctx("vits", tmp_path), "language": "uz", "espeak_voice": "uz", "size": "tiny", "held_out": []}
+    peer = peer_vits.peer_raw(ctx)
+    m = peer["model"]
+    assert peer["data"]["espeak_voice"] == "uz" and m["hidden_channels"] == 32 and m["segment_size"] == 2048
+    cfg = build_config(peer_vits.ours_raw(ctx, False, {}))
+    assert cfg.data.language == "uz" and cfg.model.segment_size == 2048 and cfg.model.hidden_channels == 32
+    assert build_config(peer_vits.ours_raw(ctx, True, {})).model.hidden_channels == 32
+    theirs = models.SynthesizerTrn(
+        n_vocab=m["num_symbols"],
+        spec_channels=m["filter_length"] // 2 + 1,
+        segment_size=m["segment_size"] // m["hop_length"],
+        **{k: m[k] for k in ("inter_channels", "hidden_channels", "filter_channels", "n_heads", "n_layers")},
+        **{k: m[k] for k in ("kernel_size", "p_dropout", "resblock", "resblock_kernel_sizes")},
+        **{k: m[k] for k in ("resblock_dilation_sizes", "upsample_rates", "upsample_initial_channel")},
+        upsample_kernel_sizes=m["upsample_kernel_sizes"],
+        n_speakers=1,
+        gin_channels=0,
+        use_sdp=m["use_sdp"],
+    )
+    task = build_task(cfg.model, cfg.data)
+
+    def count(module: torch.nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters())
+
+    for part in ("enc_p", "enc_q", "flow", "dp"):
+        assert count(getattr(task.generator, part)) == count(getattr(theirs, part)), part
+    # the decoder: weight norm on conv_pre (32 gains) and conv_post (1), a bias on conv_post (1), theirs has none
+    assert count(task.generator.dec) - count(theirs.dec) == 32 + 1 + 1
+    assert count(task.discriminator) == count(models.MultiPeriodDiscriminator())
+
+
+def test_speech_corpus_with_a_language_is_make_datasets_espeak_corpus(tmp_path: Path) -> None:
+    """``--language uz --utterances 3``: the corpus is espeak-ng's reading of the built-in Uzbek sentences (22050 Hz
+    16-bit PCM, LJSpeech layout, as make-dataset --language writes it), written once; without it, the demo corpus."""
+    import soundfile as sf
+    from common import PeerOptions, speech_corpus
+
+    from speechtrain.data.speak import corpus_sentences
+
+    folder, words = speech_corpus(tmp_path, PeerOptions(language="uz", utterances=3), 40)
+    rows = (folder / "metadata.csv").read_text(encoding="utf-8").splitlines()
+    assert [r.split("|")[-1] for r in rows] == corpus_sentences("uz", 3, 0)
+    info = sf.info(str(folder / "wavs" / f"{rows[0].split('|')[0]}.wav"))
+    assert (info.samplerate, info.subtype) == (22050, "PCM_16")
+    assert "'uz' spoken by espeak-ng" in words and "--language uz -n 3" in words
+    stamp = (folder / "metadata.csv").stat().st_mtime_ns
+    assert speech_corpus(tmp_path, PeerOptions(language="uz", utterances=3), 40)[0] == folder
+    assert (folder / "metadata.csv").stat().st_mtime_ns == stamp  # kept, not written again
+    demo, words = speech_corpus(tmp_path, PeerOptions(utterances=2), 40, demo_folder="corpus_en")
+    assert demo.name == "corpus_en_2" and "English demo" in words
+    assert len((demo / "metadata.csv").read_text().splitlines()) == 2
+
+
+def test_options_a_peer_does_not_take_are_refused_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """--language for the singing or XTTS peer, --size for HiFi-GAN: refused with the peers that take it, before
+    the peers' environment is even looked for (exit 2, no traceback)."""
+    from common import PeerOptions
+    from run import main, refused_options
+
+    assert refused_options(["hifigan", "vits"], PeerOptions(language="uz", utterances=40)) is None
+    assert refused_options(["vits"], PeerOptions(size="tiny")) is None
+    why = refused_options(["nsf"], PeerOptions(language="uz")) or ""
+    assert "--language" in why and "nsf" in why and "--peer vits --peer hifigan" in why
+    assert "--size" in (refused_options(["hifigan"], PeerOptions(size="tiny")) or "")
+    assert main(["--language", "uz", "--home", str(tmp_path / "nowhere")]) == 2  # all four peers: xtts takes none
+    err = capsys.readouterr().err
+    assert "--language" in err and "xtts" in err and "Traceback" not in err and "--install" not in err
+
+
 def test_peers_needing_source_code_say_so_without_it(monkeypatch: pytest.MonkeyPatch) -> None:
     import peer_hifigan
     import peer_nsf

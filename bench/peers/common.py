@@ -20,7 +20,7 @@ class PeerDefinition:
     peer_label: str
     runner: str  # the script in bench/peers/ that trains the peer's own code (run in the peers' environment)
     recipe: str  # speechtrain's recipe for the same model
-    prepare: Callable[[Path], dict[str, Any]]  # work folder -> context (corpus, checkpoint ...)
+    prepare: Callable[..., dict[str, Any]]  # (work folder, PeerOptions) -> context (corpus, checkpoint ...)
     peer_raw: Callable[[dict[str, Any]], dict[str, Any]]
     ours_raw: Callable[[dict[str, Any], bool, dict[str, Any]], dict[str, Any]]
     loss_keys: dict[str, str]
@@ -32,6 +32,59 @@ class PeerDefinition:
     quality_note: str = ""
     #: the peer row's raw config trained with another seed (pass r of the ladder: the base seed + r)
     seeded: Callable[[dict[str, Any], int], dict[str, Any]] = lambda raw, seed: {**raw, "seed": seed}
+    #: the :class:`PeerOptions` fields this peer takes besides its defaults (the runner refuses the others)
+    options: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PeerOptions:
+    """What the bench's command line may change in a peer's comparison (both sides alike).
+
+    ``language``: the corpus is sentences of this language spoken by espeak-ng (``speechtrain make-dataset OUT
+    --language LANG -n N``'s corpus) instead of the English demo corpus; ``utterances``: how many (default: the
+    peer's own count); ``size``: ``peer`` (the peer's own model size) or ``tiny`` (the tiny recipe's sizes where the
+    peer's code lets them be set)."""
+
+    language: str | None = None
+    utterances: int | None = None
+    size: str = "peer"
+
+    def asked(self) -> list[str]:
+        """The options set away from their defaults, by name."""
+        out = []
+        if self.language is not None:
+            out.append("language")
+        if self.utterances is not None:
+            out.append("utterances")
+        if self.size != "peer":
+            out.append("size")
+        return out
+
+
+def speech_corpus(
+    work: Path, options: PeerOptions, utterances: int, demo_folder: str = "corpus_demo"
+) -> tuple[Path, str]:
+    """The speech corpus of a comparison, written once into ``work``: the English demo corpus (synthetic voices),
+    or with ``options.language`` espeak-ng's reading of that language's built-in sentences in two voices, as
+    ``make-dataset --language`` writes it (22050 Hz, 16-bit PCM, LJSpeech layout). Returns (folder, words)."""
+    n = options.utterances or utterances
+    if options.language is None:
+        from speechtrain.data.demo import make_demo_corpus
+
+        corpus = work / (f"{demo_folder}_{n}" if options.utterances else demo_folder)
+        if not (corpus / "metadata.csv").is_file():
+            make_demo_corpus(corpus, utterances=n, seed=0)
+        return corpus, f"{n} English demo utterances (speechtrain's synthetic corpus)"
+    from speechtrain.data.speak import corpus_sentences, make_language_corpus
+
+    lang = options.language
+    corpus = work / f"corpus_espeak_{lang.replace('-', '_')}_{n}"
+    if not (corpus / "metadata.csv").is_file():
+        make_language_corpus(corpus, lang, corpus_sentences(lang, n, 0), seed=0, voices=("", "+f3"))
+    return corpus, (
+        f"{n} utterances of {lang!r} spoken by espeak-ng in two voices (`speechtrain make-dataset OUT --language "
+        f"{lang} -n {n}`)"
+    )
 
 
 #: the seed of pass 0 on every row (pass r: SEED + r), speechtrain's default train.seed

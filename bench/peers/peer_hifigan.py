@@ -1,13 +1,14 @@
 """The HiFi-GAN peer: jik876/hifi-gan's own training step (their ``train.py``'s, from their ``models.py`` and
 ``meldataset.py``) against speechtrain's HiFi-GAN task, at one small size on both sides.
 
-Model: the tiny recipe's generator (32 initial channels, upsampling 8x8x2x2, one MRF block (kernel 3, dilations
-1, 3, 5)) with their discriminators as their ``models.py`` builds them, full width: the multi-period one with
-periods 2, 3, 5, 7, 11 and the multi-scale one (3 scales, spectral norm on the first), ``model.disc_width: 1.0``
-and ``scale_discriminator: msd`` on our side. Losses: LSGAN, feature matching x2, L1 log-mel x45 over the full
-band. Optimizer: their AdamW (lr 2e-4, betas 0.8/0.99, torch's default weight decay 0.01) for both networks, the
-learning rate x0.999 per epoch. Corpus: speechtrain's demo corpus (40 utterances, 22050 Hz, 16-bit PCM as their
-``load_wav`` reads), 80 mels at hop 256, 0-8000 Hz; crops of 4096 samples (16 frames), batch 4, fp32.
+Model: the tiny recipe's generator (32 initial channels, upsampling 8x8x2x2, one MRF block (kernel 3, dilations 1,
+3, 5)) with their discriminators as their ``models.py`` builds them, full width: the multi-period one with periods
+2, 3, 5, 7, 11 and the multi-scale one (3 scales, spectral norm on the first), ``model.disc_width: 1.0`` and
+``scale_discriminator: msd`` on our side. Losses: LSGAN, feature matching x2, L1 log-mel x45 over the full band.
+Optimizer: their AdamW (lr 2e-4, betas 0.8/0.99, torch's default weight decay 0.01) for both networks, the learning
+rate x0.999 per epoch. Corpus: speechtrain's demo corpus (40 utterances, 22050 Hz, 16-bit PCM as their ``load_wav``
+reads) or, with ``--language LANG``, that language's sentences spoken by espeak-ng (``make-dataset --language``'s
+corpus, also 22050 Hz 16-bit PCM), 80 mels at hop 256, 0-8000 Hz; crops of 4096 samples (16 frames), batch 4, fp32.
 
 Their code is not a package: ``--jik876 DIR`` (a clone, or a bare git dir such as a mirror) is read with ``git
 archive`` into the bench's work folder at bench time; it is never part of this repository.
@@ -19,7 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from common import SEED, PeerDefinition, QualityPlan, git_tree, held_out, recipe_raw
+from common import SEED, PeerDefinition, PeerOptions, QualityPlan, git_tree, held_out, recipe_raw, speech_corpus
 
 KEY = "hifigan"
 RECIPE = "recipes/vocoder_hifigan_tiny.yaml"
@@ -45,6 +46,15 @@ QUALITY = QualityPlan(
 )
 
 
+SETTINGS = (  # <corpus>: the corpus in words (prepare's options choose it)
+    f"generator 32 channels, upsampling 8x8x2x2, MRF (3; 1,3,5); MPD periods {PERIODS} + HiFi-GAN MSD at full "
+    f"width; <corpus> at 22050 Hz, hop {HOP}, 80 mels 0-8000 Hz; {CROP * HOP}-sample "
+    f"({CROP}-frame) crops, batch {BATCH}; fp32; AdamW lr {LR:g} betas {BETAS} weight decay {WEIGHT_DECAY:g} for "
+    f"both networks, no clipping, x{LR_DECAY:g} per epoch; losses LSGAN + 2 x feature matching + 45 x mel L1 "
+    f"(full band); {WORKERS} loader workers"
+)
+
+
 def source() -> Path | None:
     value = os.environ.get(ENV)
     return Path(value) if value else None
@@ -67,16 +77,16 @@ def extract(src: Path, work: Path) -> Path:
     return out
 
 
-def prepare(work: Path) -> dict[str, Any]:
-    from speechtrain.data.demo import make_demo_corpus
-
-    corpus = work / "corpus_demo"
-    if not (corpus / "metadata.csv").is_file():
-        make_demo_corpus(corpus, utterances=UTTERANCES, seed=0)
+def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
+    """The corpus (the demo one, or with ``options.language`` an espeak-ng one) and their code, into ``work``."""
+    if options.size != "peer":
+        raise ValueError("the hifigan peer has one size (the tiny generator): --size does not apply")
+    corpus, words = speech_corpus(work, options, UTTERANCES)
     src = source()
     assert src is not None
     return {
         "corpus": str(corpus),
+        "settings": SETTINGS.replace("<corpus>", words),
         "source": str(extract(src, work)),
         "work": str(work),
         "held_out": held_out(corpus, QUALITY.items),
@@ -163,13 +173,8 @@ DEFINITION = PeerDefinition(
     needs=needs,
     quality=QUALITY,
     seeded=seeded,
-    settings=(
-        f"generator 32 channels, upsampling 8x8x2x2, MRF (3; 1,3,5); MPD periods {PERIODS} + HiFi-GAN MSD at full "
-        f"width; {UTTERANCES} demo utterances at 22050 Hz, hop {HOP}, 80 mels 0-8000 Hz; {CROP * HOP}-sample "
-        f"({CROP}-frame) crops, batch {BATCH}; fp32; AdamW lr {LR:g} betas {BETAS} weight decay {WEIGHT_DECAY:g} for "
-        f"both networks, no clipping, x{LR_DECAY:g} per epoch; losses LSGAN + 2 x feature matching + 45 x mel L1 "
-        f"(full band); {WORKERS} loader workers"
-    ),
+    settings=SETTINGS.replace("<corpus>", f"{UTTERANCES} English demo utterances"),
+    options=("language", "utterances"),
     shims=[
         "their meldataset.mel_spectrogram on librosa >= 0.10 and torch 2.x: librosa.filters.mel called with "
         "keywords, torch.stft with return_complex=True viewed as real (their code, else unchanged)",

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from common import SEED, PeerDefinition, QualityPlan, git_tree, held_out, recipe_raw
+from common import SEED, PeerDefinition, PeerOptions, QualityPlan, git_tree, held_out, recipe_raw
 
 KEY = "nsf"
 RECIPE = "recipes/vocoder_nsf_hifigan_tiny.yaml"
@@ -65,7 +65,7 @@ def extract(src: Path, work: Path) -> Path:
     return out
 
 
-def prepare(work: Path) -> dict[str, Any]:
+def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
     from speechtrain.data.demo_singing import make_singing_corpus
 
     corpus = work / "corpus_singing"

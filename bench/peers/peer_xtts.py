@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from common import PeerDefinition, recipe_raw
+from common import PeerDefinition, PeerOptions, recipe_raw
 
 KEY = "xtts"
 RECIPE = "recipes/xtts_finetune_tiny.yaml"
@@ -23,7 +23,7 @@ LR, BETAS, EPS = 2.0e-3, (0.9, 0.96), 1.0e-8
 COND = (22050, 44100)  # conditioning clip length in samples (the tiny recipe's)
 
 
-def prepare(work: Path) -> dict[str, Any]:
+def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
     """The corpus and the checkpoint folder, written once into ``work``."""
     from speechtrain.data.demo import make_demo_corpus
     from speechtrain.models.xtts.build import write_random_checkpoint

@@ -40,7 +40,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import REPO, SEED, PeerDefinition  # noqa: E402
+from common import REPO, SEED, PeerDefinition, PeerOptions  # noqa: E402
 
 DEFAULT_HOME = Path(os.environ.get("SPEECHTRAIN_PEERS_HOME", Path.home() / ".cache" / "speechtrain-peers"))
 #: what --install puts into the peers' venv (pinned: the versions these runners were written against)
@@ -86,6 +86,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--jik876", type=Path, default=None, help="git dir or clone of jik876/hifi-gan")
     p.add_argument(
         "--piper-source", type=Path, default=None, help="git dir or clone of OHF-Voice/piper1-gpl (its core.pyx)"
+    )
+    p.add_argument(
+        "--language",
+        default=None,
+        metavar="LANG",
+        help="hifigan, vits: train on sentences of LANG spoken by espeak-ng (make-dataset --language's corpus) "
+        "instead of the English demo corpus; Piper phonemizes with the same espeak-ng voice",
+    )
+    p.add_argument(
+        "--utterances", type=int, default=None, metavar="N", help="hifigan, vits: the corpus's utterance count"
+    )
+    p.add_argument(
+        "--size",
+        choices=("peer", "tiny"),
+        default="peer",
+        help="vits: the peer's own model size (default) or the tiny recipe's sizes where Piper takes them",
     )
     p.add_argument("--json", default=None, metavar="OUT")
     p.add_argument("--markdown", default=None, metavar="OUT")
@@ -181,6 +197,24 @@ def score_quality(
     return quality
 
 
+def peer_options(args: argparse.Namespace) -> PeerOptions:
+    return PeerOptions(language=args.language, utterances=args.utterances, size=args.size)
+
+
+def refused_options(chosen: list[str], options: PeerOptions) -> str | None:
+    """Why the options asked cannot run with the peers chosen (a peer that does not take one), or None."""
+    for key in chosen:
+        defn = definition(key)
+        left = [name for name in options.asked() if name not in defn.options]
+        if left:
+            flags = ", ".join(f"--{name}" for name in left)
+            takers = [k for k in PEERS if all(n in definition(k).options for n in left)]
+            return f"{flags}: the {key} peer does not take it (it trains on its own corpus and size); choose " + (
+                f"--peer {' --peer '.join(takers)}" if takers else "no such peer"
+            )
+    return None
+
+
 def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation: dict[str, Any]) -> Any:
     """One peer's ladder: its own trainer, ours at its settings, ours with the autopilot."""
     from speechtrain.bench.ablate import Variant, run_ladder
@@ -208,7 +242,7 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
             v.skip_reason = why_not
         specs: list[Any] = [None, None, None]
     else:
-        ctx = defn.prepare(work)
+        ctx = defn.prepare(work, peer_options(args))
         specs = [
             RunSpec(name=variants[0].label, raw=defn.peer_raw(ctx), kind="peer", **common),
             RunSpec(name=variants[1].label, raw=defn.ours_raw(ctx, False, recommendation), **common),
@@ -263,7 +297,8 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
         key=defn.key,
         title=defn.title,
         rows=rows,
-        settings=defn.settings + f"; {args.steps} timed steps after {args.warmup}, {threads} torch threads per row",
+        settings=str((ctx or {}).get("settings", defn.settings))
+        + f"; {args.steps} timed steps after {args.warmup}, {threads} torch threads per row",
         shims=defn.shims,
         commands=commands,
         loss_keys=defn.loss_keys,
@@ -284,6 +319,10 @@ def main(argv: list[str] | None = None) -> int:
     from speechtrain.bench.peers import build_peer_report, peers_markdown, write_peers_plot
     from speechtrain.bench.report import write_json
 
+    refusal = refused_options(args.peer or list(PEERS), peer_options(args))
+    if refusal:  # before anything is installed or run
+        print(f"error: {refusal}", file=sys.stderr)
+        return 2
     if args.install:
         install(args.home)
     if not venv_python(args.home).is_file():
