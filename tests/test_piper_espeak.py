@@ -65,10 +65,11 @@ from speechtrain.data.text.piper_text import piper_symbols
 starts = []
 start = espeakbridge.initialize
 espeakbridge.initialize = lambda data_dir: (starts.append(data_dir), start(data_dir))[1]
+EspeakPhonemizer().phonemize("en-us", "Hello.")  # a user's own, before speechtrain's
+ours = piper_symbols("Salom. Rahmat!", "uz")
 config = SimpleNamespace(phoneme_type=PhonemeType.ESPEAK, espeak_voice="uz", vowel_clusters=None)
 voice = SimpleNamespace(config=config, espeak_data_dir=ESPEAK_DATA_DIR, use_tashkeel=False)
 theirs = PiperVoice.phonemize(voice, "Salom. Rahmat!")  # export.piper's path: piper's own EspeakPhonemizer
-ours = piper_symbols("Salom. Rahmat!", "uz")
 EspeakPhonemizer().phonemize("en-us", "Hello.")
 assert ours == "".join("^_" + "".join(p + "_" for p in s) + "$" for s in theirs), (ours, theirs)
 print("starts:", len(starts), flush=True)
@@ -92,8 +93,8 @@ def test_phonemes_stay_right_when_pipers_espeak_is_constructed_again() -> None:
 
 
 def test_pipers_espeak_starts_once_per_process_whoever_asks() -> None:
-    """PiperVoice's phonemizer, speechtrain's and a bare EspeakPhonemizer share one start; another data folder is
-    refused (restarting would free the tables), not silently taken."""
+    """A user's EspeakPhonemizer, speechtrain's, PiperVoice's and another bare one share one start; another data
+    folder is refused (restarting would free the tables), not silently taken."""
     pytest.importorskip("piper")
     proc = _child(_STARTS)
     assert "starts: 1" in proc.stdout, proc.stdout + proc.stderr[-2000:]

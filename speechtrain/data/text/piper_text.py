@@ -55,12 +55,13 @@ class _Started:
 
 
 def _start_once(bridge: Any, data_dir: str) -> None:
-    """espeak-ng in Piper's bridge started (unless a ``PiperVoice`` did already), and never again in the process."""
-    from piper import voice
+    """espeak-ng in Piper's bridge started unless it runs already (a ``PiperVoice`` or an ``EspeakPhonemizer``
+    started it: its sample rate is set then), and never again in the process."""
+    import ctypes
 
     if isinstance(bridge.initialize, _Started):
         return
-    if getattr(voice, "_ESPEAK_PHONEMIZER", None) is None:  # else PiperVoice.phonemize has started it
+    if ctypes.CDLL(bridge.__file__).espeak_ng_GetSampleRate() <= 0:  # the loaded bridge itself: 0 until started
         bridge.initialize(data_dir)
     bridge.initialize = _Started(data_dir)
 
