@@ -21,13 +21,11 @@ from pathlib import Path
 
 def espeak_front_end_differences(texts: list[str], language: str) -> list[str]:
     """Transcripts whose phonemes from speechtrain's espeak front end differ from Piper's phonemes."""
-    from piper.phonemize_espeak import EspeakPhonemizer
-
     from speechtrain.data.text.frontend import TextFrontEnd, TextSettings
-    from speechtrain.data.text.piper_text import piper_voice
+    from speechtrain.data.text.piper_text import piper_espeak, piper_voice
 
     ours = TextFrontEnd(TextSettings(language, "espeak"))
-    piper = EspeakPhonemizer()
+    piper = piper_espeak()
     differ = []
     for text in texts:
         theirs = "".join("".join(s) for s in piper.phonemize(piper_voice(language), text))

@@ -264,8 +264,8 @@ def test_piper_id_map_has_start_end_and_pad_ids_and_rebuilds_the_trained_ids() -
     have one id each, so sherpa-onnx's add_meta_data.py (``i = i[0]`` for every entry) can read the map."""
     pytest.importorskip("piper")
     from piper.phoneme_ids import phonemes_to_ids
-    from piper.phonemize_espeak import EspeakPhonemizer
 
+    from speechtrain.data.text.piper_text import piper_espeak
     from speechtrain.export.piper import phoneme_id_map
 
     _, task = _piper_task()
@@ -275,7 +275,7 @@ def test_piper_id_map_has_start_end_and_pad_ids_and_rebuilds_the_trained_ids() -
     tokens = {s: (i[0] if isinstance(i, list) else i) for s, i in id_map.items() if s != "\n"}  # sherpa-onnx's
     assert len(tokens) == len(id_map)
     for text in UZ_TEXTS:
-        sentences = EspeakPhonemizer().phonemize("uz", text)
+        sentences = piper_espeak().phonemize("uz", text)
         assert [i for p in sentences for i in phonemes_to_ids(p, id_map)] == task.token_ids(text), text
 
 
@@ -331,12 +331,11 @@ def test_piper_export_notes_where_piper_reads_text_otherwise_than_our_front_end(
     pytest.importorskip("piper")
     from types import SimpleNamespace
 
-    from piper.phonemize_espeak import EspeakPhonemizer
-
+    from speechtrain.data.text.piper_text import piper_espeak
     from speechtrain.export.piper import front_end_differences
 
     cfg, task = _piper_task()
-    voice = SimpleNamespace(phonemize=lambda text: EspeakPhonemizer().phonemize("uz", text))
+    voice = SimpleNamespace(phonemize=lambda text: piper_espeak().phonemize("uz", text))
     job = _job(cfg, task, tmp_path, texts=["Maʼno va mazmun bir narsa emas.", UZ_TEXTS[0]])
     (note,) = front_end_differences(job, voice)
     assert note.startswith("1 of 2 check sentences") and "U+02BC" in note and "Maʼno" in note

@@ -65,9 +65,12 @@ def phoneme_ids(data: Any, text: str) -> list[int]:
     import itertools
 
     from piper.phoneme_ids import DEFAULT_PHONEME_ID_MAP, phonemes_to_ids
-    from piper.phonemize_espeak import EspeakPhonemizer
 
-    sentences = EspeakPhonemizer().phonemize(data.espeak_voice, text, vowel_clusters=data.vowel_clusters)
+    from speechtrain.data.text.piper_text import espeak_lock, piper_espeak
+
+    phonemizer = piper_espeak()
+    with espeak_lock():
+        sentences = phonemizer.phonemize(data.espeak_voice, text, vowel_clusters=data.vowel_clusters)
     return list(itertools.chain(*(phonemes_to_ids(p, id_map=DEFAULT_PHONEME_ID_MAP) for p in sentences)))
 
 
@@ -103,6 +106,9 @@ def main(spec_path: str, out_path: str) -> int:
 
     if spec.get("threads"):
         torch.set_num_threads(int(spec["threads"]))
+    from speechtrain.data.text.piper_text import piper_espeak
+
+    piper_espeak()  # espeak-ng started once: Piper's data module and phoneme_ids construct EspeakPhonemizer again
     L.seed_everything(s.get("seed", 1234))
     data = VitsDataModule(
         csv_path=s.get("train_csv") or s["corpus"] + "/metadata.csv",  # without the held-out sentences

@@ -13,6 +13,7 @@ own normalisations run (Piper does none): a tutuq written U+02BC is read by espe
 from __future__ import annotations
 
 import threading
+from contextlib import AbstractContextManager
 from typing import Any
 
 from speechtrain.errors import UserError
@@ -31,17 +32,69 @@ def piper_voice(language: str) -> str:
     return VOICE_OF.get(code, code if code in ("pt-br", "en-gb", "es-419") else code.split("-")[0])
 
 
-def piper_phonemes(text: str, voice: str) -> list[list[str]]:
-    """Piper's phonemes of ``text``, one list per sentence (``EspeakPhonemizer.phonemize``, no vowel clusters)."""
+class _Started:
+    """``espeakbridge.initialize`` once espeak-ng runs in Piper's bridge: starting it again does nothing.
+
+    espeak-ng 1.52 (statically linked in ``piper/espeakbridge.so``) frees its phoneme tables when it is initialized
+    again, but the voice set before keeps pointing into the freed block: setting that voice again and phonemizing
+    reads freed memory (valgrind: invalid reads in ``TranslateRules``, ``SetWordStress``), which gives garbage
+    phonemes, or SIGSEGV in ``ReInterpretPhoneme`` once something else has written there. ``EspeakPhonemizer()``
+    initializes every time it is constructed, and piper-tts constructs one in ``PiperVoice`` and in its trainer's
+    data module (tests and benches construct their own): the first start is kept and every later one skipped.
+    """
+
+    def __init__(self, data_dir: str) -> None:
+        self.data_dir = data_dir
+
+    def __call__(self, data_dir: str) -> None:
+        if data_dir != self.data_dir:
+            raise RuntimeError(
+                f"Piper's espeak-ng runs with the data in {self.data_dir}; restarting it with {data_dir} would free "
+                "the phoneme tables its voices point into (one espeak-ng data folder per process)"
+            )
+
+
+def _start_once(bridge: Any, data_dir: str) -> None:
+    """espeak-ng in Piper's bridge started unless it runs already (a ``PiperVoice`` or an ``EspeakPhonemizer``
+    started it: its sample rate is set then), and never again in the process."""
+    import ctypes
+
+    if isinstance(bridge.initialize, _Started):
+        return
+    if ctypes.CDLL(bridge.__file__).espeak_ng_GetSampleRate() <= 0:  # the loaded bridge itself: 0 until started
+        bridge.initialize(data_dir)
+    bridge.initialize = _Started(data_dir)
+
+
+def piper_espeak() -> Any:
+    """Piper's ``EspeakPhonemizer``, one per process, espeak-ng started once (see :func:`_start_once`): call its
+    ``phonemize`` under :func:`espeak_lock`."""
     try:
-        from piper.phonemize_espeak import EspeakPhonemizer
+        from piper import espeakbridge
+        from piper.phonemize_espeak import ESPEAK_DATA_DIR, EspeakPhonemizer
     except ImportError:
         raise UserError(f"data.phonemizer=piper needs the piper-tts package: {INSTALL_HINT}") from None
-    with _lock:  # one espeak-ng instance in the process; it is not re-entrant
+    with espeak_lock():
         if not _phonemizer:
+            _start_once(espeakbridge, str(ESPEAK_DATA_DIR))
             _phonemizer.append(EspeakPhonemizer())
+        return _phonemizer[0]
+
+
+def espeak_lock() -> AbstractContextManager[Any]:
+    """The lock ``PiperVoice.phonemize`` holds around espeak-ng (``set_voice`` then ``get_phonemes`` must not
+    interleave across threads); ours where piper-tts has none."""
+    from piper import voice
+
+    return getattr(voice, "_ESPEAK_PHONEMIZER_LOCK", _lock)
+
+
+def piper_phonemes(text: str, voice: str) -> list[list[str]]:
+    """Piper's phonemes of ``text``, one list per sentence (``EspeakPhonemizer.phonemize``, no vowel clusters)."""
+    phonemizer = piper_espeak()
+    with espeak_lock():
         try:
-            return [s for s in _phonemizer[0].phonemize(voice, text) if s]
+            return [s for s in phonemizer.phonemize(voice, text) if s]
         except RuntimeError as exc:  # espeakbridge: "Failed to set voice: xx"
             raise UserError(
                 f"data.phonemizer=piper: Piper's espeak-ng cannot read voice {voice!r} ({exc}); set data.language to "
