@@ -2,7 +2,8 @@
 (wav2vec2-CTC, built here and saved as safetensors: no weights ship) loaded through ``train.quality_asr`` and
 scoring a synthesis, the clear one-line errors of a bad folder (missing, not a model, pickled weights only), a
 missing transformers named with its install hint, ``train.best_metric=cer`` refused without an ASR model, a VITS
-tiny run whose eval rows carry ``cer``, and ``speechtrain eval --asr``."""
+tiny run whose eval rows carry ``cer``, ``speechtrain eval --asr``, and the web UI served beyond this machine
+refusing a request that names an ASR model."""
 
 from __future__ import annotations
 
@@ -236,3 +237,46 @@ def test_speechtrain_eval_asr_prints_cer(vits_run: Path, tiny_asr: Path, tmp_pat
     assert scores["cer"] == pytest.approx(row["cer"], abs=1e-6)  # the same items, weights, ASR as the evaluation
     assert main(["eval", str(vits_run), "--asr", str(tmp_path / "nope")]) != 0
     assert f"--asr {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ the web UI
+def test_the_ui_served_beyond_this_machine_refuses_a_requested_asr_model(tmp_path: Path) -> None:
+    """Served on this machine the page takes train.quality_asr (under its folders, as every path); served beyond
+    it, a request naming an ASR model is refused in one line, and the operator's own recipe may name one."""
+    from speechtrain.ui.page import Workspace
+    from tests.doors import RECIPES
+
+    corpus = tmp_path / "data" / "corpus"
+    corpus.mkdir(parents=True)
+    asr = tmp_path / "data" / "asr"
+    over = [f"data.manifest={corpus}", f"train.quality_asr={asr}"]
+    recipe = str(RECIPES / "vits_tiny.yaml")
+    local = Workspace(tmp_path / "runs", tmp_path / "data")
+    assert local.load_config(recipe, over).train.quality_asr == str(asr)
+    served = Workspace(tmp_path / "runs", tmp_path / "data", local=False)
+    with pytest.raises(UserError, match=rf"^train.quality_asr={asr}: served beyond this machine") as refused:
+        served.load_config(recipe, over)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(UserError, match="served beyond this machine"):
+        served.load_config(recipe, over, reads_data=False)
+    own = tmp_path / "operator"
+    own.mkdir()
+    (own / "vits_asr.yaml").write_text(f"extends: {RECIPES / 'vits_tiny.yaml'}\ntrain:\n  quality_asr: {asr}\n")
+    operators = Workspace(tmp_path / "runs", tmp_path / "data", recipe_folders=[own], local=False)
+    assert operators.load_config("vits_asr", [f"data.manifest={corpus}"]).train.quality_asr == str(asr)
+
+
+def test_the_ui_learns_where_it_is_served(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from speechtrain.ui import app
+
+    made: list[Any] = []
+
+    def stop(ws: Any) -> Any:
+        made.append(ws)
+        raise RuntimeError("built")
+
+    monkeypatch.setattr(app, "build_app", stop)
+    for host, local in (("127.0.0.1", True), ("0.0.0.0", False)):
+        with pytest.raises(RuntimeError, match="built"):
+            app.launch(host, runs_root=tmp_path / "runs", data_root=tmp_path / "data", password="pw", block=False)
+        assert made[-1].local is local
