@@ -86,6 +86,62 @@ def make_tiny_asr(folder: Path) -> Path:
     return folder
 
 
+def make_tiny_whisper(folder: Path) -> Path:
+    """A Whisper model of a few thousand parameters (one encoder and one decoder layer) with a letter vocabulary and
+    the special tokens of two languages, its generation config and feature extractor, saved as safetensors."""
+    import torch
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperTokenizer,
+    )
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(json.dumps({c: i for i, c in enumerate([*VOCAB, "Ġ"])}))
+    (folder / "merges.txt").write_text("#version: 0.2\n")
+    end = "<|endoftext|>"
+    tokenizer = WhisperTokenizer(
+        str(folder / "vocab.json"), str(folder / "merges.txt"), unk_token=end, bos_token=end, eos_token=end
+    )
+    specials = ["<|startoftranscript|>", "<|en|>", "<|uz|>", "<|translate|>", "<|transcribe|>", "<|notimestamps|>"]
+    tokenizer.add_special_tokens({"additional_special_tokens": specials})
+    ids = {t: tokenizer.convert_tokens_to_ids(t) for t in [end, *specials]}
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        num_mel_bins=80,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_target_positions=32,
+        pad_token_id=ids[end],
+        bos_token_id=ids[end],
+        eos_token_id=ids[end],
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+    )
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(config)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=ids["<|startoftranscript|>"],
+        eos_token_id=ids[end],
+        pad_token_id=ids[end],
+        lang_to_id={"<|en|>": ids["<|en|>"], "<|uz|>": ids["<|uz|>"]},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+        is_multilingual=True,
+        max_length=12,
+    )
+    model.save_pretrained(folder, safe_serialization=True)
+    tokenizer.save_pretrained(folder)
+    WhisperFeatureExtractor(feature_size=80, sampling_rate=16000).save_pretrained(folder)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def tiny_asr(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_tiny_asr(tmp_path_factory.mktemp("asr") / "wav2vec2-tiny")
@@ -110,6 +166,33 @@ def test_the_tiny_asr_model_scores_cer_of_a_synthesis(tiny_asr: Path) -> None:
     assert math.isfinite(report.scores["cer"]) and report.scores["cer"] >= 0
     assert report.failed == {"cer": 1}  # the item without its text: no value, counted
     assert "cer" not in QualityScorer("tts", RATE, _mel).names  # no ASR model named: no cer
+
+
+def test_a_whisper_model_transcribes_in_the_language_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whisper (an encoder-decoder) is loaded as one, ``train.quality_asr_language`` reaches its generate() as the
+    language to transcribe in, and a language the model does not know is one line naming the key."""
+    from speechtrain.quality.asr import Transcriber
+
+    folder = make_tiny_whisper(tmp_path / "whisper-tiny")
+    transcriber = Transcriber(folder, "uz").load()
+    assert transcriber.kind == "seq2seq" and transcriber.rate == 16000
+    asked: list[Any] = []
+
+    def spy(t: Transcriber) -> Transcriber:
+        generate = t._pipe.model.generate
+        monkeypatch.setattr(
+            t._pipe.model, "generate", lambda *a, **k: asked.append(k.get("language")) or generate(*a, **k)
+        )
+        return t
+
+    speech = (0.1 * np.sin(np.arange(RATE) / 7.0)).astype(np.float32)
+    assert isinstance(spy(transcriber)(speech, RATE), str)
+    spy(Transcriber(folder).load())(speech, RATE)
+    assert asked == ["uz", None]  # asked: passed on; not asked: Whisper detects it
+    refused = r"^train.quality_asr_language=fr: not a language of the Whisper model .*\(en, uz\)"
+    with pytest.raises(UserError, match=refused):
+        Transcriber(folder, "fr").load()
+    assert Transcriber(folder, "English").load().language == "English"  # a name Whisper knows, for a code it has
 
 
 def test_a_vocoder_gets_no_cer_and_says_so(tiny_asr: Path) -> None:
@@ -235,6 +318,8 @@ def test_speechtrain_eval_asr_prints_cer(vits_run: Path, tiny_asr: Path, tmp_pat
     scores = json.loads(out.read_text())["scores"]
     row = read_metrics(vits_run, split="eval")[-1]
     assert scores["cer"] == pytest.approx(row["cer"], abs=1e-6)  # the same items, weights, ASR as the evaluation
+    assert main(["eval", str(vits_run), "--runtime", "onnx", "--asr", str(tiny_asr)]) == 0  # the exported graph's
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("cer ")] == ["cer"]
     assert main(["eval", str(vits_run), "--asr", str(tmp_path / "nope")]) != 0
     assert f"--asr {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
 

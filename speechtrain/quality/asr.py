@@ -105,6 +105,7 @@ class Transcriber:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing of this process downloads from the Hub
         import transformers as tf
 
+        tf.utils.logging.disable_progress_bar()  # its "Loading weights" bars in the run's log say nothing of use
         local = {"local_files_only": True, "trust_remote_code": False}
         model_class = tf.AutoModelForSpeechSeq2Seq if self.kind == "seq2seq" else tf.AutoModelForCTC
         try:
@@ -124,7 +125,23 @@ class Transcriber:
             named = _named(self.key, self.folder)
             raise UserError(f"{named}: transformers could not load it as an ASR model ({why})") from None
         self.rate = int(features.sampling_rate)
+        if self.kind == "seq2seq" and self.language:
+            self._check_language(model)
         return self
+
+    def _check_language(self, model: Any) -> None:
+        """A UserError naming ``train.quality_asr_language`` (``--asr-language``) when the Whisper model does not
+        know the language (its generation config's ``lang_to_id``; a code such as ``en`` or a name: ``english``)."""
+        from transformers.models.whisper.tokenization_whisper import TO_LANGUAGE_CODE
+
+        known = getattr(model.generation_config, "lang_to_id", None) or {}
+        asked = str(self.language).lower()
+        code = TO_LANGUAGE_CODE.get(asked, asked)
+        if known and f"<|{code}|>" not in known:
+            codes = ", ".join(sorted(t.strip("<|>") for t in known))
+            key = "--asr-language" if self.key.startswith("--") else f"{self.key}_language"
+            named = _named(key, self.language)
+            raise UserError(f"{named}: not a language of the Whisper model {self.folder} ({codes})")
 
     def __call__(self, audio: np.ndarray, rate: int) -> str:
         """The transcript of ``audio`` (1-D, at ``rate``), resampled to the model's rate."""
