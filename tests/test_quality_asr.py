@@ -324,6 +324,31 @@ def test_speechtrain_eval_asr_prints_cer(vits_run: Path, tiny_asr: Path, tmp_pat
     assert f"--asr {tmp_path / 'nope'} does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_eval_scores_with_the_runs_own_asr_model_or_none(vits_run: Path, tmp_path: Path, capsys: Any) -> None:
+    """Without --asr, eval scores cer with the run's train.quality_asr; --asr none scores none; a run whose ASR
+    folder is gone (scored on another machine) is one line saying both ways out."""
+    import shutil
+
+    from speechtrain.cli.main import main
+
+    def cer_lines(args: list[str]) -> list[str]:
+        assert main(["eval", *args, "--device", "cpu", "--items", "1"]) == 0
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith("cer ")]
+
+    assert len(cer_lines([str(vits_run)])) == 1
+    assert cer_lines([str(vits_run), "--asr", "none"]) == []
+    moved = tmp_path / "moved"
+    shutil.copytree(vits_run, moved, ignore=shutil.ignore_patterns("samples", "*.lock"))
+    config = moved / "config.yaml"
+    config.write_text(config.read_text().replace("quality_asr: ", f"quality_asr: {tmp_path / 'gone'} # "))
+    assert main(["eval", str(moved), "--device", "cpu"]) != 0
+    err = capsys.readouterr().err
+    assert f"train.quality_asr={tmp_path / 'gone'} does not exist" in err and "--asr none scores no cer" in err
+    assert main(["eval", str(moved), "--asr", "none", "--asr-language", "en"]) != 0
+    assert "--asr-language is the language of the --asr model" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------------ the web UI
 def test_the_ui_served_beyond_this_machine_refuses_a_requested_asr_model(tmp_path: Path) -> None:
     """Served on this machine the page takes train.quality_asr (under its folders, as every path); served beyond

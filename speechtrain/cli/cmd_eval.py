@@ -28,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default=None,
         metavar="FOLDER",
         help="TTS: a local Hugging Face ASR model (Whisper or wav2vec2-CTC, safetensors) whose transcripts of the "
-        "synthesis give cer, the character error rate (default: the run's train.quality_asr; none ships)",
+        "synthesis give cer, the character error rate (default: the run's train.quality_asr; none: no cer; no ASR "
+        "weights ship)",
     )
     p.add_argument(
         "--asr-language", default=None, metavar="L", help="Whisper's language for --asr (e.g. en); default: detected"

@@ -22,6 +22,7 @@ import numpy as np
 from speechtrain.data.batch import Batch
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
+from speechtrain.quality.asr import check_folder
 from speechtrain.quality.catalog import METRICS
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.inference import InferenceRecipe, load_modules
@@ -100,13 +101,22 @@ class EvalRecipe:
         self.asr = self._asr_settings(asr, asr_language)
 
     def _asr_settings(self, asr: str | None, language: str | None) -> AsrSettings | None:
-        """The ASR model that scores ``cer``: ``--asr`` (its language ``--asr-language``), else the run's own."""
+        """The ASR model that scores ``cer``: ``--asr`` (its language ``--asr-language``; ``--asr none``: no cer),
+        else the run's own ``train.quality_asr``, whose folder is checked here (a run scored on another machine)."""
         t = self.cfg.train
-        if asr is None and language is not None and not t.quality_asr:
+        if language is not None and (asr == "none" or (asr is None and not t.quality_asr)):
             raise UserError("--asr-language is the language of the --asr model: give --asr FOLDER too")
+        if asr == "none":
+            return None
         folder = asr if asr is not None else t.quality_asr
         if not folder:
             return None
+        if asr is None:
+            try:
+                check_folder(folder)
+            except UserError as exc:
+                why = "the run's own: --asr FOLDER names another, --asr none scores no cer"
+                raise UserError(f"{exc} ({why})") from None
         key = "--asr" if asr is not None else "train.quality_asr"
         lang = language if language is not None else (t.quality_asr_language if asr is None else None)
         return AsrSettings(folder, lang, str(self.inference.device), key=key)
