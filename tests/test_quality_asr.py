@@ -195,6 +195,26 @@ def test_a_whisper_model_transcribes_in_the_language_asked(tmp_path: Path, monke
     assert Transcriber(folder, "English").load().language == "English"  # a name Whisper knows, for a code it has
 
 
+def test_loading_the_asr_model_leaves_torchs_device_contexts_working(tiny_asr: Path) -> None:
+    """transformers 5 loads with torch.linspace swapped for a wrapper under a device context: had torch listed its
+    constructors then (its first device context in the process), a later ``with torch.device("meta")`` would make
+    linspace on the CPU (XTTS's strict load then failed on mixed devices). In a fresh process, as it first happens."""
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, numpy as np\n"
+        "from speechtrain.quality.asr import Transcriber\n"
+        f"Transcriber({str(tiny_asr)!r}).load()\n"
+        "with torch.device('meta'):\n"
+        "    print(torch.linspace(0, 1, 3).device, torch.zeros(1).device)\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["meta", "meta"]
+
+
 def test_a_vocoder_gets_no_cer_and_says_so(tiny_asr: Path) -> None:
     from speechtrain.recipes.quality import AsrSettings, asr_transcriber
 

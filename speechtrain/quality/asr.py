@@ -103,6 +103,14 @@ class Transcriber:
         if self._pipe is not None:
             return self
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing of this process downloads from the Hub
+        import torch
+
+        # torch lists the tensor constructors a device context redirects once, at the first call made inside one;
+        # transformers 5 loads under such a context with torch.linspace swapped for a wrapper, and a first call
+        # there would list the wrapper: every later `with torch.device("meta")` (XTTS's strict load) would then
+        # make linspace on the CPU. A call here lists torch's own functions first.
+        with torch.device("cpu"):
+            torch.empty(0)
         import transformers as tf
 
         tf.utils.logging.disable_progress_bar()  # its "Loading weights" bars in the run's log say nothing of use
