@@ -36,7 +36,7 @@ from typing_extensions import Self
 
 from speechtrain import registry
 from speechtrain.errors import UserError
-from speechtrain.quality.catalog import METRICS, check_best_metric
+from speechtrain.quality.catalog import ASR_KINDS, METRICS, check_best_metric
 
 Switch = Union[Literal["auto"], bool]
 
@@ -93,6 +93,9 @@ def code_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
 NAMES_DATASET: dict[str, Any] = {"names_path": "dataset"}
 NAMES_RUN: dict[str, Any] = {"names_path": "run"}
 NAMES_FILES: dict[str, Any] = {"names_path": "files"}
+#: a folder of model weights that a job loads and runs (the user's ASR model, ``train.quality_asr``): a path of the
+#: files kind, which a web UI served beyond this machine also refuses from a request (:func:`model_values`)
+NAMES_MODEL: dict[str, Any] = {"names_path": "files", "names_model": True}
 
 
 def path_kind(field: Any) -> str | None:
@@ -115,6 +118,19 @@ def path_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str, st
             found += [(key, kind, str(v)) for v in values if isinstance(v, (str, os.PathLike)) and str(v)]
         elif isinstance(value, BaseModel):
             found += path_values(value, f"{key}.")
+    return found
+
+
+def model_values(section: BaseModel, prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, value)`` of every set :data:`NAMES_MODEL` field of ``section`` (walked into sub-sections)."""
+    found: list[tuple[str, str]] = []
+    for name, field in type(section).model_fields.items():
+        value = getattr(section, name, None)
+        extra = getattr(field, "json_schema_extra", None)
+        if isinstance(extra, dict) and extra.get("names_model") is True:
+            found += [(f"{prefix}{name}", str(value))] if isinstance(value, (str, os.PathLike)) and str(value) else []
+        elif isinstance(value, BaseModel):
+            found += model_values(value, f"{prefix}{name}.")
     return found
 
 
@@ -691,10 +707,23 @@ class TrainConfig(Section):
         "STOI, MCD, DNSMOS... see docs/training.md): the first N of the eval set, in its fixed order, generated "
         "with fixed seeds; their synthesis and scoring time is reported as quality_seconds. 0: none.",
     )
+    quality_asr: str | None = Field(
+        None,
+        description="TTS: the folder of a local Hugging Face ASR model (Whisper or a CTC model such as wav2vec2, "
+        "saved with save_pretrained as safetensors) that transcribes each scored synthesis: adds cer, the "
+        "character error rate against the item's text (needs transformers). Read from that folder only, with "
+        "transformers' own code (no remote code, no pickle). None: no cer (no ASR weights ship with speechtrain).",
+        json_schema_extra=NAMES_MODEL,
+    )
+    quality_asr_language: str | None = Field(
+        None,
+        description="The language Whisper transcribes in for quality_asr (e.g. en, uz); None: Whisper detects it. "
+        "A CTC model takes none.",
+    )
     best_metric: str | None = Field(
         None,
         description="The eval-row key that picks best.pt and early stopping, better when it falls or rises as the "
-        "metric says (pesq, stoi, dnsmos_ovrl: higher; mcd, mcd_dtw: lower; loss); name:min or name:max for a "
+        "metric says (pesq, stoi, dnsmos_ovrl: higher; mcd, mcd_dtw, cer: lower; loss); name:min or name:max for a "
         "key of your own model. None: the family's default quality metric (mcd for vocoders, mcd_dtw for TTS, "
         "macro_f1 for classifiers; the eval loss for a model without quality metrics or quality_items=0).",
     )
@@ -1019,7 +1048,7 @@ def build_config(raw: dict[str, Any]) -> Config:
         cfg = Config.model_validate({**rest, "model": model})
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc, Config)) from None
-    refusal = fsdp_refusal(cfg) or best_metric_refusal(cfg)
+    refusal = fsdp_refusal(cfg) or asr_refusal(cfg) or best_metric_refusal(cfg)
     if refusal is not None:
         raise ConfigError(refusal)
     return cfg
@@ -1030,12 +1059,31 @@ def best_metric_refusal(cfg: Config) -> str | None:
     does not report, or a quality metric with ``train.quality_items=0``."""
     value = cfg.train.best_metric
     kind = registry.quality_kind(cfg.model.name)
-    why = check_best_metric(kind, value)
+    why = check_best_metric(kind, value, asr=bool(cfg.train.quality_asr))
     if why is None and value and kind not in (None, "classifier") and cfg.train.quality_items == 0:
         name = value.partition(":")[0]
         if name in METRICS and name not in ("loss", "accuracy", "macro_f1"):
             why = f"train.best_metric={value} is scored on train.quality_items items, which is 0: set it above 0"
     return why
+
+
+def asr_refusal(cfg: Config) -> str | None:
+    """Why ``train.quality_asr`` (or its language) would do nothing for this model (None: it scores cer): the ASR
+    model transcribes speech made from a text, which only TTS families make (a user's own model: decided when it
+    runs, by its task's quality kind)."""
+    t, name = cfg.train, cfg.model.name
+    if t.quality_asr_language and not t.quality_asr:
+        return "train.quality_asr_language is the language of train.quality_asr's model: set that too, or unset it"
+    if t.quality_asr and name is not None and not registry.is_user_factory(name):
+        kind = registry.family(name).quality
+        if kind in ASR_KINDS:
+            return None
+        what = f"a {kind} model" if kind else "a model without quality metrics"
+        return (
+            f"train.quality_asr: the ASR character error rate scores speech synthesised from text (the TTS families), "
+            f"and {cfg.model.name} is {what}: unset train.quality_asr"
+        )
+    return None
 
 
 def fsdp_refusal(cfg: Config) -> str | None:

@@ -35,6 +35,7 @@ DECLARED = {
     "train.init_from": "files",
     "train.output_dir": "run",
     "model.checkpoint_dir": "files",  # XTTS
+    "train.quality_asr": "files",  # the user's ASR model (cer); also refused off localhost (test_quality_asr.py)
 }
 
 

@@ -1,5 +1,5 @@
 """speechtrain eval RUN_DIR [--checkpoint best|latest|FILE] [--data CORPUS] [--items N] [--runtime torch|onnx]
-[--json OUT] [--device D]"""
+[--json OUT] [--device D] [--asr FOLDER [--asr-language L]]"""
 
 from __future__ import annotations
 
@@ -23,6 +23,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         default="torch",
         help="onnx: the audio comes from the run's exported graph in onnxruntime (hifigan, vits)",
     )
+    p.add_argument(
+        "--asr",
+        default=None,
+        metavar="FOLDER",
+        help="TTS: a local Hugging Face ASR model (Whisper or wav2vec2-CTC, safetensors) whose transcripts of the "
+        "synthesis give cer, the character error rate (default: the run's train.quality_asr; none: no cer; no ASR "
+        "weights ship)",
+    )
+    p.add_argument(
+        "--asr-language", default=None, metavar="L", help="Whisper's language for --asr (e.g. en); default: detected"
+    )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     p.add_argument("--json", default=None, help="also write the result to this JSON file")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
@@ -34,7 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.recipes.eval import EvalRecipe
 
     set_threads(args.threads)
-    recipe = EvalRecipe(args.run_dir, args.checkpoint, args.data, args.device, args.items, args.runtime)
+    recipe = EvalRecipe(
+        args.run_dir, args.checkpoint, args.data, args.device, args.items, args.runtime, args.asr, args.asr_language
+    )
     result = recipe.run()
     print(result.table())
     write_json(args.json, result.to_dict())

@@ -40,7 +40,7 @@ class MetricSpec:
 
 
 #: import name -> pip name, where they differ
-PIP_NAMES = {"speechmos": "speechmos onnxruntime"}
+PIP_NAMES = {"speechmos": "speechmos onnxruntime", "transformers": "'transformers>=4.40' jiwer"}
 
 _SPECS = (
     MetricSpec("pesq", "max", "MOS-LQO", "pesq", "PESQ wide-band (ITU-T P.862.2) at 16 kHz against the recording"),
@@ -55,6 +55,7 @@ _SPECS = (
     MetricSpec("dnsmos_ovrl", "max", "MOS", "speechmos", "DNSMOS P.835 overall quality (non-intrusive)"),
     MetricSpec("mcd_dtw", "min", "dB", None, "mel-cepstral distortion after DTW alignment to the recording"),
     MetricSpec("duration_ratio", "min", "|log2|", None, "|log2(synthesised / recorded duration)|: 0 = same length"),
+    MetricSpec("cer", "min", "share", "transformers", "character error rate of the user's ASR model on the synthesis"),
     MetricSpec("speaker_sim", "max", "cosine", None, "cosine of the model's speaker embeddings: synthesis, recording"),
     MetricSpec("accuracy", "max", "share", None, "share of eval items classified right"),
     MetricSpec("macro_f1", "max", "0-1", None, "F1 per class, averaged over the classes (each class counts alike)"),
@@ -74,6 +75,11 @@ KINDS: dict[str, tuple[str, ...]] = {
     "classifier": ("accuracy", "macro_f1"),
 }
 
+#: the kinds whose synthesis is of a text, and the metrics they get besides when the user names a local ASR model
+#: (``train.quality_asr``; no ASR weights ship with speechtrain)
+ASR_KINDS = ("tts", "speaker_tts")
+ASR_METRICS = ("cer",)
+
 #: the metric ``train.best_metric`` defaults to per kind: a quality metric that needs no optional package, so
 #: that the default behaves the same wherever it runs (``train.best_metric=pesq`` etc. pick another)
 DEFAULT_BEST: dict[str, str] = {
@@ -85,9 +91,10 @@ DEFAULT_BEST: dict[str, str] = {
 }
 
 
-def metrics_of(kind: str) -> tuple[str, ...]:
-    """The metrics of a quality kind ('' or an unknown kind: none)."""
-    return KINDS.get(kind, ())
+def metrics_of(kind: str, asr: bool = False) -> tuple[str, ...]:
+    """The metrics of a quality kind ('' or an unknown kind: none); ``asr``: a local ASR model is named
+    (``train.quality_asr``), which adds :data:`ASR_METRICS` to the kinds of :data:`ASR_KINDS`."""
+    return KINDS.get(kind, ()) + (ASR_METRICS if asr and kind in ASR_KINDS else ())
 
 
 def missing_packages(names: tuple[str, ...] | list[str]) -> list[str]:
@@ -106,10 +113,11 @@ class BestMetric:
         return best is None or (value < best if self.mode == "min" else value > best)
 
 
-def check_best_metric(kind: str | None, value: str | None) -> str | None:
-    """Why ``train.best_metric=value`` does not suit a family of quality ``kind`` (None: it does). ``kind`` None:
-    a user's own model, whose eval keys are known only when it runs (any name is taken; ``name:min`` or
-    ``name:max`` gives a key of its own its direction)."""
+def check_best_metric(kind: str | None, value: str | None, asr: bool = False) -> str | None:
+    """Why ``train.best_metric=value`` does not suit a family of quality ``kind`` (None: it does); ``asr``: a
+    local ASR model is named (``train.quality_asr``: ``cer`` is scored for TTS). ``kind`` None: a user's own model,
+    whose eval keys are known only when it runs (any name is taken; ``name:min`` or ``name:max`` gives a key of its
+    own its direction)."""
     if value is None or value == "loss":
         return None
     name, _, mode = value.partition(":")
@@ -117,7 +125,12 @@ def check_best_metric(kind: str | None, value: str | None) -> str | None:
         return f"train.best_metric={value}: the direction after ':' is min or max"
     if kind is None:
         return None
-    offered = (*metrics_of(kind), "loss")
+    offered = (*metrics_of(kind, asr), "loss")
+    if name in ASR_METRICS and kind in ASR_KINDS and not asr:
+        return (
+            f"train.best_metric={value} is scored only with a local ASR model: set train.quality_asr=FOLDER (a "
+            "Hugging Face Whisper or wav2vec2-CTC model saved as safetensors; none ships with speechtrain)"
+        )
     if name not in offered or (mode and name in METRICS and mode != METRICS[name].mode):
         if mode and name in offered:
             return f"train.best_metric={value}: {name} is better when {METRICS[name].mode}imised; write {name}"

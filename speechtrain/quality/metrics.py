@@ -18,12 +18,18 @@ DNSMOS scores a signal alone. PESQ, STOI and DNSMOS come from the packages made 
 - **F0**: RMSE in cents over frames voiced in both, gross pitch error (voiced in both, off by more than 20 %),
   voicing decision error (voiced in exactly one), with the f0 extractor the run uses.
 - **Classification**: accuracy and macro F1 from the confusion matrix (rows true, columns predicted).
+- **CER** (character error rate): the character edit distance (substitutions, deletions, insertions) from the
+  reference text to an ASR model's transcript of the synthesis, divided by the reference's length in characters,
+  after one normalisation of both (:func:`normalise_text`: Unicode NFC, casefold, punctuation removed, whitespace
+  collapsed to one space). ``jiwer``'s ``cer`` counts when it is installed, :func:`levenshtein` here otherwise
+  (the same figure). Over 1 when the transcript is longer than the reference and mostly wrong.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -240,6 +246,41 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """Cosine similarity of two embeddings."""
     x, y = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
     return float(x @ y) / max(float(np.linalg.norm(x) * np.linalg.norm(y)), 1e-12)
+
+
+# ------------------------------------------------------------------------------------ text (ASR)
+def normalise_text(text: str) -> str:
+    """``text`` as CER compares it: Unicode NFC, casefolded (NFC again: casefolding may decompose), every
+    punctuation character (Unicode category P*) removed, runs of whitespace made one space, ends stripped."""
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+    kept = "".join(ch for ch in folded if not unicodedata.category(ch).startswith("P"))
+    return " ".join(kept.split())
+
+
+def levenshtein(a: Sequence[Any], b: Sequence[Any]) -> int:
+    """The edit distance (substitutions, deletions, insertions, each 1) from ``a`` to ``b``."""
+    if len(a) < len(b):
+        a, b = b, a
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def cer(reference: str, hypothesis: str) -> float:
+    """Character error rate of ``hypothesis`` (a transcript) against ``reference`` (the text spoken), both
+    normalised (:func:`normalise_text`): edit distance / reference characters. NaN when the reference holds no
+    character after normalisation (nothing to compare with)."""
+    ref, hyp = normalise_text(reference), normalise_text(hypothesis)
+    if not ref:
+        return math.nan
+    try:
+        import jiwer
+    except ImportError:
+        return levenshtein(ref, hyp) / len(ref)
+    return float(jiwer.cer(ref, hyp))
 
 
 # ------------------------------------------------------------------------------------ classification

@@ -23,17 +23,20 @@ MelFn = Callable[[np.ndarray], np.ndarray]
 F0Fn = Callable[[np.ndarray], np.ndarray]
 #: audio (1-D) and its rate -> a speaker embedding
 EmbedFn = Callable[[np.ndarray, int], np.ndarray]
+#: audio (1-D) and its rate -> its transcript by the user's ASR model (:class:`speechtrain.quality.asr.Transcriber`)
+TranscribeFn = Callable[[np.ndarray, int], str]
 
 
 @dataclass
 class QualityItem:
     """One eval item: the model's audio and what it is compared with (the recording, or its log-mel when the
-    batch carries no audio, as GPT-TTS's)."""
+    batch carries no audio, as GPT-TTS's; ``text``: the sentence spoken, which an ASR transcript is compared with)."""
 
     item_id: str
     generated: np.ndarray
     reference: np.ndarray | None = None
     reference_mel: np.ndarray | None = None
+    text: str | None = None
 
 
 @dataclass
@@ -60,8 +63,9 @@ class QualityReport:
 
 class QualityScorer:
     """The metrics of ``kind`` (:data:`speechtrain.quality.catalog.KINDS`) at ``rate``; ``mel_fn`` the run's log-mel,
-    ``f0_fn`` its f0 extractor (pitch vocoders), ``embed_fn`` the model's speaker encoder (speaker TTS). The
-    metrics whose package is absent are named once in the log with their install hint and in every report."""
+    ``f0_fn`` its f0 extractor (pitch vocoders), ``embed_fn`` the model's speaker encoder (speaker TTS),
+    ``transcribe`` the user's ASR model (TTS: adds ``cer``). The metrics whose package is absent are named once in
+    the log with their install hint and in every report."""
 
     def __init__(
         self,
@@ -70,15 +74,18 @@ class QualityScorer:
         mel_fn: MelFn,
         f0_fn: F0Fn | None = None,
         embed_fn: EmbedFn | None = None,
+        transcribe: TranscribeFn | None = None,
     ) -> None:
         self.kind, self.rate, self.mel_fn, self.f0_fn, self.embed_fn = kind, int(rate), mel_fn, f0_fn, embed_fn
-        names = [n for n in metrics_of(kind) if METRICS[n].package is None or METRICS[n].available()]
+        self.transcribe = transcribe
+        wanted = metrics_of(kind, asr=transcribe is not None)
+        names = [n for n in wanted if METRICS[n].package is None or METRICS[n].available()]
         if "speaker_sim" in names and embed_fn is None:
             names.remove("speaker_sim")
         if kind == "pitch_vocoder" and f0_fn is None:
             names = [n for n in names if n not in ("f0_rmse_cents", "gpe", "vde")]
         self.names = tuple(n for n in names if n not in ("accuracy", "macro_f1"))  # a classifier's come from eval
-        self.missing = missing_packages(list(metrics_of(kind)))
+        self.missing = missing_packages(list(wanted))
         if self.missing:
             log.warning(f"quality metrics left out (package not installed): {'; '.join(self.missing)}")
 
@@ -125,4 +132,6 @@ class QualityScorer:
             out.update(qm.dnsmos(gen, self.rate))
         if ref is not None and self.embed_fn is not None and "speaker_sim" in want:
             out["speaker_sim"] = qm.cosine(self.embed_fn(ref, self.rate), self.embed_fn(gen, self.rate))
+        if self.transcribe is not None and "cer" in want:  # an item without its text: no value (counted in failed)
+            out["cer"] = qm.cer(item.text, self.transcribe(gen, self.rate)) if item.text else math.nan
         return out

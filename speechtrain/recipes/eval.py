@@ -22,10 +22,11 @@ import numpy as np
 from speechtrain.data.batch import Batch
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
+from speechtrain.quality.asr import check_folder
 from speechtrain.quality.catalog import METRICS
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.inference import InferenceRecipe, load_modules
-from speechtrain.recipes.quality import quality_scorer
+from speechtrain.recipes.quality import AsrSettings, quality_scorer
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.evaluate import Evaluator
 
@@ -70,7 +71,9 @@ class EvalResult:
 class EvalRecipe:
     """Scores run ``run_dir``: ``checkpoint`` best, latest or a checkpoint file; ``data`` another corpus whose held-out
     utterances are scored (default: the run's own eval set); ``items`` the utterances whose audio is scored
-    (default: the run's ``train.quality_items``); ``runtime`` torch or onnx."""
+    (default: the run's ``train.quality_items``); ``runtime`` torch or onnx; ``asr`` the folder of a local ASR model
+    whose transcripts of a TTS model's synthesis give ``cer`` (default: the run's ``train.quality_asr``) and
+    ``asr_language`` Whisper's language (default: the run's ``train.quality_asr_language``)."""
 
     def __init__(
         self,
@@ -80,6 +83,8 @@ class EvalRecipe:
         device: str | None = None,
         items: int | None = None,
         runtime: str = "torch",
+        asr: str | None = None,
+        asr_language: str | None = None,
     ) -> None:
         if runtime not in ("torch", "onnx"):
             raise UserError(f"--runtime {runtime}: torch or onnx")
@@ -93,6 +98,28 @@ class EvalRecipe:
         self.items = self.cfg.train.quality_items if items is None else int(items)
         if self.items < 0:
             raise UserError("--items must be >= 0")
+        self.asr = self._asr_settings(asr, asr_language)
+
+    def _asr_settings(self, asr: str | None, language: str | None) -> AsrSettings | None:
+        """The ASR model that scores ``cer``: ``--asr`` (its language ``--asr-language``; ``--asr none``: no cer),
+        else the run's own ``train.quality_asr``, whose folder is checked here (a run scored on another machine)."""
+        t = self.cfg.train
+        if language is not None and (asr == "none" or (asr is None and not t.quality_asr)):
+            raise UserError("--asr-language is the language of the --asr model: give --asr FOLDER too")
+        if asr == "none":
+            return None
+        folder = asr if asr is not None else t.quality_asr
+        if not folder:
+            return None
+        if asr is None:
+            try:
+                check_folder(folder)
+            except UserError as exc:
+                why = "the run's own: --asr FOLDER names another, --asr none scores no cer"
+                raise UserError(f"{exc} ({why})") from None
+        key = "--asr" if asr is not None else "train.quality_asr"
+        lang = language if language is not None else (t.quality_asr_language if asr is None else None)
+        return AsrSettings(folder, lang, str(self.inference.device), key=key)
 
     def _load(self, checkpoint: str) -> tuple[str, int | None]:
         """The checkpoint scored and its step (a file given: its weights replace the run's best)."""
@@ -119,7 +146,7 @@ class EvalRecipe:
             raise UserError(f"no eval utterances in {self.cfg.data.manifest}; give a corpus with --data")
         loader = data.eval_loader(eval_set, needs)
         settings = self.cfg.train.model_copy(update={"quality_items": self.items, "eval_audio_samples": 0})
-        scorer = quality_scorer(task, self.cfg.data, self.items)
+        scorer = quality_scorer(task, self.cfg.data, self.items, self.asr)
         with tempfile.TemporaryDirectory(prefix="speechtrain-eval-") as tmp:
             generate = self._onnx_audio(Path(tmp)) if self.runtime == "onnx" else None
             evaluator = Evaluator(task, loader, settings, quality=scorer, generate=generate)

@@ -25,7 +25,7 @@ from speechtrain.memory.stats import set_memory_fraction
 from speechtrain.models.importing import ImportReport, import_for_init
 from speechtrain.recipes.common import build_task, load_run_config, place, rank_seed, seed_everything, set_up
 from speechtrain.recipes.data import DataRecipe
-from speechtrain.recipes.quality import quality_scorer, require_best_metric
+from speechtrain.recipes.quality import AsrSettings, quality_scorer, require_best_metric
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import any_rank, barrier, init_from_env, shutdown, world
 from speechtrain.train.rundir import RunDir, RunLock
@@ -129,8 +129,16 @@ class TrainRecipe:
             recompile_limit=4 * (train_loader.num_buckets if isinstance(train_loader, TrainLoader) else 1),
             run_config=self.cfg.to_dict(),
             alone=alone,
-            quality=quality_scorer(task, d, t.quality_items),
+            quality=quality_scorer(task, d, t.quality_items, self._asr(device)),
         )
+
+    def _asr(self, device: Any) -> AsrSettings | None:
+        """``train.quality_asr``'s model on the run's device, loaded at once by rank 0 (the one that evaluates;
+        under FSDP every rank evaluates, and the others load it at their first evaluation)."""
+        t = self.train
+        if not t.quality_asr:
+            return None
+        return AsrSettings(t.quality_asr, t.quality_asr_language, str(device), load=world()[0] == 0)
 
     # ------------------------------------------------------------------ the run
     def run(self) -> tuple[Path, dict[str, Any]]:

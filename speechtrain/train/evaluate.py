@@ -124,7 +124,9 @@ class Evaluator:
                 reference = batch["audio"][i].reshape(-1)[:length].float().cpu().numpy()  # host copy, eval only
             elif "mel" in batch:
                 reference_mel = batch["mel"][i, :, : batch.frame_lengths[i]].float().cpu().numpy()  # host copy
-            items.append(QualityItem(str(batch.ids[i]), np.asarray(wav, dtype=np.float32), reference, reference_mel))
+            text = batch.texts[i] if i < len(batch.texts) else None  # the sentence spoken (TTS), for the ASR's CER
+            wav = np.asarray(wav, dtype=np.float32)
+            items.append(QualityItem(str(batch.ids[i]), wav, reference, reference_mel, text))
         return _Scored(items, wavs[:samples] if same and samples else None)
 
     def _write_audio(self, batch: Batch, n: int, step: int, made: list[Any] | None = None) -> int:

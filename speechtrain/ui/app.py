@@ -115,7 +115,9 @@ def launch(
     (besides recipes/; any other recipe file must lie under the data roots). The server serves the files the page
     shows and nothing else under ``runs_root`` and ``data_root`` (:class:`Workspace`); datasets are read under
     ``data_root`` and the uploads only, other path values of a config stay under ``runs_root`` and ``data_root``.
-    ``password_from``: where the password is to be found, said on the login page (:func:`login_message`)."""
+    ``password_from``: where the password is to be found, said on the login page (:func:`login_message`). Off this
+    machine a request may not name model weights to load either (``train.quality_asr``,
+    :meth:`Workspace.check_models`)."""
     from speechtrain.errors import UserError
 
     if host not in LOCAL_HOSTS and not password:
@@ -124,7 +126,13 @@ def launch(
             "SPEECHTRAIN_UI_PASSWORD; `speechtrain ui` makes one and prints it when neither is given)"
         )
     ws = Workspace(
-        runs_root, data_root, also=also, allow_models=allow_models, allow_code=allow_code, recipe_folders=recipe_folders
+        runs_root,
+        data_root,
+        also=also,
+        allow_models=allow_models,
+        allow_code=allow_code,
+        recipe_folders=recipe_folders,
+        local=host in LOCAL_HOSTS,
     )
     app = build_app(ws)
     app.queue(default_concurrency_limit=4)

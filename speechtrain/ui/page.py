@@ -34,9 +34,11 @@ class Workspace:
     ``also``: more folders whose runs the page lists (the demo's report folder, ``reports``); ``allow_models``: the
     ``package.module:factory`` models the person who started the UI allows, ``allow_code``: the other config values
     naming code it allows (``KEY=module:function``); every other one is refused
-    (:func:`speechtrain.ui.backend.check_runnable`). Uploaded zips are unpacked in ``runs/.ui/uploads`` (a folder
-    no import name reaches: its path holds ``.ui``), and the server serves files from ``runs/.ui/shown`` only:
-    the copies of what the page shows (eval audio, the ladder's chart, the Listen tab's output)."""
+    (:func:`speechtrain.ui.backend.check_runnable`). ``local``: the page is served on this machine only; served
+    beyond it, a request may not name model weights for a job to load (:meth:`check_models`). Uploaded zips are
+    unpacked in ``runs/.ui/uploads`` (a folder no import name reaches: its path holds ``.ui``), and the server serves
+    files from ``runs/.ui/shown`` only: the copies of what the page shows (eval audio, the ladder's chart, the Listen
+    tab's output)."""
 
     def __init__(
         self,
@@ -46,7 +48,9 @@ class Workspace:
         allow_models: tuple[str, ...] | list[str] = (),
         allow_code: tuple[str, ...] | list[str] = (),
         recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
+        local: bool = True,
     ) -> None:
+        self.local = local  # served on this machine only (speechtrain ui --host 127.0.0.1)
         self.runs = Path(runs_root).resolve()
         self.data = Path(data_root).resolve()
         self.ui = self.runs / ".ui"
@@ -134,8 +138,9 @@ class Workspace:
         recipe."""
         path = self.recipe(recipe)
         cfg = backend.load_config(str(path), overrides, self.allow_models, self.allow_code)
+        trusted = _saved_values(path) if self.is_operators_recipe(path) else {}
+        self.check_models(cfg, trusted)
         if reads_data:
-            trusted = _saved_values(path) if self.is_operators_recipe(path) else {}
             self.check_paths(cfg, {k: v for k, v in trusted.items() if k not in self.DATA_KEYS})
         return cfg
 
@@ -152,8 +157,27 @@ class Workspace:
         from speechtrain.train.rundir import RunDir
 
         saved = RunDir(run_dir).config
-        self.check_paths(cfg, _saved_values(saved) if saved.is_file() else {})
+        trusted = _saved_values(saved) if saved.is_file() else {}
+        self.check_models(cfg, trusted)
+        self.check_paths(cfg, trusted)
         return cfg
+
+    def check_models(self, cfg: Any, trusted: dict[str, list[str]] | None = None) -> None:
+        """Served beyond this machine (not :attr:`local`), the page loads no model weights a request named: every
+        value of a field the schema declares with :data:`speechtrain.config.NAMES_MODEL` (``train.quality_asr``,
+        the ASR model of ``cer``) is refused but those ``trusted`` lists by key (the operator's recipe, the run's
+        saved config); a one-line UserError naming the key and the way to set it."""
+        if self.local:
+            return
+        from speechtrain.config import model_values
+
+        for key, value in model_values(cfg):
+            if value not in (trusted or {}).get(key, []):
+                raise UserError(
+                    f"{key}={value}: served beyond this machine, the web UI loads no model a request names; put "
+                    f"{key} in a recipe of its recipe folders (speechtrain ui --recipes DIR), or run from the "
+                    "command line"
+                )
 
     # ------------------------------------------------------------------ data roots
     #: the config keys naming files or folders a job reads as a dataset
