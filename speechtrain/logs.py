@@ -56,7 +56,8 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg,unused-ign
         super().__init__(sys.stderr)
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.setStream(sys.stderr)
+        if self.stream is not sys.stderr:  # not setStream: it flushes the old stream, which may be closed by now
+            self.stream = sys.stderr
         super().emit(record)
 
 
