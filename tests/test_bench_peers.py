@@ -348,7 +348,12 @@ def test_options_a_peer_does_not_take_are_refused_before_anything_runs(
     why = refused_options(["nsf"], PeerOptions(language="uz")) or ""
     assert "--language" in why and "nsf" in why and "--peer vits --peer hifigan" in why
     assert "--size" in (refused_options(["hifigan"], PeerOptions(size="tiny")) or "")
+    import logging
+
+    logger = logging.getLogger("speechtrain")
+    before = (logger.propagate, list(logger.handlers))
     assert main(["--language", "uz", "--home", str(tmp_path / "nowhere")]) == 2  # all four peers: xtts takes none
+    assert (logger.propagate, list(logger.handlers)) == before  # the caller's logging as it was
     err = capsys.readouterr().err
     assert "--language" in err and "xtts" in err and "Traceback" not in err and "--install" not in err
 

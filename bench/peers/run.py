@@ -310,11 +310,17 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The peers' tables; the ladder's progress lines on standard error for the command's duration (a caller's
+    own logging, e.g. a test's, is as it was afterwards)."""
+    from speechtrain.logs import logging_for_command
+
+    with logging_for_command() as log:
+        return _main(argv, log)
+
+
+def _main(argv: list[str] | None, log: Any) -> int:
     args = parse(argv)
     from speechtrain.bench.ablate import recommendation
-    from speechtrain.logs import setup_logging
-
-    log = setup_logging()  # the ladder's progress lines, on standard error
     from speechtrain.bench.measure import device_info, probe
     from speechtrain.bench.peers import build_peer_report, peers_markdown, write_peers_plot
     from speechtrain.bench.report import write_json
