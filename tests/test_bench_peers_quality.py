@@ -222,6 +222,11 @@ def test_piper_trains_from_a_csv_without_the_held_out_sentences(
     rows = [ln.split("|")[0] for ln in Path(ctx["train_csv"]).read_text().splitlines() if ln.strip()]
     assert held and not set(rows) & set(held) and len(rows) + len(held) == 10
     assert peer_vits.peer_raw(ctx)["train_csv"] == ctx["train_csv"]
+    from common import PeerOptions
+
+    tiny = peer_vits.prepare(work, PeerOptions(size="tiny"))  # the same corpus; the table says which model
+    assert "tiny" in tiny["title"] and "tiny" not in ctx["title"] and "hidden 32" in tiny["settings"]
+    assert "English demo utterances" in ctx["settings"]
 
 
 # -- the seed of each pass ---------------------------------------------------------------------------------------

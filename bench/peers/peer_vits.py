@@ -69,6 +69,7 @@ TINY_SIZES = {
 }
 TINY_SEGMENT = 2048
 SYMBOLS = 256
+TITLE = "VITS (Piper's architecture, medium-style decoder)"
 ENV = "SPEECHTRAIN_PIPER_SOURCE"
 QUALITY = QualityPlan(
     kind="tts",
@@ -140,6 +141,7 @@ def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
         "espeak_voice": voice,
         "size": options.size,
         "settings": settings_text(words, tiny),
+        "title": "VITS (Piper's architecture at the tiny recipe's sizes)" if tiny else TITLE,
     }
 
 
@@ -250,7 +252,7 @@ def settings_text(corpus: str, tiny: bool) -> str:
 
 DEFINITION = PeerDefinition(
     key=KEY,
-    title="VITS (Piper's architecture, medium-style decoder)",
+    title=TITLE,
     peer_label="Piper piper.train.vits (piper-tts 1.8, Lightning)",
     runner="piper_vits.py",
     recipe=RECIPE,

@@ -295,7 +295,7 @@ def measure_peer(defn: PeerDefinition, args: argparse.Namespace, recommendation:
                 print(f"[{defn.key}] profiling {v.label} failed: {exc}", flush=True)
     return PeerRun(
         key=defn.key,
-        title=defn.title,
+        title=str((ctx or {}).get("title", defn.title)),
         rows=rows,
         settings=str((ctx or {}).get("settings", defn.settings))
         + f"; {args.steps} timed steps after {args.warmup}, {threads} torch threads per row",
