@@ -117,6 +117,26 @@ def git_tree(src: Path, work: Path, prefix: str) -> Path:
     return out
 
 
+def source_dir(env: str) -> Path | None:
+    """The folder of a peer's code that environment variable ``env`` names (set from the peer's command-line flag:
+    a clone or a git dir), or None."""
+    import os
+
+    value = os.environ.get(env)
+    return Path(value) if value else None
+
+
+def missing_source(env: str, flag: str, unset: str) -> str | None:
+    """Why a peer whose code is read from a checkout cannot run here (None: it can): ``unset`` when ``env`` names
+    nothing, "FLAG PATH: no such folder" when it names a missing one."""
+    src = source_dir(env)
+    if src is None:
+        return unset
+    if not src.exists():
+        return f"{flag} {src}: no such folder"
+    return None
+
+
 def corpus_ids(corpus: str | Path) -> list[tuple[str, str]]:
     """(id, text) of an LJSpeech-layout corpus's metadata.csv, in its order."""
     rows = []

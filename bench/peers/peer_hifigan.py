@@ -16,11 +16,21 @@ archive`` into the bench's work folder at bench time; it is never part of this r
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from common import SEED, PeerDefinition, PeerOptions, QualityPlan, git_tree, held_out, recipe_raw, speech_corpus
+from common import (
+    SEED,
+    PeerDefinition,
+    PeerOptions,
+    QualityPlan,
+    git_tree,
+    held_out,
+    missing_source,
+    recipe_raw,
+    source_dir,
+    speech_corpus,
+)
 
 KEY = "hifigan"
 RECIPE = "recipes/vocoder_hifigan_tiny.yaml"
@@ -55,18 +65,8 @@ SETTINGS = (  # <corpus>: the corpus in words (prepare's options choose it)
 )
 
 
-def source() -> Path | None:
-    value = os.environ.get(ENV)
-    return Path(value) if value else None
-
-
 def needs() -> str | None:
-    src = source()
-    if src is None:
-        return "needs jik876/hifi-gan's code: --jik876 DIR (a clone or a git dir of it)"
-    if not src.exists():
-        return f"--jik876 {src}: no such folder"
-    return None
+    return missing_source(ENV, "--jik876", "needs jik876/hifi-gan's code: --jik876 DIR (a clone or a git dir of it)")
 
 
 def extract(src: Path, work: Path) -> Path:
@@ -82,7 +82,7 @@ def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
     if options.size != "peer":
         raise ValueError("the hifigan peer has one size (the tiny generator): --size does not apply")
     corpus, words = speech_corpus(work, options, UTTERANCES)
-    src = source()
+    src = source_dir(ENV)
     assert src is not None
     return {
         "corpus": str(corpus),

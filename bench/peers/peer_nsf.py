@@ -15,11 +15,20 @@ Their code is not a package: ``--singingvocoders DIR`` (a clone, or a bare git d
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-from common import SEED, PeerDefinition, PeerOptions, QualityPlan, git_tree, held_out, recipe_raw
+from common import (
+    SEED,
+    PeerDefinition,
+    PeerOptions,
+    QualityPlan,
+    git_tree,
+    held_out,
+    missing_source,
+    recipe_raw,
+    source_dir,
+)
 
 KEY = "nsf"
 RECIPE = "recipes/vocoder_nsf_hifigan_tiny.yaml"
@@ -43,18 +52,12 @@ QUALITY = QualityPlan(
 )
 
 
-def source() -> Path | None:
-    value = os.environ.get(ENV)
-    return Path(value) if value else None
-
-
 def needs() -> str | None:
-    src = source()
-    if src is None:
-        return "needs openvpi/SingingVocoders' code: --singingvocoders DIR (a clone or a git dir of it)"
-    if not src.exists():
-        return f"--singingvocoders {src}: no such folder"
-    return None
+    return missing_source(
+        ENV,
+        "--singingvocoders",
+        "needs openvpi/SingingVocoders' code: --singingvocoders DIR (a clone or a git dir of it)",
+    )
 
 
 def extract(src: Path, work: Path) -> Path:
@@ -71,7 +74,7 @@ def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
     corpus = work / "corpus_singing"
     if not (corpus / "metadata.csv").is_file():
         make_singing_corpus(corpus, utterances=UTTERANCES, seed=0, sample_rate=22050, hop_length=256)
-    src = source()
+    src = source_dir(ENV)
     assert src is not None
     return {
         "corpus": str(corpus),

@@ -21,12 +21,22 @@ clone or a git dir of OHF-Voice/piper1-gpl) gives ``core.pyx``, which the runner
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from common import SEED, PeerDefinition, PeerOptions, QualityPlan, corpus_ids, held_out, recipe_raw, speech_corpus
+from common import (
+    SEED,
+    PeerDefinition,
+    PeerOptions,
+    QualityPlan,
+    corpus_ids,
+    held_out,
+    missing_source,
+    recipe_raw,
+    source_dir,
+    speech_corpus,
+)
 
 KEY = "vits"
 RECIPE = "recipes/vits.yaml"
@@ -80,21 +90,13 @@ QUALITY = QualityPlan(
 PYX = "src/piper/train/vits/monotonic_align/core.pyx"
 
 
-def source() -> Path | None:
-    value = os.environ.get(ENV)
-    return Path(value) if value else None
-
-
 def needs() -> str | None:
-    src = source()
-    if src is None:
-        return (
-            "needs Piper's monotonic_align/core.pyx (the wheel ships no source or build of it): --piper-source DIR "
-            "(a clone or a git dir of OHF-Voice/piper1-gpl)"
-        )
-    if not src.exists():
-        return f"--piper-source {src}: no such folder"
-    return None
+    return missing_source(
+        ENV,
+        "--piper-source",
+        "needs Piper's monotonic_align/core.pyx (the wheel ships no source or build of it): --piper-source DIR "
+        "(a clone or a git dir of OHF-Voice/piper1-gpl)",
+    )
 
 
 def extract_pyx(src: Path, work: Path) -> Path:
@@ -117,7 +119,7 @@ def prepare(work: Path, options: PeerOptions = PeerOptions()) -> dict[str, Any]:
     if options.size not in ("peer", "tiny"):
         raise ValueError(f"the vits peer's sizes are peer or tiny, not {options.size!r}")
     corpus, words = speech_corpus(work, options, UTTERANCES, demo_folder="corpus_en")
-    src = source()
+    src = source_dir(ENV)
     assert src is not None
     held = held_out(corpus, QUALITY.items)
     train_csv = work / f"metadata_train_{corpus.name}.csv"  # Piper reads one csv: the corpus's without the held-out
