@@ -246,13 +246,15 @@ def test_data_roots_follow_the_operators_links_and_the_uploads(tmp_path: Path) -
     elsewhere = tmp_path / "corpus"
     elsewhere.mkdir()
     (tmp_path / "data" / "linked").symlink_to(elsewhere, target_is_directory=True)  # the operator's own link
-    assert ws.data_path(tmp_path / "data" / "linked") == tmp_path / "data" / "linked"
+    assert ws.data_path(tmp_path / "data" / "linked") == elsewhere  # resolved: what the job is handed
+    assert ws.data_path(elsewhere) == elsewhere  # the link's target is a root of its own
     assert ws.data_path(ws.uploads / "z" / "metadata.csv") == ws.uploads / "z" / "metadata.csv"
+    (tmp_path / "other").mkdir()
     with pytest.raises(UserError, match=f"reads datasets only under its data folder {tmp_path / 'data'}"):
-        ws.data_path(elsewhere)
+        ws.data_path(tmp_path / "other")
     with pytest.raises(UserError, match="data.manifest"):
-        ws.load_config("gpt_tts_tiny", [f"data.manifest={elsewhere}"])
-    assert ws.load_config("gpt_tts_tiny", [f"data.manifest={elsewhere}"], reads_data=False)  # the probe reads none
+        ws.load_config("gpt_tts_tiny", [f"data.manifest={tmp_path / 'other'}"])
+    assert ws.load_config("gpt_tts_tiny", [f"data.manifest={tmp_path / 'other'}"], reads_data=False)  # the probe
 
 
 def test_recipes_come_from_the_listed_folders_and_the_data_roots(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from speechtrain.data.layouts.base import (
     read_text_lines,
 )
 from speechtrain.errors import DataError
+from speechtrain.paths import Roots
 
 __all__ = [
     "AUDIO_EXTENSIONS",
@@ -89,15 +90,17 @@ def _roots() -> tuple[Path, ...] | None:
 
 
 def _inside_roots(entries: list[Entry], problems: list[Problem]) -> list[Entry]:
-    """``entries`` whose audio lies under the data roots (``..`` resolved, before the file is touched: nothing
-    tells whether the file exists); each other one is an ``outside_data_roots`` problem. All of them without roots."""
+    """``entries`` whose audio lies under the data roots as the kernel resolves it (:class:`speechtrain.paths.Roots`:
+    ``..`` after a link is the target's parent; the links under a root are the operator's and admit their targets;
+    the file is not opened: nothing tells whether it exists); each other one is an ``outside_data_roots`` problem.
+    All of them without roots."""
     roots = _roots()
     if roots is None:
         return entries
+    check = Roots(roots, follow=roots)
     kept = []
     for e in entries:
-        full = Path(os.path.normpath(Path(e.audio_path).absolute()))
-        if any(full.is_relative_to(root) for root in roots):
+        if check.inside(e.audio_path):
             kept.append(e)
         else:
             where = ", ".join(str(r) for r in roots)

@@ -21,6 +21,7 @@ import gradio as gr
 import pandas as pd
 
 from speechtrain.errors import UserError
+from speechtrain.paths import Roots
 from speechtrain.ui import backend, jobs, runs
 
 POLL_SECONDS = 1.0
@@ -100,9 +101,9 @@ class Workspace:
         return path
 
     def _recipe_file(self, path: Path, named_by: str = "") -> Path:
-        full = Path(os.path.normpath(path.expanduser().absolute()))
         roots = [*self.operator_recipe_folders(), *self.data_roots()]
-        if full.suffix in (".yaml", ".yml") and any(full.is_relative_to(root) for root in roots):
+        full = self.roots(roots).resolve(path)
+        if full is not None and path.suffix in (".yaml", ".yml") and full.suffix in (".yaml", ".yml"):
             return full
         raise UserError(
             f"recipe {path}{named_by}: the web UI reads recipes only from its recipe folders and data roots "
@@ -129,7 +130,7 @@ class Workspace:
 
     def is_operators_recipe(self, path: Path) -> bool:
         """A recipe of the operator's folders (:meth:`operator_recipe_folders`), not one of the data roots."""
-        return any(path.is_relative_to(folder) for folder in self.operator_recipe_folders())
+        return self.roots(self.operator_recipe_folders(), follow=False).inside(path)
 
     def load_config(self, recipe: str, overrides: list[str], reads_data: bool = True) -> Any:
         """:func:`backend.load_config` of the checked recipe (:meth:`recipe`) with the code this UI allows; with
@@ -187,12 +188,19 @@ class Workspace:
         """The folders the page reads datasets from: ``--data`` and its uploads."""
         return [self.data, self.uploads]
 
+    def roots(self, folders: list[Path], follow: bool = True) -> Roots:
+        """The one path check (:class:`speechtrain.paths.Roots`) over ``folders``: paths as the kernel resolves
+        them; the operator's links under ``--data`` (``follow``) admit their targets as roots. Made for each check:
+        links change while the page runs."""
+        return Roots(folders, follow=[self.data] if follow and self.data in folders else [])
+
     def data_path(self, path: str | Path, key: str = "dataset") -> Path:
         """``path`` (absolute, ``..`` resolved) when it is under one of :meth:`data_roots`, else a one-line UserError
         naming the roots: the page must not read any file of the machine as a dataset (``/etc/passwd`` as an
-        LJSpeech manifest would show its lines as errors). Links the operator put under a root are followed."""
-        full = Path(os.path.normpath(Path(path).expanduser().absolute()))
-        if any(full.is_relative_to(root) for root in self.data_roots()):
+        LJSpeech manifest would show its lines as errors). The path is resolved as the kernel opens it; a link the
+        operator put under ``--data`` is followed and its target is a root (:meth:`roots`)."""
+        full = self.roots(self.data_roots()).resolve(path)
+        if full is not None:
             return full
         raise UserError(
             f"{key} {path}: the web UI reads datasets only under its data folder {self.data} (speechtrain ui --data) "
@@ -214,11 +222,10 @@ class Workspace:
         if kind == "dataset":
             self.data_path(value, key)
             return
-        full = Path(os.path.normpath(Path(value).expanduser().absolute()))
         roots = self.path_roots(kind)
-        inside = any(full.is_relative_to(root) for root in roots)
-        own = full.is_relative_to(self.ui) and (kind == "run" or not full.is_relative_to(self.uploads))
-        if inside and not own:
+        full = self.roots(roots).resolve(value)
+        own = full is not None and full.is_relative_to(self.ui)
+        if full is not None and not (own and (kind == "run" or not full.is_relative_to(self.uploads))):
             return
         where = " or ".join(str(r) for r in roots)
         raise UserError(
@@ -256,7 +263,8 @@ class Workspace:
         :meth:`reading_data`, told to the job by its environment)."""
         from speechtrain.data.manifest import ROOTS_ENV
 
-        return jobs.start(folder, argv, env={ROOTS_ENV: os.pathsep.join(str(r) for r in self.data_roots())})
+        roots = self.roots(self.data_roots()).roots  # with the targets of the operator's links
+        return jobs.start(folder, argv, env={ROOTS_ENV: os.pathsep.join(str(r) for r in roots)})
 
     # ------------------------------------------------------------------ runs
     def run_paths(self) -> list[Path]:

@@ -88,7 +88,7 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
         if not d:
             raise UserError("choose a dataset folder or manifest (or make the demo corpus)")
         r = str(ws.recipe(r))  # a listed recipe, or a file under the UI's roots, before anything reads it
-        ws.data_path(d)  # under the data roots, before anything reads it
+        d = str(ws.data_path(d))  # under the data roots, before anything reads it; the job opens what was checked
         if f == "auto":
             backend.detect_format(d)  # the same error as the CLI, before starting anything
         folder = ws.job("prepare")
