@@ -61,6 +61,7 @@ __all__ = [
     "read_manifest",
     "audio_roots",
     "read_text_lines",
+    "refuse_cached_outside_roots",
     "resolve_format",
     "transcript_note",
 ]
@@ -110,6 +111,25 @@ def _inside_roots(entries: list[Entry], problems: list[Problem]) -> list[Entry]:
                 )
             )
     return kept
+
+
+def refuse_cached_outside_roots(listing: str | os.PathLike[str], audio: list[str]) -> None:
+    """Under data roots (a door acting for others, :func:`audio_roots`), a prepared corpus is checked as a freshly
+    read one is: the cached items' ``audio`` must lie under the roots, else one DataError (a fresh cache is read
+    without reading the manifest, so the check of :func:`read_manifest` would never see it). Nothing without
+    roots."""
+    roots = _roots()
+    if roots is None:
+        return
+    check = Roots(roots, follow=roots)
+    outside = [path for path in audio if not check.inside(path)]
+    if outside:
+        raise DataError(
+            f"{listing}: its feature cache holds {len(outside)} utterance(s) whose audio lies outside the data roots "
+            f"({', '.join(str(r) for r in roots)}), e.g. {outside[0]}: a job of the web UI reads audio under its "
+            "data folders only; put the corpus under --data (or link it there) and prepare it again, or run it from "
+            "the command line"
+        )
 
 
 def layout_candidates(root: Path, encoding: str | None = None) -> dict[str, str]:

@@ -67,6 +67,7 @@ from speechtrain.data.manifest import (
     file_signature,
     manifest_signature,
     paired_eval_file,
+    refuse_cached_outside_roots,
     resolve_format,
 )
 from speechtrain.data.pitch import F0Settings
@@ -745,6 +746,7 @@ class FeatureStore:
                 f"feature cache for {ref.path} is {reason}; run `speechtrain prepare {ref.path}` "
                 f"with the same --config and data.* overrides (cache: {self.root})"
             )
+        refuse_cached_outside_roots(ref.path, [item.path for item in index.items])  # a fresh cache: no manifest read
         return index
 
     def open_split(self, split: Role | str, require_text: bool | None) -> SplitItems:
