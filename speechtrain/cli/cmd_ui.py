@@ -1,5 +1,5 @@
 """speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR] [--password P] [--allow-model M:F]
-[--allow-code KEY=M:F] [--recipes DIR]"""
+[--allow-code KEY=M:F] [--recipes DIR] [--allow-host NAME]"""
 
 from __future__ import annotations
 
@@ -58,6 +58,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="a config value naming code that the page may run, e.g. model.text_front_end=speechtrain.data.text."
         "amharic:g2p (repeatable; model.name=M:F is --allow-model M:F). Every other value naming code is refused",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="served on this machine, the page answers requests whose Host (and Origin) is localhost or a loopback "
+        "address only; NAME adds one (a reverse proxy's name; repeatable)",
+    )
     return p
 
 
@@ -102,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         allow_code=allow_code,
         recipe_folders=args.recipes,
         password_from=source,
+        allow_hosts=args.allow_host,
     )
     port = url.rstrip("/").rsplit(":", 1)[-1]
     there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""

@@ -11,10 +11,13 @@ that the tests drive with gradio_client (``/prepare``, ``/start_train``, ``/run_
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from speechtrain.logs import get_logger
+from speechtrain.ui.hostguard import HostGuard
 from speechtrain.ui.page import Inputs, Workspace, header, switch_overrides
 from speechtrain.ui.tabs import bench, data, listen, recipe, runs, train, tune
 from speechtrain.ui.tabs.tune import parse_trials
@@ -76,6 +79,14 @@ def build_app(ws: Workspace) -> gr.Blocks:
     return app
 
 
+def outermost(server: Any, allow_hosts: tuple[str, ...] | list[str]) -> None:
+    """The Host guard around the server's whole middleware stack too: the one given to Gradio (``app_kwargs``)
+    guards from the first request but sits inside Gradio's CORS middleware, which would still add
+    ``access-control-allow-origin`` to the refusal; Gradio adds its middleware after ours, so the guard wraps the
+    built stack once the server is up."""
+    server.middleware_stack = HostGuard(server.middleware_stack or server.build_middleware_stack(), allow_hosts)
+
+
 def login_message(user: str, ws: Workspace, password_from: str = "") -> str:
     """What the login page says: which server this is (speechtrain's page on this host, over which runs) and
     where its password is (it said only "Login")."""
@@ -104,6 +115,7 @@ def launch(
     allow_code: tuple[str, ...] | list[str] = (),
     recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
     password_from: str = "",
+    allow_hosts: tuple[str, ...] | list[str] = (),
 ) -> tuple[gr.Blocks, str]:
     """Build and start the page; returns the app and its local URL (``block=False`` returns at once).
 
@@ -117,7 +129,9 @@ def launch(
     ``data_root`` and the uploads only, other path values of a config stay under ``runs_root`` and ``data_root``.
     ``password_from``: where the password is to be found, said on the login page (:func:`login_message`). Off this
     machine a request may not name model weights to load either (``train.quality_asr``,
-    :meth:`Workspace.check_models`)."""
+    :meth:`Workspace.check_models`). On this machine the server answers loopback ``Host`` names and addresses only,
+    and ``allow_hosts`` (a reverse proxy's name), with no foreign ``Origin`` (:mod:`speechtrain.ui.hostguard`: a
+    rebound DNS name would otherwise drive the page from any web site the user visits)."""
     from speechtrain.errors import UserError
 
     if host not in LOCAL_HOSTS and not password:
@@ -136,6 +150,7 @@ def launch(
     )
     app = build_app(ws)
     app.queue(default_concurrency_limit=4)
+    guard = {"middleware": [Middleware(HostGuard, allow=tuple(allow_hosts))]} if ws.local else {}
     try:
         _, url, _ = app.launch(
             server_name=host,
@@ -148,6 +163,7 @@ def launch(
             show_error=True,
             css=CSS,
             footer_links=["api"],
+            app_kwargs=guard,
         )
     except OSError as exc:
         if "Cannot find empty port" not in str(exc) and getattr(exc, "errno", None) not in (98, 48):
@@ -156,6 +172,8 @@ def launch(
         raise UserError(
             f"{which} on {host} is in use: stop what listens there, or choose another with --port N"
         ) from None
+    if ws.local:
+        outermost(app.server_app, allow_hosts)
     if not quiet:
         log.info("speechtrain ui on %s (runs in %s, data in %s)", url, ws.runs, ws.data)
     if block:
