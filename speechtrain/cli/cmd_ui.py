@@ -1,5 +1,5 @@
 """speechtrain ui [--host 127.0.0.1] [--port N] [--runs DIR] [--data DIR] [--password P] [--allow-model M:F]
-[--allow-code KEY=M:F] [--recipes DIR] [--allow-host NAME]"""
+[--allow-code KEY=M:F] [--recipes DIR] [--allow-host NAME] [--max-upload-gb GB] [--max-unpacked-gb GB]"""
 
 from __future__ import annotations
 
@@ -66,6 +66,21 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="served on this machine, the page answers requests whose Host (and Origin) is localhost or a loopback "
         "address only; NAME adds one (a reverse proxy's name; repeatable)",
     )
+    p.add_argument(
+        "--max-upload-gb",
+        type=float,
+        default=4.0,
+        metavar="GB",
+        help="the largest file the page accepts as an upload (default 4; refused while it arrives)",
+    )
+    p.add_argument(
+        "--max-unpacked-gb",
+        type=float,
+        default=16.0,
+        metavar="GB",
+        help="the most an uploaded zip may unpack to (default 16; checked from the zip's directory before anything "
+        "is written, and against the free space)",
+    )
     return p
 
 
@@ -89,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.ui.backend import parse_allow_code
 
     allow_code = parse_allow_code(args.allow_code)  # a malformed entry stops here, before the server starts
+    from speechtrain.ui.uploads import GiB, UploadLimits
+
+    for flag, value in (("--max-upload-gb", args.max_upload_gb), ("--max-unpacked-gb", args.max_unpacked_gb)):
+        if not value > 0:
+            raise UserError(f"{flag} must be a positive number of GB, got {value}")
 
     local = args.host in LOCAL_HOSTS
     password, made = args.password or os.environ.get(PASSWORD_ENV) or None, False
@@ -111,6 +131,9 @@ def run(args: argparse.Namespace) -> int:
         recipe_folders=args.recipes,
         password_from=source,
         allow_hosts=args.allow_host,
+        limits=UploadLimits(
+            max_upload_bytes=int(args.max_upload_gb * GiB), max_unpacked_bytes=int(args.max_unpacked_gb * GiB)
+        ),
     )
     port = url.rstrip("/").rsplit(":", 1)[-1]
     there = f" (from other machines: http://{socket.gethostname()}:{port}/)" if not local else ""

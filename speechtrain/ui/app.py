@@ -21,6 +21,7 @@ from speechtrain.ui.hostguard import HostGuard
 from speechtrain.ui.page import Inputs, Workspace, header, switch_overrides
 from speechtrain.ui.tabs import bench, data, listen, recipe, runs, train, tune
 from speechtrain.ui.tabs.tune import parse_trials
+from speechtrain.ui.uploads import UploadLimits
 
 __all__ = ["CSS", "Workspace", "build_app", "launch", "parse_trials", "switch_overrides"]
 
@@ -116,6 +117,7 @@ def launch(
     recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
     password_from: str = "",
     allow_hosts: tuple[str, ...] | list[str] = (),
+    limits: UploadLimits | None = None,
 ) -> tuple[gr.Blocks, str]:
     """Build and start the page; returns the app and its local URL (``block=False`` returns at once).
 
@@ -131,7 +133,8 @@ def launch(
     machine a request may not name model weights to load either (``train.quality_asr``,
     :meth:`Workspace.check_models`). On this machine the server answers loopback ``Host`` names and addresses only,
     and ``allow_hosts`` (a reverse proxy's name), with no foreign ``Origin`` (:mod:`speechtrain.ui.hostguard`: a
-    rebound DNS name would otherwise drive the page from any web site the user visits)."""
+    rebound DNS name would otherwise drive the page from any web site the user visits). ``limits``: what one upload
+    may be (:class:`speechtrain.ui.uploads.UploadLimits`)."""
     from speechtrain.errors import UserError
 
     if host not in LOCAL_HOSTS and not password:
@@ -147,6 +150,7 @@ def launch(
         allow_code=allow_code,
         recipe_folders=recipe_folders,
         local=host in LOCAL_HOSTS,
+        limits=limits,
     )
     app = build_app(ws)
     app.queue(default_concurrency_limit=4)
@@ -164,6 +168,7 @@ def launch(
             css=CSS,
             footer_links=["api"],
             app_kwargs=guard,
+            max_file_size=ws.limits.max_upload_bytes,  # refused while it arrives
         )
     except OSError as exc:
         if "Cannot find empty port" not in str(exc) and getattr(exc, "errno", None) not in (98, 48):

@@ -11,7 +11,6 @@ vocode, classify) is called in the UI process. Bad input raises the library's ow
 from __future__ import annotations
 
 import math
-import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,9 @@ from typing import Any
 
 from speechtrain.data.layouts import names as layout_names
 from speechtrain.errors import DataError, UserError
+from speechtrain.ui.uploads import CODE_SUFFIXES as CODE_SUFFIXES  # uploads are bounded and checked there
+from speechtrain.ui.uploads import extract_zip as extract_zip
+from speechtrain.ui.uploads import unpack_upload as unpack_upload
 
 REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 FORMATS = ("auto", *layout_names())  # every layout that declares itself in speechtrain.data.layouts
@@ -182,69 +184,6 @@ def make_demo_corpus(out: str | Path, utterances: int = 120) -> Path:
     if (out / "metadata.csv").is_file():
         return out
     return Path(_make(out, utterances=utterances, seed=0, labelled=True))
-
-
-#: files a dataset upload never needs and that Python could load as code (a module, a compiled one, a .pth hook)
-CODE_SUFFIXES = (".py", ".pyw", ".pyc", ".pyo", ".pyd", ".so", ".pth", ".dll", ".dylib")
-
-
-def extract_zip(zip_file: str | Path, dest_root: str | Path) -> Path:
-    """Unpack an uploaded dataset zip into a new folder ``dest_root/<zip stem>`` (``-2``, ``-3`` ... when taken);
-    the dataset folder inside it.
-
-    Refused before anything is written: members that would land outside the folder (``../``, absolute paths) and
-    files Python could load as code (:data:`CODE_SUFFIXES`: a dataset is audio and text)."""
-    zip_file = Path(zip_file)
-    if not zipfile.is_zipfile(zip_file):
-        raise DataError(f"{zip_file.name}: not a zip file (upload a .zip of the dataset folder)")
-    with zipfile.ZipFile(zip_file) as zf:
-        members = zf.namelist()
-        code = [m for m in members if m.lower().endswith(CODE_SUFFIXES)]
-        if code:
-            raise DataError(
-                f"{zip_file.name}: holds {len(code)} file(s) of code ({', '.join(code[:3])}); a dataset upload is "
-                "audio and text only: remove them and upload again"
-            )
-        dest = _new_folder(Path(dest_root), zip_file.stem)
-        root = dest.resolve()
-        for member in members:
-            target = (root / member).resolve()
-            if root != target and root not in target.parents:
-                dest.rmdir()
-                raise DataError(f"{zip_file.name}: member '{member}' would be written outside {dest}; refusing it")
-        zf.extractall(dest)
-    # a zip of one folder: the dataset is that folder
-    inner = [p for p in dest.iterdir() if not p.name.startswith((".", "__MACOSX"))]
-    if len(inner) == 1 and inner[0].is_dir():
-        return inner[0]
-    return dest
-
-
-def _new_folder(root: Path, stem: str) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 10_000):
-        folder = root / (stem if n == 1 else f"{stem}-{n}")
-        try:
-            folder.mkdir()
-            return folder
-        except FileExistsError:
-            continue
-    raise DataError(f"{root}: no free folder name for {stem}")
-
-
-def unpack_upload(zip_file: str | Path, uploads: str | Path) -> tuple[Path, str]:
-    """An uploaded dataset zip unpacked under ``uploads`` and its detected format; a rejected upload (not a zip,
-    code inside, a member outside, no dataset layout found) leaves nothing on disk."""
-    import shutil
-
-    before = set(Path(uploads).iterdir()) if Path(uploads).is_dir() else set()
-    try:
-        folder = extract_zip(zip_file, uploads)
-        return folder, detect_format(folder)
-    except UserError:
-        for made in set(Path(uploads).iterdir()) - before if Path(uploads).is_dir() else ():
-            shutil.rmtree(made, ignore_errors=True)
-        raise
 
 
 def detect_format(path: str | Path) -> str:

@@ -23,6 +23,7 @@ import pandas as pd
 from speechtrain.errors import UserError
 from speechtrain.paths import Roots
 from speechtrain.ui import backend, jobs, runs
+from speechtrain.ui.uploads import UploadLimits
 
 POLL_SECONDS = 1.0
 SWITCH_COLUMNS = ["setting", "recommended", "recipe", "use", "why"]
@@ -50,7 +51,9 @@ class Workspace:
         allow_code: tuple[str, ...] | list[str] = (),
         recipe_folders: tuple[str | Path, ...] | list[str | Path] = (),
         local: bool = True,
+        limits: UploadLimits | None = None,
     ) -> None:
+        self.limits = limits or UploadLimits()  # what one upload may be (speechtrain ui --max-upload-gb ...)
         self.local = local  # served on this machine only (speechtrain ui --host 127.0.0.1)
         self.runs = Path(runs_root).resolve()
         self.data = Path(data_root).resolve()

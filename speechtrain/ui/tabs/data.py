@@ -78,7 +78,11 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
     def do_upload(path: str | None) -> tuple[str, str, str]:
         if not path:
             raise UserError("upload a .zip of the dataset folder")
-        folder, found = backend.unpack_upload(path, ws.uploads)
+        from gradio.utils import get_upload_folder
+
+        from speechtrain.ui.uploads import handle_upload
+
+        folder, found = handle_upload(path, ws.uploads, get_upload_folder(), ws.limits)  # Gradio's copy removed
         return ok(f"unpacked to {folder}; detected format: {found}"), str(folder), "auto"
 
     tab.upload.upload(do_upload, [tab.upload], [tab.status, inputs.data, inputs.fmt], api_name="upload_zip")
