@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["Roots", "link_targets"]
+__all__ = ["Roots", "link_targets", "writable_file", "write_atomic"]
 
 #: how deep and how wide :func:`link_targets` looks for the operator's links under a root (a corpus of 100k files
 #: under ``--data`` must not make every check slow; a deeper link is still admitted when a path goes through it)
@@ -115,3 +115,68 @@ class Roots:
 
     def __str__(self) -> str:
         return ", ".join(str(r) for r in self.roots)
+
+
+def writable_file(path: str | os.PathLike[str], flag: str = "") -> Path:
+    """``path`` as a file to write (absolute), or one UserError naming it: a folder, or a path under a file."""
+    from speechtrain.errors import UserError
+
+    given = Path(path).expanduser()
+    full = given.absolute()
+    named = f"{flag} {path}" if flag else str(path)
+    if full.is_dir():
+        raise UserError(f"{named}: is a folder; give a file name (e.g. {given / 'report.json'})")
+    for parent in full.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{named}: {parent} is a file, not a folder; choose another path")
+            break
+    return full
+
+
+def _mode(path: Path) -> int:
+    """The permission bits a file written at ``path`` gets: the old file's, else 0666 less the umask."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_atomic(path: str | os.PathLike[str], data: str | bytes, flag: str = "") -> Path:
+    """Write ``data`` to a temporary file beside ``path`` (on the same file system), then rename it over ``path``: a
+    reader, a kill or a full disk leaves the old file or the new one, never half of one. A folder, a path under a
+    file, or a write that fails (a full disk) is one UserError naming the path (``flag``: the option that named it);
+    nothing is left behind."""
+    import errno
+    import tempfile
+
+    from speechtrain.errors import UserError, free_space
+
+    full = writable_file(path, flag)
+    named = f"{flag} {path}" if flag else str(path)
+    tmp: str | None = None
+    try:
+        full.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{full.name}.", suffix=".tmp", dir=full.parent)
+        os.fchmod(fd, _mode(full))  # mkstemp makes it 0600: the file gets the mode an ordinary write gives it
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, full)
+    except OSError as exc:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        full_disk = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        why = "the disk is full" if full_disk else (exc.strerror or str(exc))
+        raise UserError(
+            f"{named}: not written ({why}; {free_space(full.parent)} free there): nothing was changed; free some "
+            "space or choose another path"
+        ) from None
+    except BaseException:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+    return full

@@ -12,8 +12,6 @@ atomically), so a killed ladder leaves the rows it measured.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -511,17 +509,9 @@ def profile_markdown(report: dict[str, Any], top: int = 3) -> str:
 def write_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to a temporary file beside ``path``, then rename it over ``path``: a reader (or a kill)
     sees the old file or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from speechtrain.paths import write_atomic as _write
+
+    return _write(path, text)
 
 
 def write_json(report: dict[str, Any], path: str | Path) -> Path:

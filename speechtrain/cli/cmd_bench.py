@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from speechtrain.cli.common import add_config_args
+from speechtrain.cli.common import add_config_args, user_file, write_user_file
 
 if TYPE_CHECKING:
     from speechtrain.progress import Progress
@@ -232,6 +232,9 @@ def run(args: argparse.Namespace) -> int:
     if args.peers is not None:
         return run_peers(list(args.peers))
     _validate(args)
+    for flag in ("json", "markdown", "plot"):  # before the measurement: a folder, under a file, a run's own file
+        if getattr(args, flag, None):
+            user_file(getattr(args, flag), f"--{flag}")
     say = Progress("bench")  # "row k of n (pass p of P): NAME" and the time left as each row starts, its figures after
     cfg = config_from_args(args, needs_model=True)
     command = "speechtrain " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -309,10 +312,7 @@ def _scaling(cfg: Any, args: argparse.Namespace, command: str, say: Progress) ->
     if args.json:
         print(f"wrote {write_json(report, args.json)}")
     if args.markdown:
-        path = Path(args.markdown)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(scaling_report_markdown(report))
-        print(f"wrote {path}")
+        print(f"wrote {write_user_file(args.markdown, scaling_report_markdown(report), '--markdown')}")
     failed = [line for line in report["scaling"] if line.get("audio_seconds_per_second") is None]
     return 1 if failed else 0
 
@@ -344,9 +344,7 @@ def _quality(cfg: Any, args: argparse.Namespace) -> int:
     text = report.markdown()
     print(text)
     if args.json:
-        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
-        print(f"wrote {args.json}")
+        print(f"wrote {write_user_file(args.json, json.dumps(report.to_dict(), indent=2) + chr(10))}")
     if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
-        print(f"wrote {args.markdown}")
+        print(f"wrote {write_user_file(args.markdown, text + chr(10), '--markdown')}")
     return 0

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from speechtrain.cli.common import add_config_args, config_from_args, write_json
+from speechtrain.cli.common import add_config_args, config_from_args, user_file, write_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> int:
 
     # under torchrun every rank tunes its own device; they agree, and the first alone prints and writes
     first = env_rank() == 0
+    user_file(args.out, "--out")  # before the measurement: a folder, a path under a file, a run's own file
+    if args.json:
+        user_file(args.json)
     if first:
         print(f"tuning batch sizes per bucket ({cfg.tune.objective}) ...")
     report = TuneRecipe(cfg, quiet=args.quiet or not first).run()

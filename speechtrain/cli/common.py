@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,11 +54,38 @@ def help_from_table(p: argparse.ArgumentParser, dest: str, text: Callable[[], st
     p.format_help = with_table  # type: ignore[method-assign]
 
 
-def write_json(path: str | None, obj: Any) -> None:
-    """Write ``obj`` as JSON when ``path`` is given."""
+def user_file(path: str | os.PathLike[str], flag: str = "--json") -> Path:
+    """``path`` checked as a file the command may write for the user (before any work, where the command can):
+    not a folder, not under a file (:func:`speechtrain.paths.writable_file`), and not a run's own file
+    (config.yaml, a checkpoint ...: :meth:`speechtrain.train.rundir.RunDir.owning`); else one UserError naming
+    it."""
+    from speechtrain.errors import UserError
+    from speechtrain.paths import writable_file
+    from speechtrain.train.rundir import RunDir
+
+    full = writable_file(path, flag)
+    run = RunDir.owning(full)
+    if run is not None:
+        raise UserError(
+            f"{flag} {path}: is a file of the run {run.path} (its {full.resolve().relative_to(run.path.resolve())}); "
+            "the command will not write over it: choose another path"
+        )
+    return full
+
+
+def write_user_file(path: str | os.PathLike[str], data: str | bytes, flag: str = "--json") -> Path:
+    """``data`` written to ``path`` for the user: checked (:func:`user_file`), then atomically (a temporary file
+    beside it, renamed: a full disk leaves nothing half-written; :func:`speechtrain.paths.write_atomic`)."""
+    from speechtrain.paths import write_atomic
+
+    user_file(path, flag)
+    return write_atomic(path, data, flag)
+
+
+def write_json(path: str | None, obj: Any, flag: str = "--json") -> None:
+    """Write ``obj`` as JSON when ``path`` is given (:func:`write_user_file`)."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(obj, indent=2, default=str) + "\n")
+        write_user_file(path, json.dumps(obj, indent=2, default=str) + "\n", flag)
 
 
 def set_threads(threads: int | None) -> None:
@@ -80,4 +108,5 @@ def wav_out(path: str) -> Path:
     out = Path(path)
     if out.suffix.lower() != ".wav":
         raise UserError(f"--out {out}: write a .wav file")
+    user_file(out, "--out")  # not a folder, not under a file, not a run's own file
     return out

@@ -175,8 +175,8 @@ def _quiet(quiet: bool, *names: str) -> Iterator[None]:
 
 def write_tuned_config(report: TunedConfig, path: str | Path) -> Path:
     """Write the tuned config as YAML, with a header saying how it was tuned."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from speechtrain.paths import write_atomic
+
     header = [
         "# written by `speechtrain tune`: data.bucket_boundaries / data.bucket_batch_sizes (per bucket, shortest",
         f"# first) and train.grad_accum, measured on {report.device} in {report.seconds:.1f} s, objective "
@@ -184,5 +184,4 @@ def write_tuned_config(report: TunedConfig, path: str | Path) -> Path:
         f"# budget {format_bytes(report.budget_bytes)}: {report.budget_source}",
         *(f"# note: {n}" for n in report.notes),
     ]
-    path.write_text("\n".join(header) + "\n" + report.config.to_yaml())
-    return path
+    return write_atomic(path, "\n".join(header) + "\n" + report.config.to_yaml(), "--out")

@@ -314,6 +314,28 @@ class RunDir:
         """Eval audio written so far (``samples/step_N/ID.wav``), newest step last."""
         return sorted(self.samples().glob("step_*/*.wav"))
 
+    #: the files a run keeps beside its config (its checkpoints' and own folders' files are its too)
+    OWN_FILES = (CONFIG, ACCEL, COMPILE_LOG, METRICS, PROGRESS, BEST, INIT_REPORT, ".lock")
+
+    def owns(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` (as the kernel resolves it) is one of this run's own files or inside its own folders
+        (checkpoints, best.dcp, samples ...): a file written for the user must never land there."""
+        real, root = Path(path).resolve(), self.path.resolve()
+        if not real.is_relative_to(root) or real == root:
+            return False
+        first = real.relative_to(root).parts[0]
+        return first in self.OWN_FILES or first in self.OWN_FOLDERS or first.startswith("best.")
+
+    @classmethod
+    def owning(cls, path: str | os.PathLike[str]) -> RunDir | None:
+        """The run (a folder with its ``config.yaml``) whose own file ``path`` is (:meth:`owns`), or None."""
+        real = Path(path).resolve()
+        for folder in real.parents:
+            run = cls(folder)
+            if run.is_run() and run.owns(real):
+                return run
+        return None
+
     def is_run(self) -> bool:
         """A speechtrain run: its ``config.yaml`` is there."""
         return self.config.is_file()
