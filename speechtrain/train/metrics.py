@@ -246,8 +246,10 @@ class StepFile:
     """``progress.json`` of a run: the step it has reached, rewritten after every step, for whoever watches the run
     (the web UI's Train tab) between the rows of metrics.jsonl, which come every ``train.log_every`` steps only.
 
-    One ``pwrite`` of a fixed-width record at the start of a file kept open: no host sync (the step is a Python
-    int), no rename, a few microseconds. A failed write (a full disk) turns the file off; the metrics rows report
+    One ``pwrite`` of a fixed-width record at the start of a file kept open, then the file cut to that record
+    (``ftruncate``: a longer file, left by a resume or another writer, would keep its tail and be unreadable): the
+    file holds exactly one record after every write. No host sync (the step is a Python int), no rename, a few
+    microseconds. A failed write (a full disk) turns the file off; the metrics rows report
     such failures. ``run_dir`` None (another rank, no run directory): nothing is written."""
 
     WIDTH = 96
@@ -257,7 +259,7 @@ class StepFile:
         self.fd: int | None = None
         if run_dir is not None:
             try:
-                self.fd = os.open(RunDir(run_dir).progress, os.O_WRONLY | os.O_CREAT, 0o644)
+                self.fd = os.open(RunDir(run_dir).progress, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             except OSError as exc:
                 log.info(f"note: {RunDir(run_dir).progress} not written ({exc})")
 
@@ -265,8 +267,10 @@ class StepFile:
         if self.fd is None:
             return
         record = json.dumps({"step": step, "max_steps": self.max_steps, "time": round(time.time(), 3)})
+        data = (record.ljust(self.WIDTH - 1) + "\n").encode()
         try:
-            os.pwrite(self.fd, (record.ljust(self.WIDTH - 1) + "\n").encode(), 0)
+            os.pwrite(self.fd, data, 0)
+            os.ftruncate(self.fd, len(data))
         except OSError:
             self.close()
 
@@ -279,7 +283,8 @@ class StepFile:
 def read_progress(run_dir: str | os.PathLike[str] | RunDir) -> int | None:
     """The step ``progress.json`` says the run has reached (None: no such file, or one that cannot be read)."""
     try:
-        step = json.loads(RunDir(run_dir).progress.read_text()).get("step")
+        with open(RunDir(run_dir).progress, encoding="utf-8") as fh:
+            step = json.loads(fh.readline()).get("step")  # the one record (an older writer's file: its first line)
     except (OSError, ValueError, AttributeError):
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
