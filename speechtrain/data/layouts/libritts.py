@@ -2,7 +2,9 @@
 beside each file, ``.normalized.txt`` (read) and ``.original.txt`` (read where the normalized one is
 missing); the speaker id is the speaker folder's name. ROOT is one subset (``train-clean-100/``) or the
 folder holding several: then the ``train-*`` subsets train and the first ``dev-*`` (else ``test-*``) subset
-is the eval split.
+is the eval split. A transcript that cannot be read or decoded is that item's problem (``unreadable_text``, the
+file named; its encoding is decided for each file, by its own byte-order mark or ``data.encoding``), the rest of
+the tree is read.
 
 Recognised by the names (the file's speaker and chapter are the two folders above it), which is stronger
 evidence than the plain same-stem pairs (:mod:`.pairs`) and than the classifier ``folder`` layout, which
@@ -21,11 +23,12 @@ from speechtrain.data.layouts.base import (
     Listing,
     ManifestSignature,
     Match,
+    Problem,
     Strength,
     file_signature,
     hidden,
     is_audio,
-    read_text_lines,
+    read_transcript,
 )
 
 #: the transcripts beside each file, the first present is read
@@ -89,13 +92,17 @@ def eval_listing(root: Path) -> Path | None:
 
 def read(root: Path, encoding: str | None = None) -> Listing:
     entries: list[Entry] = []
+    problems: list[Problem] = []
     for subset in _subsets(root):
         for f in _audio(subset):
             txt = transcript_of(f)
-            text = "" if txt is None else " ".join(line.strip() for _, line in read_text_lines(txt, encoding))
+            text, unreadable = ("", None) if txt is None else read_transcript(txt, encoding, f.stem)
+            if unreadable is not None:  # skipped and reported, as VCTK does
+                problems.append(unreadable)
+                continue
             speaker = f.stem.split("_")[0] if is_libritts_audio(f) else f.relative_to(subset).parts[0]
             entries.append(Entry(f.stem, str(f.absolute()), text, speaker=speaker, where=str(txt or f)))
-    return entries, []
+    return entries, problems
 
 
 def signature(root: Path) -> ManifestSignature:
@@ -121,5 +128,6 @@ LAYOUT = Layout(
     points_at="`ROOT/` with `<speaker>/<chapter>/<speaker>_<chapter>_*.wav` + `.normalized.txt`, or the folder "
     "holding `train-*` (and `dev-*`/`test-*`) subsets",
     items="id = file stem, speaker = speaker folder, text = `.normalized.txt` (else `.original.txt`); `train-*` "
-    "subsets train, the first `dev-*` (else `test-*`) is the eval split",
+    "subsets train, the first `dev-*` (else `test-*`) is the eval split; a transcript that cannot be decoded is "
+    "skipped and reported (`unreadable_text`)",
 )

@@ -7,7 +7,9 @@ of the top folder below ROOT when the audio sits in sub-folders (``ROOT/<speaker
 folder). Where several
 transcripts lie beside one file, :data:`SIDECARS` says which is read (``.normalized.txt`` before
 ``.txt``). Audio without a transcript is kept with empty text (a vocoder can use it; a TTS task skips it
-as ``empty_text`` and counts it); a transcript without audio is reported as ``missing_file``.
+as ``empty_text`` and counts it); a transcript without audio is reported as ``missing_file``; a transcript that
+cannot be read or decoded is that item's problem (``unreadable_text``, the file named; its encoding is decided
+for each file, by its own byte-order mark or ``data.encoding``), the rest of the folder is read.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from speechtrain.data.layouts.base import (
     file_signature,
     hidden,
     is_audio,
-    read_text_lines,
+    read_transcript,
 )
 
 #: transcript suffixes beside ``<stem>.wav``, the first present is read
@@ -71,10 +73,6 @@ def detect(path: Path, encoding: str | None = None) -> Match | None:
     return Match("audio files with a same-stem .txt/.lab transcript beside them", tops)
 
 
-def _transcript(txt: Path, encoding: str | None) -> str:
-    return " ".join(line.strip() for _, line in read_text_lines(txt, encoding))
-
-
 def read(root: Path, encoding: str | None = None) -> Listing:
     entries: list[Entry] = []
     problems: list[Problem] = []
@@ -87,7 +85,11 @@ def read(root: Path, encoding: str | None = None) -> Listing:
         if txt is None:
             entries.append(Entry("", str(f.absolute()), "", speaker=speaker, where=str(f)))
             continue
-        entries.append(Entry("", str(f.absolute()), _transcript(txt, encoding), speaker=speaker, where=str(txt)))
+        text, unreadable = read_transcript(txt, encoding, f.stem)
+        if unreadable is not None:  # skipped and reported (its audio is not kept text-less either)
+            problems.append(unreadable)
+            continue
+        entries.append(Entry("", str(f.absolute()), text, speaker=speaker, where=str(txt)))
     for txt in sorted(root.rglob("*")):
         if txt.suffix in (".txt", ".lab") and txt.is_file() and not hidden(txt, root) and txt not in heard:
             stem = txt.name[: -len(next(s for s in SIDECARS if txt.name.endswith(s)))]
@@ -118,5 +120,6 @@ LAYOUT = Layout(
     points_at="`ROOT/` with `<name>.wav` + `<name>.txt` (or `.lab`, `.normalized.txt`) pairs, flat or in "
     "sub-folders at any depth",
     items="id = file stem, text = the transcript file (`.normalized.txt` before `.txt`, `.lab`, `.original.txt`), "
-    "speaker = the top folder below ROOT (`ROOT/<speaker>/...`); audio without a transcript is kept with empty text",
+    "speaker = the top folder below ROOT (`ROOT/<speaker>/...`); audio without a transcript is kept with empty text; "
+    "a transcript that cannot be decoded is skipped and reported (`unreadable_text`)",
 )
