@@ -112,3 +112,26 @@ def test_roots_resolve_as_the_kernel_does(tmp_path: Path) -> None:
     assert plain.resolve(root / "a" / "l" / "er") is None
     assert followed.resolve(root / "loop" / "x") is None
     assert followed.resolve(root / "new" / "file") == root / "new" / "file"  # nothing need exist
+
+
+def test_a_job_is_handed_the_resolved_paths_it_was_checked_with(
+    linked: tuple[object, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from speechtrain.ui import jobs
+
+    ws, link, target = linked
+    over = [f"data.manifest={link}", f"data.cache_dir={link}/cache"]
+    ws.load_config("gpt_tts_tiny", over)  # type: ignore[attr-defined]
+    started: list[list[str]] = []
+    monkeypatch.setattr(jobs, "start", lambda folder, argv, env: started.append(list(argv)))
+    ws.start(Path("job"), ["train", "--config", "x.yaml", *over, "train.max_steps=3"])  # type: ignore[attr-defined]
+    assert started == [
+        [
+            "train",
+            "--config",
+            "x.yaml",
+            f"data.manifest={target}",
+            f"data.cache_dir={target}/cache",
+            "train.max_steps=3",
+        ]
+    ]

@@ -68,6 +68,8 @@ class Workspace:
         self.allow_code = backend.parse_allow_code(allow_code)
         self.recipe_folders = [Path(p).resolve() for p in recipe_folders]
         self.gpu: deque[dict[str, Any]] = deque(maxlen=600)
+        #: ``key=value`` override -> ``key=<resolved path>``, as last checked (:meth:`check_path`), for :meth:`start`
+        self.checked: dict[str, str] = {}
         self.t0 = time.time()
 
     def job(self, kind: str) -> Path:
@@ -218,24 +220,30 @@ class Workspace:
             return self.data_roots()
         return [self.runs] if kind == "run" else [self.runs, self.data]
 
-    def check_path(self, key: str, kind: str, value: str) -> None:
-        """One path value of a config: under :meth:`path_roots` (``..`` resolved), never in the UI's own folder
-        ``RUNS/.ui`` (what it serves, its jobs, its tuned recipes) but for the uploads' data; a one-line UserError
-        naming the key and the roots otherwise."""
+    def check_path(self, key: str, kind: str, value: str) -> Path:
+        """One path value of a config, resolved (:meth:`roots`): under :meth:`path_roots`, never in the UI's own
+        folder ``RUNS/.ui`` (what it serves, its jobs, its tuned recipes) but for the uploads' data; a one-line
+        UserError naming the key and the roots otherwise. The override ``key=value`` is handed to the jobs the page
+        starts as ``key=<the resolved path>`` (:meth:`start`)."""
         if kind == "dataset":
-            self.data_path(value, key)
-            return
+            return self._checked(key, value, self.data_path(value, key))
         roots = self.path_roots(kind)
         full = self.roots(roots).resolve(value)
         own = full is not None and full.is_relative_to(self.ui)
         if full is not None and not (own and (kind == "run" or not full.is_relative_to(self.uploads))):
-            return
+            return self._checked(key, value, full)
         where = " or ".join(str(r) for r in roots)
         raise UserError(
             f"{key}={value}: the web UI reads and writes only under its folders ({where}, not in its own {self.ui}"
             + ("" if kind == "run" else f" but for {self.uploads}")
             + "): choose a path there, or run it from the command line"
         )
+
+    def _checked(self, key: str, value: str, full: Path) -> Path:
+        if len(self.checked) > 4096:  # a long session's overrides: only the latest matter (start follows a check)
+            self.checked.clear()
+        self.checked[f"{key}={value}"] = f"{key}={full}"
+        return full
 
     def check_paths(self, cfg: Any, trusted: dict[str, list[str]] | None = None) -> None:
         """Every path value of ``cfg`` (the fields the schema declares with a path mark: data.manifest, data.cache_dir,
@@ -263,10 +271,13 @@ class Workspace:
 
     def start(self, folder: Path, argv: list[str]) -> Any:
         """:func:`jobs.start` of a job whose manifests' audio must lie under the data roots (as
-        :meth:`reading_data`, told to the job by its environment)."""
+        :meth:`reading_data`, told to the job by its environment, the targets of the operator's links among them).
+        Each path override of ``argv`` that the page checked (``data.manifest=...``) is handed on as the resolved
+        path it was checked as, so the job opens what was checked."""
         from speechtrain.data.manifest import ROOTS_ENV
 
-        roots = self.roots(self.data_roots()).roots  # with the targets of the operator's links
+        roots = self.roots(self.data_roots()).roots
+        argv = [self.checked.get(arg, arg) for arg in argv]
         return jobs.start(folder, argv, env={ROOTS_ENV: os.pathsep.join(str(r) for r in roots)})
 
     # ------------------------------------------------------------------ runs
