@@ -66,7 +66,7 @@ class Roots:
         self.roots: list[Path] = list(dict.fromkeys([r for r in given if r is not None] + self.follow))
         for root in self.follow:
             self._admit_all(link_targets(root))
-        self._dirs: dict[str, Path | None] = {}  # a folder as given -> resolved (a manifest's entries share a few)
+        self._dirs: dict[str, tuple[str | None, bool]] = {}  # a folder as given -> (resolved, under a root)
 
     def _admit_all(self, targets: Iterable[Path]) -> None:
         for target in targets:
@@ -98,20 +98,33 @@ class Roots:
     def resolve(self, path: str | os.PathLike[str]) -> Path | None:
         """The path the kernel opens for ``path`` (relative to the working directory) when it lies under a root
         (or a root itself), else None. Nothing needs to exist."""
-        full = Path(path).expanduser().absolute()  # keeps '..': the kernel takes it after the link before it
-        parent = str(full.parent)
-        if parent not in self._dirs:
-            self._dirs[parent] = self._walk(full.parent.parts)
-        folder = self._dirs[parent]
+        found = self._resolve(path)
+        return None if found is None else Path(found)
+
+    def _resolve(self, path: str | os.PathLike[str]) -> str | None:
+        # strings, not pathlib, on this path: a manifest of 100k entries is checked entry by entry
+        given = os.path.expanduser(os.fspath(path))
+        full = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)  # keeps '..' as the kernel does
+        parent, name = os.path.split(full)
+        if parent not in self._dirs:  # a manifest's entries share a few folders: each is walked once
+            folder = self._walk(Path(parent).parts)
+            self._dirs[parent] = (None, False) if folder is None else (str(folder), self._under(folder))
+        folder, folder_inside = self._dirs[parent]
         if folder is None:
             return None
-        real = self._step(folder, full.name) if full.name else folder
-        if real is None or not any(real.is_relative_to(r) for r in self.roots):
-            return None
-        return real
+        if name in ("", "."):
+            return folder if folder_inside else None
+        real = os.path.join(folder, name)
+        if name != ".." and not os.path.islink(real):  # a plain name: inside when its folder is (or it is a root)
+            return real if folder_inside or self._under(Path(real)) else None
+        stepped = self._step(Path(folder), name)
+        return str(stepped) if stepped is not None and self._under(stepped) else None
+
+    def _under(self, real: Path) -> bool:
+        return any(real.is_relative_to(r) for r in self.roots)
 
     def inside(self, path: str | os.PathLike[str]) -> bool:
-        return self.resolve(path) is not None
+        return self._resolve(path) is not None
 
     def __str__(self) -> str:
         return ", ".join(str(r) for r in self.roots)
