@@ -119,3 +119,26 @@ def test_json_onto_a_full_tmpfs_is_one_line(tiny_tmpfs: Path, capsys: pytest.Cap
     assert "Traceback" not in err
     assert target.exists() != ("error:" in err)
     assert sorted(p.name for p in tiny_tmpfs.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_a_wav_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """synthesize/vocode --out: the wav reads back; on a full disk the old file stays and no temp file is left."""
+    import numpy as np
+    import soundfile as sf
+
+    from speechtrain.recipes.inference import Audio
+
+    audio = Audio(np.sin(np.linspace(0, 100, 22050)).astype(np.float32) * 0.5, 22050, 0.1)
+    out = audio.write(tmp_path / "a.wav")
+    data, sr = sf.read(out)
+    assert sr == 22050 and data.shape == (22050,)
+    before = out.read_bytes()
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(UserError, match=rf"--out {out}: not written \(the disk is full"):
+        Audio(np.zeros(100, dtype=np.float32), 22050, 0.1).write(out)
+    monkeypatch.undo()
+    assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["a.wav"]

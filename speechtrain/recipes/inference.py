@@ -182,14 +182,20 @@ class Audio:
         return self.compute_seconds / self.seconds if self.seconds else float("nan")
 
     def write(self, path: str | os.PathLike[str]) -> Path:
-        """A 16-bit wav (clipped to [-1, 1]); its folder is made."""
+        """A 16-bit wav (clipped to [-1, 1]); its folder is made. Written whole, then renamed into place
+        (:func:`speechtrain.paths.write_atomic`): a full disk leaves no half wav and no traceback."""
+        import io
+
         import soundfile as sf
+
+        from speechtrain.paths import write_atomic
 
         out = Path(path)
         if out.suffix.lower() != ".wav":
             raise UserError(f"--out {out}: write a .wav file")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        sf.write(str(out), np.clip(self.samples, -1.0, 1.0), self.sample_rate, subtype="PCM_16")
+        wav = io.BytesIO()
+        sf.write(wav, np.clip(self.samples, -1.0, 1.0), self.sample_rate, subtype="PCM_16", format="WAV")
+        write_atomic(out, wav.getvalue(), "--out")
         return out
 
 
