@@ -142,3 +142,26 @@ def test_a_wav_is_written_whole_or_not_at_all(tmp_path: Path, monkeypatch: pytes
         Audio(np.zeros(100, dtype=np.float32), 22050, 0.1).write(out)
     monkeypatch.undo()
     assert out.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == ["a.wav"]
+
+
+def test_each_json_writer_refuses_a_runs_config_before_its_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``eval RUN --json RUN/config.yaml`` (and plan, prepare, rtf): one line naming the path, before anything else
+    is read (this run has no checkpoint: the eval itself would have failed on that instead)."""
+    from speechtrain.config import load_config, save_config
+
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(load_config(str(RECIPES / "gpt_tts_tiny.yaml"), []), run / "config.yaml")
+    before = (run / "config.yaml").read_bytes()
+    own = str(run / "config.yaml")
+    for argv in (
+        ["eval", str(run), "--json", own],
+        ["rtf", str(run), "--json", own],
+        ["prepare", str(tmp_path / "nowhere"), "--json", own],
+        ["plan", str(tmp_path / "nowhere"), "--json", own],
+    ):
+        assert main(argv) != 0, argv
+        assert _one_error(capsys).startswith(f"error: --json {own}: is a file of the run {run}"), argv
+    assert (run / "config.yaml").read_bytes() == before

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from speechtrain.cli.common import add_config_args, config_from_args, write_json
+from speechtrain.cli.common import add_config_args, config_from_args, user_file, write_json
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -20,6 +20,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.json:
+        user_file(args.json)  # before the work: a folder, under a file, a run's own file
     cfg = config_from_args(args, needs_model=True)
     from speechtrain.memory.estimate import format_estimate
     from speechtrain.recipes.estimate import EstimateRecipe

@@ -41,9 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from speechtrain.cli.common import set_threads, write_json
+    from speechtrain.cli.common import set_threads, user_file, write_json
     from speechtrain.recipes.eval import EvalRecipe
 
+    if args.json:
+        user_file(args.json)  # before the evaluation: a folder, under a file, the run's own config ...
     set_threads(args.threads)
     recipe = EvalRecipe(
         args.run_dir, args.checkpoint, args.data, args.device, args.items, args.runtime, args.asr, args.asr_language

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from speechtrain.cli.common import config_from_args, write_json
+from speechtrain.cli.common import config_from_args, user_file, write_json
 
 
 def _options(p: argparse.ArgumentParser, defaults: bool = True) -> None:
@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from speechtrain.errors import UserError
 
     args.overrides = _split_rest(args)
+    if args.json:
+        user_file(args.json)  # before the work: a folder, under a file, a run's own file
     data = args.data
     if data is not None and "=" in data and not Path(data).exists():
         args.overrides = [data, *args.overrides]

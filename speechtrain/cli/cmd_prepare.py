@@ -72,9 +72,12 @@ def _allow_overrides_anywhere(p: argparse.ArgumentParser, takes_value: tuple[str
 
 
 def run(args: argparse.Namespace) -> int:
+    from speechtrain.cli.common import user_file
     from speechtrain.config import load_config
     from speechtrain.recipes.data import DataRecipe
 
+    if args.json:
+        user_file(args.json)  # before the work: a folder, under a file, a run's own file
     overrides = list(args.overrides or [])
     data = args.data
     cfg = load_config(args.config, overrides)

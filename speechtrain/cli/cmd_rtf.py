@@ -54,11 +54,13 @@ def read_texts(path: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from speechtrain.cli.common import set_threads, write_json
+    from speechtrain.cli.common import set_threads, user_file, write_json
     from speechtrain.errors import UserError
     from speechtrain.progress import Progress
     from speechtrain.recipes.inference import InferenceRecipe
 
+    if args.json:
+        user_file(args.json)  # before the measurement: a folder, under a file, a run's own file
     if args.warmup < 0:
         raise UserError("--warmup must be >= 0")
     set_threads(args.threads)
