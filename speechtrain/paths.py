@@ -107,8 +107,8 @@ class Roots:
         full = given if os.path.isabs(given) else os.path.join(os.getcwd(), given)  # keeps '..' as the kernel does
         parent, name = os.path.split(full)
         if parent not in self._dirs:  # a manifest's entries share a few folders: each is walked once
-            folder = self._walk(Path(parent).parts)
-            self._dirs[parent] = (None, False) if folder is None else (str(folder), self._under(folder))
+            walked = self._walk(Path(parent).parts)
+            self._dirs[parent] = (None, False) if walked is None else (str(walked), self._under(walked))
         folder, folder_inside = self._dirs[parent]
         if folder is None:
             return None
