@@ -31,8 +31,9 @@ Steps, in order:
    ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
    is reported), ``rules`` (the language's own G2P: ``am``) or ``piper`` (Piper's own espeak-ng phonemes and
    id layout, from the text as typed: steps 1-4 are skipped, as Piper's runtime does none of them;
-   :mod:`speechtrain.data.text.piper_text`). Before espeak-ng, amounts and numbers are
-   written out in the language where num2words has it (:mod:`.numbers`); each suspect reading is noted on
+   :mod:`speechtrain.data.text.piper_text`). Before espeak-ng, numbers and symbols are
+   parsed by the language's conventions and written out where its voice reads them wrong (:mod:`.spoken`;
+   front end 3: :mod:`.numbers`); each suspect reading is noted on
    its text (:attr:`Processed.reading`: a language switch, "letter" + a code point, a symbol the voice
    skips, a date, a number with no normaliser, a Hebrew abbreviation) and prepare reports it.
 """
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from speechtrain.data.text.phonemize import Reading
 
 PHONEMIZERS = ("none", "espeak", "rules", "piper")
-FRONT_END_VERSION = 3
+FRONT_END_VERSION = 4
 RULE_G2P = {"am": amharic.g2p}  # language -> its rule-based G2P (data.phonemizer=rules)
 
 _TRANSLATE = str.maketrans(
@@ -166,8 +167,10 @@ class TextSettings:
     lowercase: bool = True
     strip_accents: bool = False
     transliterate: bool = False
-    #: the front end's rules: 3 (this module: folds checked against espeak-ng, Persian ZWNJ, letter forms,
-    #: numbers; a run trained with 2 keeps 2's reading: NFKC's Thai, ZWNJ removed, letter forms as written,
+    #: the front end's rules: 4 (this module; numbers and symbols by each language's conventions, :mod:`.spoken`,
+    #: espeak-ng's own reading kept where its voice reads a class right); 3 (folds checked against espeak-ng,
+    #: Persian ZWNJ, letter forms, numbers by one rule for all, :mod:`.numbers`); a run trained with 2 keeps
+    #: 2's reading: NFKC's Thai, ZWNJ removed, letter forms as written,
     #: digits to espeak-ng); 1 for caches and runs made before compatibility forms, removals and case after
     #: espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
     front_end: int = FRONT_END_VERSION
@@ -227,6 +230,8 @@ class TextFrontEnd:
         self.language = primary_language(self.settings.language)
         #: version 3's rules (runs trained with 2 read their text as they were trained)
         self.v3 = self.settings.front_end >= 3
+        #: version 4's numbers (runs trained with 3 keep :mod:`.numbers`'s reading)
+        self.v4 = self.settings.front_end >= 4
         self.keep = _KEEP_COMPAT_V2
         if self.v3:
             self.keep = _KEEP_COMPAT | (ESPEAK_KEEP_COMPAT if self.settings.phonemizer == "espeak" else frozenset())
@@ -281,13 +286,12 @@ class TextFrontEnd:
 
     def _espeak(self, out: list[Processed]) -> None:
         """Phonemes from espeak-ng, numbers written out first; each suspect reading noted on its text."""
-        from speechtrain.data.text.numbers import expand_numbers
         from speechtrain.data.text.phonemize import punctuation_lost, read
 
         todo = [i for i, p in enumerate(out) if p.symbols]
         given = []
         for i in todo:
-            text, notes = expand_numbers(out[i].symbols, self.language) if self.v3 else (out[i].symbols, [])
+            text, notes = self._numbers(out[i].symbols)
             out[i].reading += notes + abbreviation_notes(text)
             given.append(text)
         skipped = skipped_symbols(given, self.settings.language)
@@ -302,6 +306,18 @@ class TextFrontEnd:
             if note:
                 out[i].reading.append(note)
             out[i].symbols = reading.phonemes
+
+    def _numbers(self, text: str) -> tuple[str, list[str]]:
+        """Numbers and symbols written out for espeak-ng (by the version the run was trained with)."""
+        if self.v4:
+            from speechtrain.data.text.spoken import spoken
+
+            return spoken(text, self.settings.language)
+        if self.v3:
+            from speechtrain.data.text.numbers import expand_numbers
+
+            return expand_numbers(text, self.language)
+        return text, []
 
     def process(self, text: str) -> Processed:
         """Every step for one text."""
