@@ -63,6 +63,14 @@ CASES: tuple[ReadingCase, ...] = (
     # Korean native numerals before counters
     ReadingCase("ko", "counter", "지금 3시예요.", "지금 세 시예요."),
     ReadingCase("ko", "counter", "사과 2개 주세요.", "사과 두 개 주세요."),
+    # Amharic: ordinals, percent, the era abbreviation
+    ReadingCase("am", "ordinal", "3ኛ ክፍል ገባ።", "ሶስተኛ ክፍል ገባ።"),
+    ReadingCase("am", "percent", "50% ቅናሽ አለ።", "ሃምሳ በመቶ ቅናሽ አለ።"),
+    ReadingCase("am", "abbreviation", "ዘመኑ 2015 ዓ.ም. ነው።", "ዘመኑ ሁለት ሺህ አስራ አምስት ዓመተ ምሕረት ነው።"),
+    # punctuation that is a pause: the Greek ano teleia, a dash between words
+    ReadingCase("el", "punctuation", "Ήρθε\u0387 έφυγε.", "Ήρθε, έφυγε."),
+    ReadingCase("en", "punctuation", "He came \u2013 and left.", "He came \u2014 and left."),
+    ReadingCase("de", "punctuation", "Er kam - und ging.", "Er kam \u2014 und ging."),
     # what nothing reads: reported
     ReadingCase("de", "url", "Siehe www.beispiel.de für mehr.", None),
     ReadingCase("es", "email", "Escribe a ana@correo.es hoy.", None),

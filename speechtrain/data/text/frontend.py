@@ -77,6 +77,7 @@ _TRANSLATE = str.maketrans(
     }
 )
 _SPACES = re.compile(r"\s+")
+_DASH_PAUSE = re.compile(r"(?<=\s)-(?=\s)")
 _REMOVED_CATEGORIES = ("Cc", "Co", "Cn", "Cs", "Cf")
 TATWEEL = "\u0640"
 #: per script, the compatibility characters NFKC would change in a way that changes the reading (checked by
@@ -259,8 +260,12 @@ class TextFrontEnd:
             if s.transliterate:
                 text = uzbek.cyrillic_to_latin(text)
         elif self.language == "am":
-            text = amharic.clean(text)
+            text = amharic.clean(text, forms=self.v4)
         text = text.translate(_TRANSLATE)
+        if self.v4 and s.phonemizer == "espeak":  # pauses as the marks espeak-ng keeps (it drops - and ·)
+            text = _DASH_PAUSE.sub("\u2014", text)
+            if self.language == "el":  # the ano teleia (a middle dot after NFC); ';' would be a question
+                text = text.replace("\u00b7", ",")
         if s.strip_accents:
             text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
         text = _SPACES.sub(" ", text).strip()
