@@ -144,3 +144,13 @@ def test_front_end_3_keeps_its_number_reading() -> None:
     old = TextFrontEnd(TextSettings(language="en", phonemizer="espeak", front_end=3))
     assert "wˈʌnst" in old("He came 1st.")  # 3 wrote "onest" for 1st
     assert "fˈɜːst" in TextFrontEnd(TextSettings(language="en", phonemizer="espeak"))("He came 1st.")
+
+
+@needs_libraries
+def test_piper_reports_what_its_voice_misreads_with_the_words_to_write() -> None:
+    """Piper's runtime reads the text as typed: a class its voice misreads is reported (the transcript must say it),
+    one the voice reads right is not."""
+    pytest.importorskip("piper")
+    de = TextFrontEnd(TextSettings(language="de", phonemizer="piper")).process("Er wurde der 3. Sieger bei -5 Grad.")
+    assert any(n.startswith("ordinal '3.'") and "'dritte'" in n for n in de.reading), de.reading
+    assert not any(n.startswith("minus") for n in de.reading)  # the German voice says "minus fünf"

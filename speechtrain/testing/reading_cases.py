@@ -63,6 +63,10 @@ CASES: tuple[ReadingCase, ...] = (
     # Korean native numerals before counters
     ReadingCase("ko", "counter", "지금 3시예요.", "지금 세 시예요."),
     ReadingCase("ko", "counter", "사과 2개 주세요.", "사과 두 개 주세요."),
+    # years said by their hundreds; Telugu's number words in NFC (a vowel sign split in two is read apart)
+    ReadingCase("bn", "year", "১৯৭১ সালে দেশ স্বাধীন হয়।", "উনিশশো একাত্তর সালে দেশ স্বাধীন হয়।"),
+    ReadingCase("te", "year", "1971 లో జరిగింది.", "పందొమ్మిది వందల డెబ్బై ఒకటి లో జరిగింది."),
+    ReadingCase("te", "number", "మాకు 50 పుస్తకాలు ఉన్నాయి.", "మాకు యాభై పుస్తకాలు ఉన్నాయి."),
     # Amharic: ordinals, percent, the era abbreviation
     ReadingCase("am", "ordinal", "3ኛ ክፍል ገባ።", "ሶስተኛ ክፍል ገባ።"),
     ReadingCase("am", "percent", "50% ቅናሽ አለ።", "ሃምሳ በመቶ ቅናሽ አለ።"),

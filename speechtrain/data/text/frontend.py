@@ -284,6 +284,8 @@ class TextFrontEnd:
             from speechtrain.data.text.piper_text import piper_symbols
 
             for p in out:
+                if self.v4:
+                    p.reading += piper_notes(p.symbols, self.settings.language)
                 p.symbols = piper_symbols(p.symbols, self.settings.language)
         elif self.settings.phonemizer == "espeak":
             self._espeak(out)
@@ -331,6 +333,21 @@ class TextFrontEnd:
     def __call__(self, text: str) -> str:
         """The symbol string of ``text``."""
         return self.process(text).symbols
+
+
+def piper_notes(text: str, language: str) -> list[str]:
+    """The numbers and symbols of ``text`` that Piper's voice for ``language`` misreads: Piper's runtime gives the
+    text to espeak-ng as typed, so what the voice reads wrong (:data:`.spoken.VOICE_READS`) must be written out in
+    the transcript itself (a pre-expansion here would train on other words than Piper reads at inference)."""
+    from speechtrain.data.text.spoken import VOICE_READS, find
+
+    keep = VOICE_READS.get(primary_language(language), frozenset())
+    return [
+        f"{f.kind} {f.written!r}: Piper reads the text as typed and its {language} voice misreads this; write it "
+        + (f"out as it is said ({f.said!r})" if f.said else "out as it is said")
+        for f in find(text, language)
+        if f.kind not in keep
+    ]
 
 
 _SPOKEN_SIGNS = frozenset("%&@#*")  # ASCII punctuation that stands for a word (percent, and, at ...)

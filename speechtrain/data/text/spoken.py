@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -38,6 +39,7 @@ VOICE_READS: dict[str, frozenset[str]] = {
     "hu": frozenset({"ordinal"}),
     "de": frozenset({"minus"}),
     "pl": frozenset({"grouped"}),
+    "te": frozenset({"number"}),
 }
 #: currency signs -> ISO 4217 codes; ``R$`` and ``Rp`` before ``$``: the longest sign first
 CURRENCY = {
@@ -62,6 +64,10 @@ NUM2WORDS_CODE = {"kk": "kz", "nb": "no", "nn": "no", "pt-br": "pt_BR", "fr-be":
 #: languages whose cardinals come from CLDR's rules before num2words (num2words's Turkish joins the words:
 #: "ondört", "bindokuzyüzdoksanbeş"; espeak-ng stresses them as one word)
 RBNF_CARDINALS = frozenset({"tr"})
+#: languages that say a year from 1100 to 1999 by its hundreds ("nineteen hundred seventy-one"), with the library's
+#: words for both halves: Bengali ১৯৭১ "উনিশশো একাত্তর" (num2words says "এক হাজার নয়শত একাত্তর সাল", and the text
+#: has its own সাল), Telugu "పంతొమ్మిది వందల డెబ్బై ఒకటి"
+YEAR_BY_HUNDREDS = {"bn": "{h}শো {r}", "te": "{h} వందల {r}"}
 #: languages that mark an ordinal with a point after the digits (``der 3. Sieger``, ``3. sınıf``)
 POINT_ORDINALS = frozenset("de da nb nn no tr cs sk sl hr bs sr fi hu et lv is fo".split())
 #: the ordinal markers written after the digits, per language: (pattern of the marker, rbnf ruleset or None)
@@ -180,7 +186,7 @@ def _rbnf(loc: Locale, value: int, ruleset: str) -> str | None:
     if loc.rbnf is None or ruleset not in loc.rbnf.rulesets:
         return None
     try:
-        return str(loc.rbnf.format_number(value, ruleset_names=[ruleset]).text)
+        return unicodedata.normalize("NFC", str(loc.rbnf.format_number(value, ruleset_names=[ruleset]).text))
     except Exception:  # noqa: BLE001 - the rules have no reading of this value
         return None
 
@@ -190,10 +196,11 @@ def _num2words(loc: Locale, value: int | float, **kwargs: Any) -> str | None:
         return None
     from num2words import num2words
 
-    try:
-        return str(num2words(value, lang=loc.num2words, **kwargs)).replace(",", "")
+    try:  # NFC: num2words's Telugu splits the vowel sign ై in two (ె + U+0C56), which espeak-ng reads apart
+        said = str(num2words(value, lang=loc.num2words, **kwargs))
     except (NotImplementedError, KeyError, ValueError, TypeError, AttributeError, OverflowError, IndexError):
         return None
+    return unicodedata.normalize("NFC", said).replace(",", "").strip()
 
 
 def cardinal(loc: Locale, value: Decimal) -> str | None:
@@ -204,7 +211,11 @@ def cardinal(loc: Locale, value: Decimal) -> str | None:
         said = _rbnf(loc, int(value), "spellout-cardinal")
         if said:
             return said
-    if whole and 1000 <= value < 2100:
+    if whole and 1100 <= value < 2000 and value % 100 and loc.primary in YEAR_BY_HUNDREDS:
+        h, r = _num2words(loc, int(value) // 100), _num2words(loc, int(value) % 100)
+        if h and r:
+            return YEAR_BY_HUNDREDS[loc.primary].format(h=h, r=r)
+    if whole and 1000 <= value < 2100 and loc.primary not in YEAR_BY_HUNDREDS:
         said = _num2words(loc, int(value), to="year")
         if said:
             return said
@@ -258,7 +269,7 @@ def _number_pattern(loc: Locale) -> str:
 
 def _value(m: re.Match[str]) -> Decimal | None:
     whole = re.sub(r"\D", "", m.group("whole"))
-    frac = m.group("frac")
+    frac = m.groupdict().get("frac")
     try:
         value = Decimal(int(whole)) if not frac else Decimal(f"{int(whole)}.{''.join(str(int(d)) for d in frac)}")
     except (InvalidOperation, ValueError):
@@ -354,6 +365,7 @@ def rules_of(language: str) -> tuple[Rule, ...]:
     if loc.group:
         grouped = rf"(?<!\d){minus}(?=\d{{1,3}}[{loc.group}]\d{{3}}(?!\d)){number}"
         rules.append(("grouped", re.compile(grouped), _said_number))
+    rules.append(("year", re.compile(r"(?<![\d.,])(?P<whole>(?:1\d|20)\d\d)(?!\d)(?![.,]\d)"), _said_number))
     rules.append(("minus", re.compile(rf"(?<![\w.,])(?P<sign>[-\u2212]){number}"), _said_number))
     rules.append(("number", re.compile(number), _said_number))
     return tuple(rules)
