@@ -286,9 +286,7 @@ def levenshtein(a: Sequence[Any], b: Sequence[Any]) -> int:
     return row[-1]
 
 
-def cer(
-    reference: str, hypothesis: str, language: str = "und", numbers: Callable[[str], str] | None = None
-) -> float:
+def cer(reference: str, hypothesis: str, language: str = "und", numbers: Callable[[str], str] | None = None) -> float:
     """Character error rate of ``hypothesis`` (a transcript) against ``reference`` (the text spoken), both
     normalised alike (:func:`normalise_text` in ``language``, with the same ``numbers``): edit distance / reference
     characters. NaN when the reference holds no character after normalisation (nothing to compare with)."""

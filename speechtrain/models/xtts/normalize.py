@@ -332,9 +332,9 @@ def normalize(text: str, language: str) -> str:
     rules = rules_for(language)
     text = unicodedata.normalize("NFC", text).replace('"', "")
     if rules.numbers and not rules.coqui and rules.language not in OWN_NUMBERS:
-        from speechtrain.data.text.spoken import spoken
+        from speechtrain.data.text import spoken as numbers
 
-        text = spoken(text, language, keep=frozenset())[0]  # before lower case: R$, Rp, German nouns
+        text = numbers.spoken(text, language, keep=frozenset())[0]  # before lower case: R$, Rp
     if rules.language == "tr":
         text = text.replace("İ", "i").replace("Ö", "ö").replace("Ü", "ü")
     text = text.lower()
