@@ -154,3 +154,8 @@ def test_piper_reports_what_its_voice_misreads_with_the_words_to_write() -> None
     de = TextFrontEnd(TextSettings(language="de", phonemizer="piper")).process("Er wurde der 3. Sieger bei -5 Grad.")
     assert any(n.startswith("ordinal '3.'") and "'dritte'" in n for n in de.reading), de.reading
     assert not any(n.startswith("minus") for n in de.reading)  # the German voice says "minus fünf"
+
+
+@needs_libraries
+def test_a_negative_year_keeps_its_minus_and_a_year_is_its_own_class() -> None:
+    assert _kinds("-1990 und 1990", "de") == [("minus", "-1990"), ("year", "1990")]

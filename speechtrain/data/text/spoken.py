@@ -365,8 +365,8 @@ def rules_of(language: str) -> tuple[Rule, ...]:
     if loc.group:
         grouped = rf"(?<!\d){minus}(?=\d{{1,3}}[{loc.group}]\d{{3}}(?!\d)){number}"
         rules.append(("grouped", re.compile(grouped), _said_number))
-    rules.append(("year", re.compile(r"(?<![\d.,])(?P<whole>(?:1\d|20)\d\d)(?!\d)(?![.,]\d)"), _said_number))
     rules.append(("minus", re.compile(rf"(?<![\w.,])(?P<sign>[-\u2212]){number}"), _said_number))
+    rules.append(("year", re.compile(r"(?<![\d.,])(?P<whole>(?:1\d|20)\d\d)(?!\d)(?![.,]\d)"), _said_number))
     rules.append(("number", re.compile(number), _said_number))
     return tuple(rules)
 
