@@ -32,6 +32,9 @@ CASES: tuple[ReadingCase, ...] = (
     ReadingCase("sv", "ordinal", "Vi ses den 1:a maj.", "Vi ses den första maj."),
     ReadingCase("es", "ordinal", "Llegó el 1.º de mayo.", "Llegó el primero de mayo."),
     ReadingCase("es", "ordinal", "Es la 2.ª vez.", "Es la segunda vez."),
+    ReadingCase("ru", "ordinal", "Это 5-й дом.", "Это пятый дом."),
+    ReadingCase("ru", "ordinal", "Я живу в 5-м доме.", "Я живу в пятом доме."),
+    ReadingCase("ru", "ordinal", "Встретимся 21-го мая.", "Встретимся двадцать первого мая."),
     ReadingCase("az", "ordinal", "O, 5-ci sinifdə oxuyur.", "O, beşinci sinifdə oxuyur."),
     # thousands grouped by a space, a no-break space, a narrow no-break space, the Arabic separator
     ReadingCase("fr-FR", "grouped", "Il y a 10 000 personnes.", "Il y a dix mille personnes."),

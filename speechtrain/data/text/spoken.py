@@ -85,6 +85,19 @@ SUFFIX_ORDINALS: dict[str, tuple[tuple[str, str | None], ...]] = {
 }
 #: German ordinals after these words take the -n ending (am 3. Mai: "am dritten Mai")
 GERMAN_N_ENDING = frozenset("am im vom zum beim dem den des zur".split())
+#: Russian ordinal endings after the hyphen (5-й, 5-го, 5-м) -> CLDR's ruleset of that gender and case; "-м" is
+#: locative after в/на/о/при ("в 5-м доме": "в пятом доме"), instrumental elsewhere
+RUSSIAN_ENDINGS = {
+    **dict.fromkeys(("й", "ый", "ий", "ой"), "spellout-ordinal-masculine"),
+    **dict.fromkeys(("я", "ая", "яя"), "spellout-ordinal-feminine"),
+    **dict.fromkeys(("ю", "ую"), "spellout-ordinal-feminine-accusative"),
+    **dict.fromkeys(("е", "ое", "ее"), "spellout-ordinal-neuter"),
+    **dict.fromkeys(("го", "ого", "его"), "spellout-ordinal-masculine-genitive"),
+    **dict.fromkeys(("му", "ому", "ему"), "spellout-ordinal-masculine-dative"),
+    **dict.fromkeys(("м", "ым", "ом", "ем"), "spellout-ordinal-masculine-ablative"),
+    **dict.fromkeys(("х", "ых", "их"), "spellout-ordinal-plural-genitive"),
+}
+RUSSIAN_LOCATIVE = frozenset("в во на о об обо при".split())
 #: Hungarian day suffixes written after an ordinal's hyphen (március 15-én: "tizenötödikén")
 HUNGARIAN_DAY = r"[áé]n"
 #: Korean counters read with native numerals (3시 "세 시", 2개 "두 개"); 1-99 only
@@ -300,6 +313,14 @@ def _said_ordinal(ruleset: str | None) -> Callable[[re.Match[str], Locale, str],
     return say
 
 
+def _said_russian_ordinal(m: re.Match[str], loc: Locale, text: str) -> tuple[str | None, str]:
+    ruleset = RUSSIAN_ENDINGS[m.group("end")]
+    before = text[: m.start()].split()
+    if ruleset.endswith("-ablative") and before and before[-1].lower() in RUSSIAN_LOCATIVE:
+        ruleset = "spellout-ordinal-masculine-locative"
+    return ordinal(loc, int(m.group("n")), ruleset), "CLDR's rules (unicode-rbnf) have no such ordinal form"
+
+
 def _said_time(m: re.Match[str], loc: Locale, text: str) -> tuple[str | None, str]:
     hours, minutes = cardinal(loc, Decimal(int(m.group("h")))), cardinal(loc, Decimal(int(m.group("m"))))
     why = f"no number words for data.language={loc.language}"
@@ -352,6 +373,10 @@ def rules_of(language: str) -> tuple[Rule, ...]:
     rules.append(("currency", re.compile(rf"(?P<cur>{signs})\s?(?P<sign>[-\u2212])?{number}"), _said_amount))
     for marker, ruleset in SUFFIX_ORDINALS.get(loc.primary, ()):
         rules.append(("ordinal", re.compile(rf"(?<![\d.,])(?P<n>\d+)(?:{marker})(?!\w)"), _said_ordinal(ruleset)))
+    if loc.primary == "ru":
+        endings = "|".join(sorted(RUSSIAN_ENDINGS, key=len, reverse=True))
+        russian = rf"(?<![\d.,])(?P<n>\d+)-(?P<end>{endings})(?!\w)"
+        rules.append(("ordinal", re.compile(russian), _said_russian_ordinal))
     if loc.primary == "hu":
         day = rf"(?<![\d.,])(?P<n>\d+)-(?P<day>{HUNGARIAN_DAY})(?!\w)"
         rules.append(("ordinal", re.compile(day), _said_ordinal("spellout-ordinal")))
