@@ -79,7 +79,9 @@ COQUI = [
 # Amharic: Coqui has no cleaner for it (its tokenizer raises NotImplementedError); speechtrain writes the numbers
 # (Arabic digits with "," thousands and a "." decimal point, Ethiopic numerals) in Amharic words
 AMHARIC = [
-    ("am", "በ2015 ዓ.ም. ተወለደ", "በ ሁለት ሺህ አስራ አምስት ዓ.ም. ተወለደ"),
+    ("am", "በ2015 ዓ.ም. ተወለደ", "በ ሁለት ሺህ አስራ አምስት ዓመተ ምሕረት ተወለደ"),
+    ("am", "3ኛ ክፍል", "ሶስተኛ ክፍል"),
+    ("am", "50% ቅናሽ", "ሃምሳ በመቶ ቅናሽ"),
     ("am", "3 ሰዎች", "ሶስት ሰዎች"),
     ("am", "፲፱፻፺፭", "አንድ ሺህ ዘጠኝ መቶ ዘጠና አምስት"),
     ("am", "12.5 ኪሎ", "አስራ ሁለት ነጥብ አምስት ኪሎ"),
@@ -127,6 +129,13 @@ def test_every_language_says_what_its_text_goes_through() -> None:
     assert "digits stay digits" in rules_note("hi")  # Coqui's symbols, but num2words has no Hindi
     assert normalize("Ab 12 & cd", "xx") == "ab 12 & cd"  # no rules: NFC, lower case, one space
     assert normalize("मूल्य 5%", "hi") == "मूल्य 5 प्रतिशत"
+
+
+def test_languages_without_coqui_rules_get_the_data_front_ends_number_rules() -> None:
+    """Kazakh thousands grouped by a space, an Azerbaijani ordinal, a Ukrainian minus and time (issue 49)."""
+    assert normalize("Онда 10 000 адам", "kk") == "онда он мың адам"
+    assert normalize("O, 5-ci sinifdə", "az") == "o, beşinci sinifdə"
+    assert normalize("Було \u221210 градусів о 14:30", "uk") == "було мінус десять градусів о чотирнадцять тридцять"
 
 
 # ---------------------------------------------------------------------------------------------- splitting

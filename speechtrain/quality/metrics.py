@@ -20,8 +20,9 @@ DNSMOS scores a signal alone. PESQ, STOI and DNSMOS come from the packages made 
 - **Classification**: accuracy and macro F1 from the confusion matrix (rows true, columns predicted).
 - **CER** (character error rate): the character edit distance (substitutions, deletions, insertions) from the
   reference text to an ASR model's transcript of the synthesis, divided by the reference's length in characters,
-  after one normalisation of both (:func:`normalise_text`: Unicode NFC, casefold, punctuation removed, whitespace
-  collapsed to one space). ``jiwer``'s ``cer`` counts when it is installed, :func:`levenshtein` here otherwise
+  after one normalisation of both (:func:`normalise_text`: the run's number normalisation, Unicode NFC, casefold
+  by the language -- Turkish and Azerbaijani I/ı and İ/i --, punctuation removed, whitespace collapsed to one
+  space). ``jiwer``'s ``cer`` counts when it is installed, :func:`levenshtein` here otherwise
   (the same figure). Over 1 when the transcript is longer than the reference and mostly wrong.
 """
 
@@ -30,7 +31,7 @@ from __future__ import annotations
 import math
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -249,10 +250,26 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 # ------------------------------------------------------------------------------------ text (ASR)
-def normalise_text(text: str) -> str:
-    """``text`` as CER compares it: Unicode NFC, casefolded (NFC again: casefolding may decompose), every
-    punctuation character (Unicode category P*) removed, runs of whitespace made one space, ends stripped."""
-    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+#: languages whose dotted and dotless i are two letters: I -> ı and İ -> i (elsewhere İ is i, not i + U+0307)
+DOTLESS_I_LANGUAGES = frozenset({"tr", "az", "crh", "gag", "kaa", "tt"})
+
+
+def casefold(text: str, language: str = "und") -> str:
+    """``text`` casefolded as ``language`` (BCP-47) folds it: Turkish/Azerbaijani ``I`` is ``ı`` and ``İ`` is ``i``;
+    elsewhere ``İ`` is ``i`` too (Python's casefold would make it i + a combining dot)."""
+    if language.replace("_", "-").split("-")[0].lower() in DOTLESS_I_LANGUAGES:
+        text = text.replace("I", "\u0131")
+    return text.replace("\u0130", "i").casefold()
+
+
+def normalise_text(text: str, language: str = "und", numbers: Callable[[str], str] | None = None) -> str:
+    """``text`` as CER compares it: ``numbers`` first (the run's number normalisation, given by the recipe: ``50%``
+    and "fifty percent" are the same words), Unicode NFC, casefolded by ``language`` (:func:`casefold`; NFC again:
+    casefolding may decompose), every punctuation character (Unicode category P*) removed, runs of whitespace made
+    one space, ends stripped."""
+    if numbers is not None:
+        text = numbers(text)
+    folded = unicodedata.normalize("NFC", casefold(unicodedata.normalize("NFC", text), language))
     kept = "".join(ch for ch in folded if not unicodedata.category(ch).startswith("P"))
     return " ".join(kept.split())
 
@@ -269,11 +286,11 @@ def levenshtein(a: Sequence[Any], b: Sequence[Any]) -> int:
     return row[-1]
 
 
-def cer(reference: str, hypothesis: str) -> float:
+def cer(reference: str, hypothesis: str, language: str = "und", numbers: Callable[[str], str] | None = None) -> float:
     """Character error rate of ``hypothesis`` (a transcript) against ``reference`` (the text spoken), both
-    normalised (:func:`normalise_text`): edit distance / reference characters. NaN when the reference holds no
-    character after normalisation (nothing to compare with)."""
-    ref, hyp = normalise_text(reference), normalise_text(hypothesis)
+    normalised alike (:func:`normalise_text` in ``language``, with the same ``numbers``): edit distance / reference
+    characters. NaN when the reference holds no character after normalisation (nothing to compare with)."""
+    ref, hyp = normalise_text(reference, language, numbers), normalise_text(hypothesis, language, numbers)
     if not ref:
         return math.nan
     try:

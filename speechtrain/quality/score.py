@@ -75,9 +75,13 @@ class QualityScorer:
         f0_fn: F0Fn | None = None,
         embed_fn: EmbedFn | None = None,
         transcribe: TranscribeFn | None = None,
+        language: str = "und",
+        text_numbers: Callable[[str], str] | None = None,
     ) -> None:
         self.kind, self.rate, self.mel_fn, self.f0_fn, self.embed_fn = kind, int(rate), mel_fn, f0_fn, embed_fn
         self.transcribe = transcribe
+        #: how ``cer`` folds case (data.language) and writes numbers (the run's front end), alike on both texts
+        self.language, self.text_numbers = language, text_numbers
         wanted = metrics_of(kind, asr=transcribe is not None)
         names = [n for n in wanted if METRICS[n].package is None or METRICS[n].available()]
         if "speaker_sim" in names and embed_fn is None:
@@ -133,5 +137,6 @@ class QualityScorer:
         if ref is not None and self.embed_fn is not None and "speaker_sim" in want:
             out["speaker_sim"] = qm.cosine(self.embed_fn(ref, self.rate), self.embed_fn(gen, self.rate))
         if self.transcribe is not None and "cer" in want:  # an item without its text: no value (counted in failed)
-            out["cer"] = qm.cer(item.text, self.transcribe(gen, self.rate)) if item.text else math.nan
+            said = self.transcribe(gen, self.rate) if item.text else ""
+            out["cer"] = qm.cer(item.text, said, self.language, self.text_numbers) if item.text else math.nan
         return out

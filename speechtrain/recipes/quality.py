@@ -33,7 +33,18 @@ def quality_scorer(
     f0_fn = task.f0_from_audio if isinstance(task, PitchVocoder) else None
     embed_fn = task.speaker_embedding if isinstance(task, SpeakerEmbedder) else None
     transcribe = asr_transcriber(task.quality_kind, asr) if asr is not None and asr.folder else None
-    return QualityScorer(task.quality_kind, int(data.sample_rate), mel_fn, f0_fn, embed_fn, transcribe)
+    numbers = functools.partial(spoken_text, language=data.language) if transcribe is not None else None
+    return QualityScorer(
+        task.quality_kind, int(data.sample_rate), mel_fn, f0_fn, embed_fn, transcribe, data.language, numbers
+    )
+
+
+def spoken_text(text: str, language: str) -> str:
+    """``text`` with its numbers and symbols written out in ``language`` (what ``cer`` compares: an ASR model
+    writes "1st" where the reference says "first", or the other way round); as is without the libraries."""
+    from speechtrain.data.text.spoken import spoken
+
+    return spoken(text, language, keep=frozenset())[0]
 
 
 @dataclass(frozen=True)

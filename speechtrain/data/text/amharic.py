@@ -4,7 +4,10 @@
   comma, ፤ a semicolon, ፥ and ፦ colons, ፧ a question mark, ፨ a full stop.
 - Numbers: Ethiopic numerals (፩ ... ፼, e.g. ፲፱፻፺፭ = 1995) and Arabic digits (with ``,`` thousands
   separators and a ``.`` decimal point) become Amharic number words (2015 -> ሁለት ሺህ አስራ አምስት); a
-  number written with a leading zero (``0911234567``, a phone number) is read digit by digit.
+  number written with a leading zero (``0911234567``, a phone number) is read digit by digit. An ordinal
+  (``3ኛ``, ``፫ኛው``) is the number's ordinal word (ሶስተኛ: a final sixth-order syllable takes the first order,
+  then ኛ), ``50%`` is "ሃምሳ በመቶ", and the era abbreviations ``ዓ.ም.`` / ``ዓ.ዓ.`` are said in full
+  (front end 4; :data:`ABBREVIATIONS`).
 - G2P (``data.phonemizer=rules``): each syllable of the Ethiopic syllabary is one consonant phone and
   one vowel phone. The seven orders are ə u i a e (none) o: the sixth order is the bare consonant.
   The labialised forms (the eighth order ሏ ሟ ቧ ..., the rows ቈ ኰ ጐ ኈ ዀ, and ᎀ ... ᎏ of the Ethiopic
@@ -85,6 +88,40 @@ def number_words(n: int) -> str:
     return " ".join(words)
 
 
+#: abbreviations said in full (the dots would be read as sentence ends): the Ethiopian eras
+ABBREVIATIONS = {"ዓ.ም.": "ዓመተ ምሕረት", "ዓ.ም": "ዓመተ ምሕረት", "ዓ.ዓ.": "ዓመተ ዓለም", "ዓ.ዓ": "ዓመተ ዓለም"}
+_ABBREVIATION = re.compile("|".join(re.escape(a) for a in sorted(ABBREVIATIONS, key=len, reverse=True)))
+_ORDINAL = re.compile("(\\d+|[\u1369-\u137c]+) ?\u129b")  # 3ኛ, ፫ኛ
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?) ?[%\u066a]")
+PERCENT = "በመቶ"
+#: ordinals that do not follow the rule (ዘጠኝ -> ዘጠነኛ, ሺህ -> ሺኛ)
+_ORDINAL_STEMS = {"ዘጠኝ": "ዘጠነ", "ሺህ": "ሺ"}
+
+
+def ordinal_words(n: int) -> str:
+    """The ordinal of ``n``: the last word's final sixth-order syllable takes the first order, then ኛ
+    (ሶስት -> ሶስተኛ, አንድ -> አንደኛ, አስር -> አስረኛ; ሃያ -> ሃያኛ)."""
+    words = number_words(n).split(" ")
+    last = words[-1]
+    if last in _ORDINAL_STEMS:
+        last = _ORDINAL_STEMS[last]
+    elif 0x1200 <= ord(last[-1]) <= 0x135A and (ord(last[-1]) - 0x1200) % 8 == 5:
+        last = last[:-1] + chr(ord(last[-1]) - 5)
+    return " ".join([*words[:-1], last + "\u129b"])
+
+
+def _forms(text: str) -> str:
+    """Ordinals, percentages and era abbreviations in words (before the plain numbers)."""
+    text = _ABBREVIATION.sub(lambda m: ABBREVIATIONS[m.group(0)], text)
+
+    def ordinal(m: re.Match[str]) -> str:
+        n = m.group(1)
+        return ordinal_words(int(n) if n.isascii() else ethiopic_number_value(n))
+
+    text = _ORDINAL.sub(ordinal, text)
+    return _PERCENT.sub(lambda m: f"{m.group(1)} {PERCENT}", text)
+
+
 def _arabic(match: re.Match[str]) -> str:
     whole, _, frac = match.group(0).replace(",", "").partition(".")
     if len(whole) > 1 and whole.startswith("0"):  # 0911234567: a phone number, read digit by digit
@@ -96,17 +133,23 @@ def _arabic(match: re.Match[str]) -> str:
     return spoken
 
 
-def numbers_to_words(text: str) -> str:
-    """Ethiopic numerals and Arabic digits as Amharic words (spaced from the words around them)."""
+def numbers_to_words(text: str, forms: bool = True) -> str:
+    """Ethiopic numerals and Arabic digits as Amharic words (spaced from the words around them); ``forms``:
+    ordinals, percentages and era abbreviations too (front end 4)."""
+    if forms:
+        text = _forms(text)
     text = _ETHIOPIC_NUMBER.sub(lambda m: f" {number_words(ethiopic_number_value(m.group(0)))} ", text)
     text = _ARABIC_NUMBER.sub(lambda m: f" {_arabic(m)} ", text)
     return _SPACE_BEFORE_MARK.sub(r"\1", text)
 
 
-def clean(text: str, numbers: bool = True) -> str:
-    """Ethiopic punctuation to its common marks (``::`` too), numbers to words."""
+def clean(text: str, numbers: bool = True, forms: bool = True) -> str:
+    """Ethiopic punctuation to its common marks (``::`` too), numbers to words (``forms``: see
+    :func:`numbers_to_words`)."""
+    if forms:  # before the punctuation: ዓ.ም. is one abbreviation, not two sentence ends
+        text = _ABBREVIATION.sub(lambda m: ABBREVIATIONS[m.group(0)], text)
     text = text.replace("::", "\u1362").translate(_PUNCT)
-    return numbers_to_words(text) if numbers else text
+    return numbers_to_words(text, forms) if numbers else text
 
 
 # ----------------------------------------------------------------------------------------------- G2P

@@ -31,8 +31,9 @@ Steps, in order:
    ``։ ՞``, is given to it as ``, ? . ? :`` so questions and sentence ends survive; a mark it still drops
    is reported), ``rules`` (the language's own G2P: ``am``) or ``piper`` (Piper's own espeak-ng phonemes and
    id layout, from the text as typed: steps 1-4 are skipped, as Piper's runtime does none of them;
-   :mod:`speechtrain.data.text.piper_text`). Before espeak-ng, amounts and numbers are
-   written out in the language where num2words has it (:mod:`.numbers`); each suspect reading is noted on
+   :mod:`speechtrain.data.text.piper_text`). Before espeak-ng, numbers and symbols are
+   parsed by the language's conventions and written out where its voice reads them wrong (:mod:`.spoken`;
+   front end 3: :mod:`.numbers`); each suspect reading is noted on
    its text (:attr:`Processed.reading`: a language switch, "letter" + a code point, a symbol the voice
    skips, a date, a number with no normaliser, a Hebrew abbreviation) and prepare reports it.
 """
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from speechtrain.data.text.phonemize import Reading
 
 PHONEMIZERS = ("none", "espeak", "rules", "piper")
-FRONT_END_VERSION = 3
+FRONT_END_VERSION = 4
 RULE_G2P = {"am": amharic.g2p}  # language -> its rule-based G2P (data.phonemizer=rules)
 
 _TRANSLATE = str.maketrans(
@@ -76,6 +77,7 @@ _TRANSLATE = str.maketrans(
     }
 )
 _SPACES = re.compile(r"\s+")
+_DASH_PAUSE = re.compile(r"(?<=\s)-(?=\s)")
 _REMOVED_CATEGORIES = ("Cc", "Co", "Cn", "Cs", "Cf")
 TATWEEL = "\u0640"
 #: per script, the compatibility characters NFKC would change in a way that changes the reading (checked by
@@ -166,8 +168,10 @@ class TextSettings:
     lowercase: bool = True
     strip_accents: bool = False
     transliterate: bool = False
-    #: the front end's rules: 3 (this module: folds checked against espeak-ng, Persian ZWNJ, letter forms,
-    #: numbers; a run trained with 2 keeps 2's reading: NFKC's Thai, ZWNJ removed, letter forms as written,
+    #: the front end's rules: 4 (this module; numbers and symbols by each language's conventions, :mod:`.spoken`,
+    #: espeak-ng's own reading kept where its voice reads a class right); 3 (folds checked against espeak-ng,
+    #: Persian ZWNJ, letter forms, numbers by one rule for all, :mod:`.numbers`); a run trained with 2 keeps
+    #: 2's reading: NFKC's Thai, ZWNJ removed, letter forms as written,
     #: digits to espeak-ng); 1 for caches and runs made before compatibility forms, removals and case after
     #: espeak-ng (read as 1, and then lower case goes before espeak-ng as it did)
     front_end: int = FRONT_END_VERSION
@@ -227,6 +231,8 @@ class TextFrontEnd:
         self.language = primary_language(self.settings.language)
         #: version 3's rules (runs trained with 2 read their text as they were trained)
         self.v3 = self.settings.front_end >= 3
+        #: version 4's numbers (runs trained with 3 keep :mod:`.numbers`'s reading)
+        self.v4 = self.settings.front_end >= 4
         self.keep = _KEEP_COMPAT_V2
         if self.v3:
             self.keep = _KEEP_COMPAT | (ESPEAK_KEEP_COMPAT if self.settings.phonemizer == "espeak" else frozenset())
@@ -254,8 +260,12 @@ class TextFrontEnd:
             if s.transliterate:
                 text = uzbek.cyrillic_to_latin(text)
         elif self.language == "am":
-            text = amharic.clean(text)
+            text = amharic.clean(text, forms=self.v4)
         text = text.translate(_TRANSLATE)
+        if self.v4 and s.phonemizer == "espeak":  # pauses as the marks espeak-ng keeps (it drops - and ·)
+            text = _DASH_PAUSE.sub("\u2014", text)
+            if self.language == "el":  # the ano teleia (a middle dot after NFC); ';' would be a question
+                text = text.replace("\u00b7", ",")
         if s.strip_accents:
             text = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
         text = _SPACES.sub(" ", text).strip()
@@ -274,6 +284,8 @@ class TextFrontEnd:
             from speechtrain.data.text.piper_text import piper_symbols
 
             for p in out:
+                if self.v4:
+                    p.reading += piper_notes(p.symbols, self.settings.language)
                 p.symbols = piper_symbols(p.symbols, self.settings.language)
         elif self.settings.phonemizer == "espeak":
             self._espeak(out)
@@ -281,13 +293,12 @@ class TextFrontEnd:
 
     def _espeak(self, out: list[Processed]) -> None:
         """Phonemes from espeak-ng, numbers written out first; each suspect reading noted on its text."""
-        from speechtrain.data.text.numbers import expand_numbers
         from speechtrain.data.text.phonemize import punctuation_lost, read
 
         todo = [i for i, p in enumerate(out) if p.symbols]
         given = []
         for i in todo:
-            text, notes = expand_numbers(out[i].symbols, self.language) if self.v3 else (out[i].symbols, [])
+            text, notes = self._numbers(out[i].symbols)
             out[i].reading += notes + abbreviation_notes(text)
             given.append(text)
         skipped = skipped_symbols(given, self.settings.language)
@@ -303,6 +314,18 @@ class TextFrontEnd:
                 out[i].reading.append(note)
             out[i].symbols = reading.phonemes
 
+    def _numbers(self, text: str) -> tuple[str, list[str]]:
+        """Numbers and symbols written out for espeak-ng (by the version the run was trained with)."""
+        if self.v4:
+            from speechtrain.data.text.spoken import spoken
+
+            return spoken(text, self.settings.language)
+        if self.v3:
+            from speechtrain.data.text.numbers import expand_numbers
+
+            return expand_numbers(text, self.language)
+        return text, []
+
     def process(self, text: str) -> Processed:
         """Every step for one text."""
         return self.process_many([text])[0]
@@ -310,6 +333,21 @@ class TextFrontEnd:
     def __call__(self, text: str) -> str:
         """The symbol string of ``text``."""
         return self.process(text).symbols
+
+
+def piper_notes(text: str, language: str) -> list[str]:
+    """The numbers and symbols of ``text`` that Piper's voice for ``language`` misreads: Piper's runtime gives the
+    text to espeak-ng as typed, so what the voice reads wrong (:data:`.spoken.VOICE_READS`) must be written out in
+    the transcript itself (a pre-expansion here would train on other words than Piper reads at inference)."""
+    from speechtrain.data.text.spoken import VOICE_READS, find
+
+    keep = VOICE_READS.get(primary_language(language), frozenset())
+    return [
+        f"{f.kind} {f.written!r}: Piper reads the text as typed and its {language} voice misreads this; write it "
+        + (f"out as it is said ({f.said!r})" if f.said else "out as it is said")
+        for f in find(text, language)
+        if f.kind not in keep
+    ]
 
 
 _SPOKEN_SIGNS = frozenset("%&@#*")  # ASCII punctuation that stands for a word (percent, and, at ...)

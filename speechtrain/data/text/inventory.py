@@ -126,6 +126,8 @@ class TextReport:
     lost: list[tuple[str, str, int]] = field(default_factory=list)
     #: the warning when the letters do not look like data.language's (a same-script mismatch)
     look: str | None = None
+    #: (id, word) of transcripts in Burmese's Zawgyi font encoding, not Unicode
+    zawgyi: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def unknown_count(self) -> int:
@@ -166,6 +168,7 @@ class TextReport:
             "readings": [{"id": i, "why": w} for i, w in self.readings],
             "ratio_outliers": [{"id": i, "ratio_to_median": r} for i, r in self.ratio_outliers],
             "lost": [{"id": i, "word": w, "count": n} for i, w, n in self.lost],
+            "zawgyi": [{"id": i, "word": w} for i, w in self.zawgyi],
             "warnings": self.warnings(),
         }
 
@@ -242,7 +245,14 @@ class TextReport:
 
     def warnings(self) -> list[str]:
         """Every suspicious class, each with examples (``prepare --strict`` fails on any)."""
-        checks = (self.warning(), self._script_warning(), self._mojibake_warning(), self._lost_warning(), self.look)
+        checks = (
+            self.warning(),
+            self._script_warning(),
+            self._mojibake_warning(),
+            self._lost_warning(),
+            self.look,
+            self._zawgyi_warning(),
+        )
         out = [w for w in checks if w]
         out += self._reading_warnings()
         for u in self.removed:
@@ -315,6 +325,16 @@ class TextReport:
                 f"{shown}: a failed reading (letter names, skipped characters); check their text"
             )
         return out
+
+    def _zawgyi_warning(self) -> str | None:
+        if not self.zawgyi:
+            return None
+        shown = ", ".join(f"{w!r} in {i}" for i, w in self.zawgyi[:EXAMPLES])
+        return (
+            f"{len(self.zawgyi)} transcript(s) are Burmese in the Zawgyi font encoding, not Unicode ({shown}): "
+            "convert them to Unicode (a Zawgyi-to-Unicode converter such as Rabbit or myanmar-tools) before "
+            "training; espeak-ng and the symbols read Unicode"
+        )
 
     def _mojibake_warning(self) -> str | None:
         if not self.mojibake:
@@ -390,6 +410,10 @@ def text_report(
         report.ratio_outliers = _ratio_outliers(everything)
     report.lost = [found for it in everything if (found := _lost(it))]
     report.look = _look(language, [it.text for it in everything])
+    if "Myanmar" in (report.declared_scripts or ()) or any(
+        "\u1000" <= c <= "\u109f" for it in everything for c in it.text
+    ):
+        report.zawgyi = _zawgyi(everything)
     return report
 
 
@@ -454,10 +478,19 @@ def _look(language: str, texts: Sequence[str]) -> str | None:
         signs.append(f"{shown} are {100 * rare:.1f}% of its letters ({language} has almost none)")
     if not signs:
         return None
+    named = Counter(
+        {sc.LIKELY_LANGUAGE[c]: n for c, n in letters.items() if c in profile.rare and c in sc.LIKELY_LANGUAGE}
+    )
+    instead = named.most_common(1)[0][0] if named else profile.instead
     return (
         f"data.language={language}, but the transcripts do not look like it: {'; '.join(signs)}. Is it "
-        f"{profile.instead}? Check data.language (the espeak-ng voice, the number normaliser and the checks follow it)"
+        f"{instead}? Check data.language (the espeak-ng voice, the number normaliser and the checks follow it)"
     )
+
+
+def _zawgyi(items: Sequence[TextItem]) -> list[tuple[str, str]]:
+    """(id, word) of the transcripts that read as Burmese in the Zawgyi encoding."""
+    return [(it.id, word) for it in items if it.text and (word := sc.zawgyi(it.text))]
 
 
 def _removed_reason(c: str) -> str | None:

@@ -245,6 +245,21 @@ def char_class(c: str, scripts: tuple[str, ...] | None = None) -> str:
     return OTHER_SYMBOLS  # So, Sk
 
 
+# ----------------------------------------------------------------------------------------------- Zawgyi
+#: Burmese typed in the Zawgyi font encoding, not Unicode: a vowel sign ေ or the medial ျ before its consonant
+#: (Unicode stores them after it), the stacking sign ္ before no consonant (Zawgyi's asat), or Zawgyi's
+#: stacked-consonant glyphs at U+1060-U+1097 (Mon, Shan and Karen letters in Unicode)
+_ZAWGYI = re.compile("(?:^|[^\u1000-\u109f])[\u1031\u103b]|\u1039(?![\u1000-\u1021])|[\u1060-\u1097]")
+
+
+def zawgyi(text: str) -> str | None:
+    """The first word of ``text`` that reads as Zawgyi-encoded Burmese, or None."""
+    m = _ZAWGYI.search(text)
+    if m is None:
+        return None
+    return next((w for w in text.split() if _ZAWGYI.search(w)), m.group(0).strip())
+
+
 # ---------------------------------------------------------------------------------------------- mojibake
 _SUSPECT = re.compile(
     "[\u00c2-\u00f4][\u0080-\u00bf\u0152\u0153\u0160\u0161\u0178\u017d\u017e\u0192\u02c6\u02dc\u2013-\u203a\u20ac\u2122]"
@@ -333,8 +348,9 @@ class LetterProfile:
 _YORUBA_OFTEN = frozenset("ẹọṣàáèéìíòóùúńǹḿẸỌṢÀÁÈÉÌÍÒÓÙÚ")
 #: a declared language -> its look (a same-script mismatch is a warning: mn read as ru, fa as ar, yo/cy as en)
 PROFILES: dict[str, LetterProfile] = {
-    "mn": LetterProfile(frozenset("өүӨҮ"), 0.01, frozenset(), 1.0, "ru"),
-    "kk": LetterProfile(frozenset("әіңғүұқөһӘІҢҒҮҰҚӨҺ"), 0.02, frozenset(), 1.0, "ru"),
+    "mn": LetterProfile(frozenset("өүӨҮ"), 0.01, frozenset("әіңғұқһӘІҢҒҰҚҺ"), 0.002, "ru"),
+    # Mongolian has ө ү too: Kazakh is told by the letters Mongolian lacks
+    "kk": LetterProfile(frozenset("әіңғұқһӘІҢҒҰҚҺ"), 0.02, frozenset(), 1.0, "mn or ru"),
     "uk": LetterProfile(frozenset("іїєґІЇЄҐ"), 0.02, frozenset("ыэъёЫЭЪЁ"), 0.002, "ru"),
     "fa": LetterProfile(frozenset("پچژگ"), 0.005, frozenset("ة"), 0.002, "ar"),
     "ur": LetterProfile(frozenset("ٹڈڑںےھ"), 0.01, frozenset("ة"), 0.002, "ar"),
@@ -342,6 +358,18 @@ PROFILES: dict[str, LetterProfile] = {
     "ru": LetterProfile(frozenset(), 0.0, frozenset(CYRILLIC_LETTERS), 0.002, "mn/kk/uk/..."),
     "yo": LetterProfile(_YORUBA_OFTEN, 0.03, frozenset("cqvxzCQVXZ"), 0.01, "en"),
     "cy": LetterProfile(frozenset("wyWYŵŷ"), 0.08, frozenset("kqvxzjKQVXZJ"), 0.01, "en"),
+    # English has none of Yoruba's dotted letters and syllabic nasals, nor Welsh's ŵ ŷ (a name now and then)
+    "en": LetterProfile(frozenset(), 0.0, frozenset("ẹọṣǹḿẸỌṢǸḾŵŷŴŶ"), 0.0005, "another language"),
+    # Yiddish writes its vowels: ע and the ligatures ײ װ ױ are far more of its letters than of Hebrew's
+    "yi": LetterProfile(frozenset("עײװױ"), 0.05, frozenset(), 1.0, "he"),
+    "he": LetterProfile(frozenset(), 0.0, frozenset("ײװױ"), 0.002, "yi"),
+}
+#: letters that name the language a text is probably in, when a profile finds them where they do not belong
+LIKELY_LANGUAGE = {
+    **{c: "yo (Yoruba)" for c in "ẹọṣǹḿẸỌṢǸḾ"},
+    **{c: "cy (Welsh)" for c in "ŵŷŴŶ"},
+    **{c: "yi (Yiddish)" for c in "ײװױ"},
+    **{c: "kk (Kazakh)" for c in "әіңғұқһӘІҢҒҰҚҺ"},
 }
 MIN_PROFILE_LETTERS = 40  # fewer letters than this: too few to judge a language by letters it should not have
 MIN_OFTEN_LETTERS = 200  # ... and by the share of letters it uses often (گ پ چ are ~3% of Persian's letters)

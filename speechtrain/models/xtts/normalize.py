@@ -20,10 +20,13 @@ Coqui's quirks are kept, since the point is to give its BPE the same text: num2w
 ("fünf Euro und fünfzig Cent": the text was lowered before), a failing currency conversion leaves the later
 currencies unexpanded, and its German/Spanish thousands pattern takes any character between digit groups.
 
-Languages Coqui has no cleaner for: numbers (digits, decimals, ``1,000``) in words where num2words knows the
-language, no abbreviation, symbol, currency or ordinal rules; otherwise NFC, lower case, no double quotes and
-one space only. Amharic numbers (Arabic digits and the Ethiopic numerals ፩ ... ፼: ``2015`` -> "ሁለት ሺህ አስራ
-አምስት") are written by :mod:`speechtrain.data.text.amharic` (num2words 0.5.14's Amharic fails on 1995).
+Languages Coqui has no cleaner for: numbers and symbols by the rules of the data front end
+(:mod:`speechtrain.data.text.spoken`: the locale's separators, ordinal markers, times, minus signs, leading
+zeros, currency signs, written out by num2words or unicode-rbnf; ``10 000`` in Kazakh "он мың", ``5-ci`` in
+Azerbaijani "beşinci"), before lower case (``R$``, ``Rp``); no abbreviation rules; otherwise NFC, lower case,
+no double quotes and one space only. Amharic numbers (Arabic digits and the Ethiopic numerals ፩ ... ፼: ``2015``
+-> "ሁለት ሺህ አስራ አምስት"), ordinals (``3ኛ`` "ሶስተኛ"), ``50%`` ("ሃምሳ በመቶ") and ``ዓ.ም.`` are written by
+:mod:`speechtrain.data.text.amharic` (num2words 0.5.14's Amharic fails on 1995).
 Coqui romanises Chinese, Japanese and Korean (pypinyin, cutlet, hangul romanisation) before its BPE; that is
 not done here. :func:`rules_note` says which case a language is in (``prepare``'s report prints it).
 """
@@ -217,10 +220,10 @@ class LanguageRules:
                 "stay digits (Coqui's own cleaner fails on them)"
             )
         if self.numbers:
-            by = "speechtrain's own number words" if lang in OWN_NUMBERS else "num2words"
+            by = "speechtrain's own number words" if lang in OWN_NUMBERS else "num2words, unicode-rbnf"
             return (
-                f"xtts text: '{lang}' has no Coqui rules: numbers in words ({by}), no abbreviation, symbol, "
-                "currency or ordinal rules; NFC, lower case"
+                f"xtts text: '{lang}' has no Coqui rules: numbers, ordinals, times and amounts in words by the "
+                f"language's conventions ({by}), no abbreviation rules; NFC, lower case"
             )
         return (
             f"xtts text: '{lang}' has no normalisation rules (neither Coqui's nor num2words's): numbers, symbols "
@@ -258,6 +261,10 @@ def rules_for(language: str) -> LanguageRules:
     require_num2words()
     numbers = lang in OWN_NUMBERS or (lang not in ROMANISED and _num2words_knows(lang))
     if lang in ROMANISED or lang not in SYMBOL_WORDS:
+        if lang not in ROMANISED and lang not in OWN_NUMBERS:
+            from speechtrain.data.text.spoken import locale_of
+
+            numbers = locale_of(language).reads_numbers
         return LanguageRules(lang, coqui=False, numbers=numbers)
     if lang == "ru":
         abbreviations = tuple((re.compile(rf"\b{a}\b", re.IGNORECASE), w) for a, w in ABBREVIATIONS[lang])
@@ -324,12 +331,16 @@ def normalize(text: str, language: str) -> str:
     """``text`` as the BPE of an XTTS model in ``language`` should see it (see the module doc)."""
     rules = rules_for(language)
     text = unicodedata.normalize("NFC", text).replace('"', "")
+    if rules.numbers and not rules.coqui and rules.language not in OWN_NUMBERS:
+        from speechtrain.data.text import spoken as numbers
+
+        text = numbers.spoken(text, language, keep=frozenset())[0]  # before lower case: R$, Rp
     if rules.language == "tr":
         text = text.replace("İ", "i").replace("Ö", "ö").replace("Ü", "ü")
     text = text.lower()
     if rules.language in OWN_NUMBERS:
         text = OWN_NUMBERS[rules.language](text)
-    elif rules.numbers:
+    elif rules.numbers and rules.coqui:
         text = _numbers(text, rules)
     for pattern, spoken in rules.abbreviations:
         text = pattern.sub(spoken, text)
