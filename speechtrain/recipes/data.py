@@ -30,6 +30,19 @@ NEUTRAL_SET = {"num_speakers": 1, "num_labels": 1}
 ReadBatch = Callable[[tuple[int, ...], bool, int], Batch]
 
 
+#: the recipe whose data settings ``prepare DATA`` without ``--config`` prepares for: the README's VITS for a corpus
+#: with transcripts, its vocoder for audio alone (so that the next ``plan``/``train`` with it reuses the cache)
+DEFAULT_RECIPES = {True: "vits_tiny", False: "vocoder_hifigan_tiny"}
+
+
+def default_recipe(manifest: str, fmt: str = "auto", encoding: str | None = None) -> str:
+    """The recipe name ``prepare`` uses for ``manifest`` when given no config (see :data:`DEFAULT_RECIPES`)."""
+    from speechtrain.data.manifest import read_manifest
+
+    entries, _ = read_manifest(manifest, fmt, encoding)
+    return DEFAULT_RECIPES[any(e.text for e in entries)]
+
+
 class DataRecipe:
     """The data side of a run: prepare the cache, open the datasets, build loaders and readers."""
 
