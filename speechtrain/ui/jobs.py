@@ -145,7 +145,13 @@ def log_tail(folder: str | Path, lines: int = 40) -> str:
         fh.seek(0, os.SEEK_END)
         fh.seek(max(0, fh.tell() - 200 * lines))
         text = fh.read().decode(errors="replace")
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(terminal_lines(text)[-lines:])
+
+
+def terminal_lines(text: str) -> list[str]:
+    """The lines of a job's output as a terminal shows them: of a line a progress bar redrew (``\\r``), its last
+    drawing only (split at every ``\\r``, each training step showed twice: before and after its losses)."""
+    return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
 
 
 def error_line(log: str) -> str:

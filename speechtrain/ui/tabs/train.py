@@ -83,7 +83,9 @@ def layout(ws: Workspace) -> TrainTab:
     with gr.Row():
         events = gr.Dataframe(headers=EVENT_COLUMNS, label="events", interactive=False)
         eval_audio = gr.Audio(label="latest eval audio", type="filepath", interactive=False)
-    log = gr.Textbox(label="output", lines=8, max_lines=14, autoscroll=True)
+    log = gr.Textbox(
+        label="output", lines=8, max_lines=14, autoscroll=True, elem_id="train-log", elem_classes=["st-mono"]
+    )
     timer = gr.Timer(2.0)
     shown = gr.State([])
     return TrainTab(
@@ -200,8 +202,8 @@ def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
         head += f"\n\n{info.error}"
     return (
         head,
-        charts.chart(runs.loss_series(rows), "train losses"),
-        charts.chart(runs.eval_series(rows), "eval (each series relative to its first value)"),
+        charts.chart(runs.loss_series(rows), "train losses (each on its own axis)", panels=True),
+        charts.chart(runs.eval_series(rows), "eval (each metric in its own units)", panels=True),
         charts.chart(runs.speed_series(rows), "audio-s/s and data wait %"),
         charts.chart(runs.memory_series(rows), "memory (GiB)"),
         gpu,
