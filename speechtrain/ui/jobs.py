@@ -154,6 +154,24 @@ def terminal_lines(text: str) -> list[str]:
     return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
 
 
+def warnings(folder: str | Path) -> list[str]:
+    """Every warning the job logged (:mod:`speechtrain.cli.jobrunner` writes them, one per line), in order, each
+    starting ``warning:``; the same warning said twice is listed once."""
+    from speechtrain.cli.jobrunner import WARNINGS_FILE
+
+    path = Path(folder) / WARNINGS_FILE
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    said = [line if line.lower().startswith("warning") else f"warning: {line}" for line in lines if line.strip()]
+    return list(dict.fromkeys(said))
+
+
+def warnings_text(folder: str | Path) -> str:
+    """The job's warnings as Markdown lines for a status line ('' when none)."""
+    return "".join(f"\n\n**{w}**" for w in warnings(folder))
+
+
 def error_line(log: str) -> str:
     """The CLI's ``error: ...`` message in a log (the same text the terminal shows), else ''."""
     found = [line for line in log.splitlines() if line.startswith("error: ")]

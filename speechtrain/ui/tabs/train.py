@@ -200,6 +200,7 @@ def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
     head = f"**{info.name}**: {info.status}, {steps}" + (f"; `{info.command}`" if info.command else "")
     if info.error:
         head += f"\n\n{info.error}"
+    head += jobs.warnings_text(runs.job_folder(path))  # what it warned of (prepare, step 0) scrolled past the output
     return (
         head,
         charts.chart(runs.loss_series(rows), "train losses (each on its own axis)", panels=True),
