@@ -8,6 +8,7 @@ reference of SingingVocoders' generator); with their own code at hand (``SPEECHT
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,14 @@ def test_the_readmes_vits_command_leads_to_the_export_it_names(
     run = tmp_path / "run"
     assert main(["train", "--config", str(ROOT / "recipes" / "vits_tiny.yaml"), *plain, f"train.output_dir={run}"]) == 0
     assert notices[0] in capsys.readouterr().err
+
+
+def test_a_read_only_target_is_not_told_to_free_space(tmp_path: Path) -> None:
+    import errno
+
+    from speechtrain.recipes.export import _not_exported
+
+    for code in (errno.EROFS, errno.EACCES):
+        said = str(_not_exported(tmp_path / "out", OSError(code, os.strerror(code))))
+        assert "free some space" not in said and "cannot be written" in said and "\n" not in said, said
+    assert "free some space" in str(_not_exported(tmp_path / "out", OSError(errno.ENOSPC, "No space left on device")))
