@@ -157,7 +157,7 @@ def terminal_lines(text: str) -> list[str]:
 def warnings(folder: str | Path) -> list[str]:
     """Every warning the job logged (:mod:`speechtrain.cli.jobrunner` writes them, one per line), in order, each
     starting ``warning:``; the same warning said twice is listed once."""
-    from speechtrain.cli.jobrunner import WARNINGS_FILE
+    from speechtrain.logs import WARNINGS_FILE
 
     path = Path(folder) / WARNINGS_FILE
     if not path.is_file():
