@@ -265,7 +265,7 @@ def export_notice(cfg: Config) -> list[str]:
 
     return [
         f"warning: export: this run will not be exportable as {line}"
-        for line in formats_out_of_reach(cfg.model.name, cfg.model, cfg.data)
+        for line in formats_out_of_reach(str(cfg.model.name), cfg.model, cfg.data)
     ]
 
 
