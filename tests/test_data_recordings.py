@@ -166,3 +166,7 @@ def test_prepare_then_plan_then_train_of_pairs_prepares_once(
     train = capsys.readouterr()
     for said in (plan.out + plan.err, train.out + train.err):
         assert "preparing" not in said and "prepared the feature cache" not in said
+    # another recipe's data settings prepare again, and say why in one line
+    assert main(["plan", "--config", recipe, f"data.manifest={root}", cache, "data.fmax=8000"]) == 0
+    why = [line for line in capsys.readouterr().err.splitlines() if "preparing" in line]
+    assert len(why) == 1 and "stale (settings changed: fmax None -> 8000.0)" in why[0], why
