@@ -99,3 +99,24 @@ def logging_for_command(level: int = logging.INFO) -> Iterator[logging.Logger]:
             logger.removeHandler(added)
         logger.setLevel(before[0])
         logger.propagate = before[1]
+
+
+#: the file of a job folder that holds the warnings its command logged, one per line (the web UI's jobs)
+WARNINGS_FILE = "warnings.txt"
+
+
+class WarningsFile(logging.Handler):
+    """Appends each WARNING (and worse) record to a file as one line: the web UI shows a job's warnings where the
+    user looks (they scrolled past in its output)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.path = path
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = " ".join(self.format(record).split())
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+        except Exception:  # noqa: BLE001 - a warning that cannot be kept must not stop the job
+            self.handleError(record)

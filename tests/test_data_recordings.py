@@ -13,13 +13,14 @@ import pytest
 import soundfile as sf
 
 from speechtrain.cli.main import main
-from speechtrain.config import DataConfig
+from speechtrain.config import DataConfig, load_config
 from speechtrain.data.dataset import SpeechDataset
 from speechtrain.data.manifest import detect_format, read_manifest
 from speechtrain.data.prepare import prepare_dataset
 from speechtrain.errors import DataError
 
 SR = 22050
+RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 WORDS = ["the first take", "a second reading", "number three here", "and the fourth", "five is last"]
 
 
@@ -58,7 +59,9 @@ def test_a_folder_of_clip_and_txt_pairs_prepares_from_the_cli(tmp_path: Path, ca
     assert main(argv) == 0
     got = json.loads(report.read_text())
     assert (got["format"], got["kept"], got["skipped_total"], got["empty_text_kept"]) == ("pairs", 5, 0, 0)
-    data = DataConfig(manifest=str(root), cache_dir=str(tmp_path / "cache"), eval_utterances=1)
+    # prepared with the data settings of the recipe a transcribed corpus trains with (recipes/vits_tiny.yaml)
+    data = load_config(RECIPES / "vits_tiny.yaml", [f"data.manifest={root}", f"data.cache_dir={tmp_path / 'cache'}",
+                                                   "data.eval_utterances=1"]).data  # fmt: skip
     texts = SpeechDataset.from_config(data, "train").texts + SpeechDataset.from_config(data, "eval").texts
     assert sorted(texts) == sorted(WORDS)
 
@@ -143,3 +146,27 @@ def test_a_transcript_column_named_otherwise_is_named_in_the_refusal(tmp_path: P
         prepare_dataset(data, require_text=True)
     with pytest.raises(DataError, match="data.format=pairs has no named columns"):
         read_manifest(_clips(tmp_path / "clips"), "pairs", text_column="raw_text")
+
+
+@pytest.mark.slow
+def test_prepare_then_plan_then_train_of_pairs_prepares_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's first commands on a folder of own recordings: `prepare DATA` (no --config), then `plan` and
+    `train` with the README's recipe. The cache is computed once (it was three times: prepare's defaults had
+    fmax 8000, the recipe None), and prepare says which recipe's settings it prepared with."""
+    root = _clips(tmp_path / "my_recordings", n=8)
+    cache, recipe = f"data.cache_dir={tmp_path / 'cache'}", str(RECIPES / "vits_tiny.yaml")
+    assert main(["prepare", str(root), "--no-progress", cache]) == 0
+    assert "preparing with the data settings of vits_tiny.yaml" in capsys.readouterr().err
+    assert main(["plan", "--config", recipe, f"data.manifest={root}", cache]) == 0
+    plan = capsys.readouterr()
+    run = ["train", "--config", recipe, f"data.manifest={root}", cache, "train.max_steps=1", "train.progress=false"]
+    assert main([*run, f"train.output_dir={tmp_path / 'run'}", "train.eval_every=1000"]) == 0
+    train = capsys.readouterr()
+    for said in (plan.out + plan.err, train.out + train.err):
+        assert "preparing" not in said and "prepared the feature cache" not in said
+    # another recipe's data settings prepare again, and say why in one line
+    assert main(["plan", "--config", recipe, f"data.manifest={root}", cache, "data.fmax=8000"]) == 0
+    why = [line for line in capsys.readouterr().err.splitlines() if "preparing" in line]
+    assert len(why) == 1 and "stale (settings changed: fmax None -> 8000.0)" in why[0], why

@@ -93,3 +93,15 @@ def test_the_demo_estimates_its_length_from_what_it_measured() -> None:
     assert demo_estimate(so_far=30, train=48, ladder=150, rows=9, row_floor=8, reserve=14) == 30 + 48 + 150 + 14
     age = process_age()
     assert age is None or age > 0
+
+
+def test_a_ladder_that_overruns_its_time_says_so_and_why() -> None:
+    """The ladder announced 63 s left and ran 7 minutes without a word (issue 50): past its time (beyond a tenth and
+    a few seconds) it says how far, and what the measurements cost beyond their timed windows."""
+    from speechtrain.cli.cmd_demo import overrun_note
+
+    assert overrun_note(took=66.0, announced=63.0, costs=[5.0], measurements=9) is None
+    said = overrun_note(took=420.0, announced=63.0, costs=[30.0, 40.0], measurements=9)
+    assert said is not None and "420s, 357s past the 63s it announced" in said and "35s each" in said
+    assert "315s in all" in said and "--minutes" in said
+    assert "not measured" in (overrun_note(took=420.0, announced=63.0, costs=[], measurements=9) or "")

@@ -8,6 +8,7 @@ reference of SingingVocoders' generator); with their own code at hand (``SPEECHT
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,48 @@ def test_jik876s_own_generator_loads_the_export(tmp_path: Path) -> None:
         out = theirs.eval()(mel)
     audio = (out[0] if isinstance(out, tuple) else out).squeeze().numpy()
     assert float(np.max(np.abs(audio - task.vocode(mel[0])))) < 1e-5
+
+
+def _readme_vits_lines() -> tuple[str, str]:
+    """The README's VITS training command and the export line after it."""
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")  # a command continued on the next line
+    lines = [line.split("  #")[0] for line in text.splitlines()]
+    train = next(i for i, line in enumerate(lines) if "train --config recipes/vits_tiny.yaml" in line)
+    export = next(line for line in lines[train:] if line.startswith("speechtrain export") and "--format" in line)
+    return lines[train], export
+
+
+def test_the_readmes_vits_command_leads_to_the_export_it_names(
+    tmp_path: Path, demo_data: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's VITS command trains a run its export line can make (it once trained one that `export --format
+    piper` refused after the training); a run that cannot be exported as a format of its family is told so at step
+    0, with the recipe change."""
+    import shlex
+
+    from speechtrain.cli.main import main
+    from speechtrain.recipes.train import export_notice
+
+    train, export = _readme_vits_lines()
+    fmt = export.split("--format", 1)[1].split()[0]
+    overrides = [w for w in shlex.split(train.split("#")[0]) if "=" in w and not w.startswith("data.manifest")]
+    readme_cfg = load_config(ROOT / "recipes" / "vits_tiny.yaml", overrides)
+    assert not [n for n in export_notice(readme_cfg) if f"--format {fmt} " in n]
+
+    plain = [*demo_data, "train.max_steps=1", "train.eval_every=1000", "train.progress=false", "train.device=cpu"]
+    notices = export_notice(load_config(ROOT / "recipes" / "vits_tiny.yaml", plain))
+    assert len(notices) == 1 and "--format piper" in notices[0] and "data.phonemizer=piper" in notices[0]
+    run = tmp_path / "run"
+    assert main(["train", "--config", str(ROOT / "recipes" / "vits_tiny.yaml"), *plain, f"train.output_dir={run}"]) == 0
+    assert notices[0] in capsys.readouterr().err
+
+
+def test_a_read_only_target_is_not_told_to_free_space(tmp_path: Path) -> None:
+    import errno
+
+    from speechtrain.recipes.export import _not_exported
+
+    for code in (errno.EROFS, errno.EACCES):
+        said = str(_not_exported(tmp_path / "out", OSError(code, os.strerror(code))))
+        assert "free some space" not in said and "cannot be written" in said and "\n" not in said, said
+    assert "free some space" in str(_not_exported(tmp_path / "out", OSError(errno.ENOSPC, "No space left on device")))

@@ -347,3 +347,28 @@ def test_tune_warns_when_other_processes_load_the_machine(
     header = write_tuned_config(report, tmp_path / "tuned.yaml").read_text().split("data:")[0]
     assert ("unreliable" in header) is warned and ("unreliable" in report.table()) is warned
     assert search.load_note([9.0], "memory") is None  # peaks, not times: load does not matter
+
+
+def test_the_tuned_recipe_carries_the_batch_sizes_not_the_learned_symbols(tmp_path: Path, demo_data: list[str]) -> None:
+    """Tuning builds the model, which learns the corpus's symbols into the config; the tuned YAML must not pin
+    them (a run with another text front end would then learn mostly unknown symbols): everything but the batch
+    sizes is the config as given."""
+    cfg = load_config(
+        None,
+        [*demo_data, "model.name=toy", "model.channels=8", "model.blocks=1", "data.num_buckets=2", "train.device=cpu",
+         "tune.objective=memory", "tune.steps_per_trial=1", "tune.max_batch_size=2",
+         f"train.output_dir={tmp_path / 'run'}"],
+    )  # fmt: skip
+    given = cfg.to_dict()
+    report = TuneRecipe(cfg, quiet=True).run(with_estimate=False)
+    assert cfg.data.symbols, "building the model learned the corpus's symbols (what made the tuned YAML pin them)"
+    tuned = load_config(write_tuned_config(report, tmp_path / "tuned.yaml")).to_dict()
+    assert tuned["data"]["symbols"] is None
+    changed = {
+        f"{section}.{key}"
+        for section in given
+        if isinstance(given[section], dict)
+        for key in set(given[section]) | set(tuned[section])
+        if given[section].get(key) != tuned[section].get(key)
+    }
+    assert changed and changed <= set(report.tuned.overrides())  # the batch sizes, frame budgets, grad_accum

@@ -142,6 +142,9 @@ def _prepare_lines(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple
 
     assert main(argv) == 0
     err = capsys.readouterr().err.splitlines()
+    if "--config" not in argv:  # first, which recipe's data settings it prepares with (issue 50)
+        assert err[0].startswith("prepare: no --config: preparing with the data settings of")
+        err = err[1:]
     return err, _lines("\n".join(err), "prepare: ")
 
 

@@ -41,7 +41,10 @@ READ_PLOT = """(sel) => {
     const drawn = Array.from(svg.querySelectorAll('g.role-mark path'))
         .filter(p => p.getAttribute('opacity') !== '0')
         .filter(p => { const b = p.getBBox(); return b.width > 1 || b.height > 1; }).map(colour);
+    const yAxes = Array.from(svg.querySelectorAll('g.role-axis'))
+        .filter(g => (g.getAttribute('aria-label') || '').startsWith('Y-axis'));
     return {
+        y_axes: yAxes.map(g => Array.from(g.querySelectorAll('g.role-axis-label text')).map(t => t.textContent)),
         x_labels: xAxis.flatMap(g => Array.from(g.querySelectorAll('g.role-axis-label text')).map(t => t.textContent)),
         x_axes: xAxis.length,
         texts: texts,
@@ -87,7 +90,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     from speechtrain.ui.app import launch
 
     root = tmp_path_factory.mktemp("ui_charts")
-    _run(root, "short", 8, [8], [4, 8])  # train.log_every=10 of an 8-step run: one row, at its end
+    _run(root, "short", 8, [8], [8])  # train.log_every=10 of an 8-step run: one row (and one eval), at its end
     _run(root, "long", 60, list(range(1, 61)), [20, 40, 60])
     (root / "data").mkdir()
     app, url = launch(port=_free_port(), runs_root=root / "runs", data_root=root / "data", block=False, quiet=True)
@@ -137,10 +140,43 @@ def _drawn(page: Any, served: tuple[str, Path], run: str) -> dict[str, Any]:
 def test_the_train_plots_read_at_a_glance(page: Any, served: tuple[str, Path], run: str) -> None:
     for sel, plot in _drawn(page, served, run).items():
         assert plot is not None, f"{sel} drew no chart"
-        assert plot["x_axes"] == 1 and plot["x_labels"], (sel, plot)
+        assert plot["x_axes"] >= 1 and plot["x_labels"], (sel, plot)
         assert all(re.fullmatch(r"\d+", v) for v in plot["x_labels"]), (sel, plot["x_labels"])  # was 4.000000, 1.5
-        assert len(set(plot["x_labels"])) == len(plot["x_labels"]), (sel, plot["x_labels"])
+        assert len(set(plot["x_labels"])) == len(plot["x_labels"]) // plot["x_axes"], (sel, plot["x_labels"])
+        # y ticks of at most 4 significant digits (one eval point's axis read 1.000000)
+        assert not [v for axis in plot["y_axes"] for v in axis if re.search(r"\.\d{5,}", v)], (sel, plot["y_axes"])
         # every series of the legend has a mark drawn in its colour (was: a legend and no marks)
         assert plot["legend"] and len(plot["legend_colours"]) == len(plot["legend"]), (sel, plot)
         assert set(plot["legend_colours"]) <= set(plot["drawn"]), (sel, plot["legend_colours"], plot["drawn"])
         assert not _overlaps(plot["texts"]), (sel, _overlaps(plot["texts"]))
+
+
+@pytest.mark.parametrize("run", ["short", "long"])
+def test_each_eval_metric_is_read_in_its_own_units(page: Any, served: tuple[str, Path], run: str) -> None:
+    """The eval chart draws each series on an axis of its own in its units: mcd's change (12 -> 6 dB in the long
+    run) is read off its ticks; the loss of ~95 does not flatten it (was: each series divided by its first value,
+    a quality change a line at 1)."""
+    plot = _drawn(page, served, run)["#eval-plot"]
+    series = {"loss", "pesq", "mcd"}
+    assert len(plot["y_axes"]) == len(series) == len(plot["legend"]), plot
+    spans = [sorted(float(v) for v in axis) for axis in plot["y_axes"]]
+    assert any(s[-1] >= 30 for s in spans), spans  # the eval loss (35 to 87), in its own units (was near 1)
+    if run == "long":
+        assert any(s[0] <= 6.5 and s[-1] >= 9.5 for s in spans), spans  # mcd 10 -> 8 -> 6 dB
+    loss = _drawn(page, served, run)["#loss-plot"]
+    assert len(loss["y_axes"]) == 2  # loss and text_ce, each its own axis
+
+
+def test_the_plan_and_output_boxes_are_in_a_monospace_font(page: Any, served: tuple[str, Path]) -> None:
+    """The plan's table of aligned columns was set in a proportional font (its columns scattered)."""
+    url, _ = served
+    page.goto(url)
+    page.wait_for_selector("#prepare", timeout=60_000)
+    read = "(sels) => sels.map(s => getComputedStyle(document.querySelector(s + ' textarea')).fontFamily)"
+    _tab(page, "Recipe & switches")
+    page.wait_for_selector("#plan-out textarea", timeout=30_000)
+    fonts = page.evaluate(read, ["#plan-out", "#estimate-out"])
+    _tab(page, "Train")
+    page.wait_for_selector("#train-log textarea", timeout=30_000)
+    fonts += page.evaluate(read, ["#train-log"])
+    assert all("monospace" in f for f in fonts), fonts

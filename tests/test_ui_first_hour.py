@@ -72,8 +72,9 @@ def test_the_header_follows_the_viewed_run(tmp_path: Path, job_pid: int) -> None
 
 def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
     """The eval loss (~95) shared one linear axis with the other eval series, which lay flat at 0; the step axis
-    read 4.000000 and 1.5. Each eval series is now relative to its first value (named in the legend); the step axis
-    ticks at whole steps (its chart's own tick values; tests/test_ui_browser_charts.py reads them in the page)."""
+    read 4.000000 and 1.5. Each eval series keeps its own units on an axis of its own (issue 50: relative to the
+    first value hid a quality change); the step axis ticks at whole steps (its chart's own tick values;
+    tests/test_ui_browser_charts.py reads them in the page)."""
     from speechtrain.ui.charts import chart, whole_ticks
 
     rows = [
@@ -82,13 +83,14 @@ def test_eval_series_each_on_its_own_scale_and_steps_are_whole() -> None:
     ]
     series = runs.eval_series(rows)
     assert series == [
-        (4, "eval loss (1 = 95)", 1.0),
-        (4, "eval mel_l1 (1 = 0.8)", 1.0),
-        (4, "eval zero", 0.0),
-        (8, "eval loss (1 = 95)", 0.8),
-        (8, "eval mel_l1 (1 = 0.8)", pytest.approx(0.75)),
-        (8, "eval zero", 0.5),
+        (4, "loss", 95.0),
+        (4, "mel_l1", 0.8),
+        (4, "zero", 0.0),
+        (8, "loss", 76.0),
+        (8, "mel_l1", 0.6),
+        (8, "zero", 0.5),
     ]
+    assert json.loads(chart(series, "eval", panels=True).plot)["resolve"]["scale"]["y"] == "independent"  # type: ignore[union-attr]
     plot = chart(series, "eval")
     assert plot is not None
     x = json.loads(plot.plot)["encoding"]["x"]["axis"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from speechtrain.cli.common import help_from_table, write_json
@@ -20,7 +21,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     )
     p.add_argument("data", nargs="?", default=None, metavar="DATA", help="a corpus folder or metadata file")
     help_from_table(p, "data", layouts_help)
-    p.add_argument("--config", "-c", help="YAML config (its data.* settings are used)")
+    p.add_argument(
+        "--config",
+        "-c",
+        help="YAML config (its data.* settings are used; default: those of recipes/vits_tiny.yaml for a corpus with "
+        "transcripts, recipes/vocoder_hifigan_tiny.yaml for audio alone, so that training with it reuses the cache)",
+    )
     p.add_argument("--workers", "-j", type=int, default=None, help="feature processes (default: up to 8)")
     p.add_argument("--strict", action="store_true", help="any bad item is an error (exit 2) instead of a skip")
     p.add_argument("--json", metavar="REPORT", help="also write the report as JSON")
@@ -74,13 +80,23 @@ def _allow_overrides_anywhere(p: argparse.ArgumentParser, takes_value: tuple[str
 def run(args: argparse.Namespace) -> int:
     from speechtrain.cli.common import user_file
     from speechtrain.config import load_config
-    from speechtrain.recipes.data import DataRecipe
+    from speechtrain.recipes.common import find_recipe
+    from speechtrain.recipes.data import DataRecipe, default_recipe
 
     if args.json:
         user_file(args.json)  # before the work: a folder, under a file, a run's own file
     overrides = list(args.overrides or [])
     data = args.data
-    cfg = load_config(args.config, overrides)
+    config = args.config
+    if config is None and data is not None:
+        probe = load_config(None, overrides).data
+        config = str(find_recipe(default_recipe(str(data), probe.format, probe.encoding)))
+        print(
+            f"prepare: no --config: preparing with the data settings of {Path(config).name} (what training with it "
+            "reads; a recipe with other data settings prepares again, and says why)",
+            file=sys.stderr,
+        )
+    cfg = load_config(config, overrides)
     if data is not None:
         cfg.data.manifest = str(data)  # set directly: a path is not parsed as YAML
     report = DataRecipe(cfg).prepare(  # with the model family's derived features (XTTS's DVAE codes)

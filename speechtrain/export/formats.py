@@ -46,3 +46,14 @@ def format_for(family: str, key: str | None) -> ExportFormat:
             f"--format {key} exports {', '.join(fmt.families)} runs, not '{family}' (formats for {family}: {others})"
         )
     return fmt
+
+
+def formats_out_of_reach(family: str, model: object, data: object) -> list[str]:
+    """Why a run of these sections could not be exported in each format serving ``family`` (its runtime's
+    contract): one line per format, told at step 0 so that the recipe is changed before the training, not after."""
+    out = []
+    for fmt in formats_of(family):
+        problems = fmt.contract(model, data)
+        if problems:
+            out.append(f"--format {fmt.key} ({fmt.runtime}): " + "; ".join(problems))
+    return out

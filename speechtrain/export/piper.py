@@ -144,11 +144,45 @@ def export_piper(job: ExportJob) -> ExportResult:
             "output": {0: "batch_size", 2: "time"},
         },
     )
-    job.files.write_json(f"{job.name}.onnx.json", piper_config(job, id_map))
+    config = piper_config(job, id_map)
+    job.files.write_json(f"{job.name}.onnx.json", config)
+    add_sherpa_metadata(onnx_path, config)
+    job.files.write_text("tokens.txt", sherpa_tokens(id_map))
     result.files, result.notes = list(job.files.written), notes
     if job.check:
         check_piper(job, onnx_path, result)
     return result
+
+
+def sherpa_metadata(config: dict[str, Any]) -> dict[str, str]:
+    """What sherpa-onnx reads from a Piper voice's ``.onnx`` (the keys its ``scripts/piper/add_meta_data.py`` writes:
+    without them it refuses the file, and a user had to run that script on ours)."""
+    return {
+        "model_type": "vits",
+        "comment": "piper",  # sherpa-onnx's switch to Piper's text path (espeak-ng phonemes, ^ _ $ ids)
+        "language": str(config["language"]["code"]),
+        "voice": str(config["espeak"]["voice"]),
+        "has_espeak": "1",
+        "n_speakers": str(config["num_speakers"]),
+        "sample_rate": str(config["audio"]["sample_rate"]),
+    }
+
+
+def add_sherpa_metadata(onnx_path: Path, config: dict[str, Any]) -> None:
+    """Write :func:`sherpa_metadata` into the graph's ``metadata_props`` (the file is rewritten in place: it is still
+    in the export's temporary folder)."""
+    onnx = require("onnx", "speechtrain export --format piper")
+    model = onnx.load(str(onnx_path))
+    del model.metadata_props[:]
+    for key, value in sherpa_metadata(config).items():
+        model.metadata_props.add(key=key, value=value)
+    onnx.save(model, str(onnx_path))
+
+
+def sherpa_tokens(id_map: dict[str, list[int]]) -> str:
+    """``tokens.txt`` as sherpa-onnx reads it beside a Piper voice: ``symbol id`` per line (a newline symbol has no
+    line of its own)."""
+    return "".join(f"{symbol} {ids[0]}\n" for symbol, ids in id_map.items() if symbol != "\n")
 
 
 def _piper_ids(voice: Any, text: str) -> tuple[list[int], int]:
@@ -254,6 +288,11 @@ def check_piper(job: ExportJob, onnx_path: Path, result: ExportResult) -> None:
         speaker = (n_speakers - 1) if (n_speakers > 1 and k == 1) else 0
         who_id = speaker if n_speakers > 1 else None
         result.checks.append(_piper_wav_check(piper, voice, text, who_id, _reference(task, text, speaker)))
+    result.checks += sherpa_checks(onnx_path, voice, job.texts[:2] or ["a"], task)
+    if not any(c.name.startswith("sherpa-onnx") for c in result.checks):
+        result.notes.append(
+            "sherpa-onnx is not installed here: the voice was not checked in it (pip install sherpa-onnx)"
+        )
     defaults = [DEFAULT_SCALES["noise_scale"], DEFAULT_SCALES["length_scale"], DEFAULT_SCALES["noise_w"]]
     noisy = session.run(None, _feed(task.token_ids(by_length[-1]), defaults, 0 if n_speakers > 1 else None))[0]
     if not np.isfinite(noisy).all() or noisy.size == 0:
@@ -261,6 +300,32 @@ def check_piper(job: ExportJob, onnx_path: Path, result: ExportResult) -> None:
     else:
         shown = ", ".join(f"{v:g}" for v in defaults)
         result.notes.append(f"with the default scales [{shown}] the graph speaks {noisy.size} samples (noise on)")
+
+
+def sherpa_checks(onnx_path: Path, voice: Any, texts: list[str], task: Any) -> list[ExportCheck]:
+    """sherpa-onnx, where installed, loads the ``.onnx`` as written (its metadata) with ``tokens.txt`` and speaks
+    ``texts`` from Piper's phonemes (sherpa-onnx 2 takes the phonemes of an outside phonemizer for Piper voices: its
+    ``phoneme_codepoints``), noise 0, each beside ``task.synthesize``; none where sherpa-onnx is absent."""
+    try:
+        import sherpa_onnx
+    except ImportError:
+        return []
+    vits = sherpa_onnx.OfflineTtsVitsModelConfig(
+        model=str(onnx_path), tokens=str(onnx_path.parent / "tokens.txt"), noise_scale=0.0, noise_scale_w=0.0
+    )
+    tts = sherpa_onnx.OfflineTts(
+        sherpa_onnx.OfflineTtsConfig(model=sherpa_onnx.OfflineTtsModelConfig(vits=vits, num_threads=1))
+    )
+    checks = []
+    for text in texts:
+        gen = sherpa_onnx.GenerationConfig()
+        with QuietLogger("piper"):
+            gen.phoneme_codepoints = [[ord(c) for c in "".join(p)] for p in voice.phonemize(text) if p]
+        spoken = np.asarray(tts.generate(text, gen).samples, dtype=np.float32)
+        reference = np.clip(_reference(task, text, 0), -1.0, 1.0)
+        checks.append(compare(f"sherpa-onnx from Piper's phonemes vs PyTorch, {text[:40]!r}", spoken, reference,
+                              AUDIO_TOLERANCE))  # fmt: skip
+    return checks
 
 
 def _feed(ids: list[int], scales: list[float], speaker: int | None) -> dict[str, np.ndarray]:

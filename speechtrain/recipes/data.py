@@ -30,6 +30,19 @@ NEUTRAL_SET = {"num_speakers": 1, "num_labels": 1}
 ReadBatch = Callable[[tuple[int, ...], bool, int], Batch]
 
 
+#: the recipe whose data settings ``prepare DATA`` without ``--config`` prepares for: the README's VITS for a corpus
+#: with transcripts, its vocoder for audio alone (so that the next ``plan``/``train`` with it reuses the cache)
+DEFAULT_RECIPES = {True: "vits_tiny", False: "vocoder_hifigan_tiny"}
+
+
+def default_recipe(manifest: str, fmt: str = "auto", encoding: str | None = None) -> str:
+    """The recipe name ``prepare`` uses for ``manifest`` when given no config (see :data:`DEFAULT_RECIPES`)."""
+    from speechtrain.data.manifest import read_manifest
+
+    entries, _ = read_manifest(manifest, fmt, encoding)
+    return DEFAULT_RECIPES[any(e.text for e in entries)]
+
+
 class DataRecipe:
     """The data side of a run: prepare the cache, open the datasets, build loaders and readers."""
 
@@ -106,7 +119,10 @@ class DataRecipe:
         the task sizes its text embedding from them and the run's config.yaml (and every checkpoint)
         records them. ``prepare``: build the cache first when missing or stale (else only a fresh
         cache is read). A corpus without transcripts leaves ``data.symbols`` unset."""
-        if self.data.symbols is not None or not self.data.manifest:
+        if not self.data.manifest:
+            return self.data.symbols
+        if self.data.symbols is not None:
+            self.check_pinned_symbols(prepare)
             return self.data.symbols
         if prepare:
             self.ensure_prepared()
@@ -115,6 +131,33 @@ class DataRecipe:
             self.data.text.symbols = list(learned)
             log.info(f"text: {len(learned)} symbols learned from the training transcripts: {''.join(learned)!r}")
         return self.data.symbols
+
+    def check_pinned_symbols(self, prepare: bool = True) -> None:
+        """Refuse a pinned ``data.symbols`` that cannot encode more than a small share of what this run's text
+        front end makes of the training transcripts (a tuned recipe's or another run's symbols, read with another
+        ``data.phonemizer``): the run would learn mostly ``<unk>``, and the export would refuse after training."""
+        from speechtrain.data.store import FeatureStore
+        from speechtrain.data.text.inventory import PINNED_REFUSE_SHARE, pinned_mismatch
+        from speechtrain.data.text.tokenizer import symbols_of
+
+        if prepare:
+            self.ensure_prepared()
+        try:
+            split = FeatureStore.from_data(self.data, self.derived(), self.limits()).open_split("train", None)
+        except UserError:
+            return  # no fresh cache to read (only asked for a fresh one): prepare reports the unknown symbols
+        found = pinned_mismatch((item.symbols for item in split.items), symbols_of(self.data.symbols))
+        if not found.refused:
+            return
+        d = self.data
+        shown = ", ".join(f"{c!r} x{n}" for c, n in found.unknown[:8])
+        raise UserError(
+            f"data.symbols pins {len(symbols_of(d.symbols))} symbols, but {100 * found.unknown_share:.1f}% of what "
+            f"this run's text front end (data.phonemizer={d.phonemizer}, data.language={d.language}) makes of the "
+            f"training transcripts is not among them ({shown}; more than {100 * PINNED_REFUSE_SHARE:.0f}% refuses): "
+            f"the symbols came from another front end. Nothing was trained. Fix: set data.symbols=null to learn "
+            f"them from the transcripts, or train with the front end the symbols came from"
+        )
 
     # ------------------------------------------------------------------ datasets
     def fields(self, needs: Needs) -> tuple[str, ...]:

@@ -258,6 +258,15 @@ def _fsync(path: Path) -> None:
 
 
 def _not_exported(out: Path, exc: BaseException) -> UserError:
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        # not a full disk: "free some space" sent a user with a read-only target after space they had
+        return UserError(
+            f"could not write the export to {out}: {ckpt.failure_reason(exc, out.parent)}; the folder cannot be "
+            "written (read-only file system or no permission). Nothing in it was changed: choose a folder you can "
+            "write, or make this one writable, and export again"
+        )
     return UserError(
         f"could not write the export to {out}: {ckpt.failure_reason(exc, out.parent)}; "
         f"{free_space(out.parent)} free there. Nothing in {out} was changed: free some space (or choose "

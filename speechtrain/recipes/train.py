@@ -225,6 +225,8 @@ class TrainRecipe:
         """What runs where: logged, and saved as ``accel.json``."""
         log.info(f"run: {run_dir} ({self.start_note})")
         log.info(startup_summary(trainer, trainer.accel, self.memory_record, self.lr_note, loader.notes))
+        for line in export_notice(self.cfg):
+            log.warning(line)
         dropped = loader.sampler.report if isinstance(loader, TrainLoader) else None
         if dropped is not None and dropped.skipped:  # data.oversize=skip, data.crop_short=skip: said, not silent
             log.warning(
@@ -254,6 +256,17 @@ class TrainRecipe:
         if world()[0] == 0:
             text = json.dumps(records, indent=2, default=str) + "\n"
             _run_file(run_dir.accel, lambda path: path.write_text(text))
+
+
+def export_notice(cfg: Config) -> list[str]:
+    """The export formats of the run's family that this run will not be able to make, with why (said at step 0:
+    `export --format piper` refused a README VITS run only after its training)."""
+    from speechtrain.export.formats import formats_out_of_reach
+
+    return [
+        f"warning: export: this run will not be exportable as {line}"
+        for line in formats_out_of_reach(str(cfg.model.name), cfg.model, cfg.data)
+    ]
 
 
 def loader_shapes(loader: TrainBatches, pad_multiple: int, crop_frames: int | None) -> LoaderShapes:

@@ -8,6 +8,7 @@ estimate; then it writes the tuner's values into a tuned Config.
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -49,6 +50,9 @@ class TuneRecipe:
 
     def __init__(self, cfg: Config, quiet: bool = False) -> None:
         self.cfg = cfg
+        # the config as given: the tuned one is this plus the batch sizes, never what building the run resolved
+        # (the symbols learned from the corpus would pin them for a run that reads the text another way)
+        self.given = cfg.to_dict()
         self.tune, self.data, self.train = cfg.tune, cfg.data, cfg.train
         self.data_recipe = DataRecipe(cfg)
         self.quiet = quiet
@@ -99,7 +103,7 @@ class TuneRecipe:
                 report = search.merge_ranks(gather(report, size), self.data, self.train.grad_accum)
         finally:
             shutdown(started)
-        raw = self.cfg.to_dict()
+        raw = copy.deepcopy(self.given)
         for key, value in report.tuned.overrides().items():
             section, name = key.split(".", 1)
             raw[section][name] = value

@@ -29,6 +29,7 @@ log = get_logger(__name__)
 
 CSS = """
 .st-error {color: #b00020; font-weight: 600}
+.st-mono textarea {font-family: ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace !important}
 #bench-table {overflow-x: auto}
 #bench-table th, #bench-table td {word-break: normal; overflow-wrap: normal; hyphens: none}
 #bench-table td {white-space: nowrap}

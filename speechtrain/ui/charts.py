@@ -31,6 +31,10 @@ MOST_ROWS = 1000
 #: at most this many ticks on the step axis
 MOST_TICKS = 8
 VEGA_LITE = "https://vega.github.io/schema/vega-lite/v5.json"
+#: small charts (``panels``): this many side by side, each this size in pixels
+PANEL_COLUMNS = 3
+PANEL_WIDTH = 150
+PANEL_HEIGHT = 90
 
 
 def whole_ticks(lo: int, hi: int, most: int = MOST_TICKS) -> list[int]:
@@ -65,9 +69,14 @@ def _strided(rows: list[tuple[Any, str, float]]) -> list[tuple[Any, str, float]]
     return sorted(out, key=lambda r: r[0])
 
 
-def chart(rows: list[tuple[Any, str, float]], title: str, x: str = "step", height: int = 200) -> AltairPlotData | None:
+def chart(
+    rows: list[tuple[Any, str, float]], title: str, x: str = "step", height: int = 200, panels: bool = False
+) -> AltairPlotData | None:
     """A chart of (x, series, value) rows, one coloured line per series (points too where it has few rows), or
-    None while there are none. Whole-number x values (steps) get whole-number ticks."""
+    None while there are none. Whole-number x values (steps) get whole-number ticks. ``panels``: each series on a
+    small chart of its own with its own y axis, in its own units (series of different scales: a loss of ~100 beside
+    a mel L1 of ~2 laid the L1 flat on one axis, and dividing each by its first value hid a quality metric's change
+    behind another's)."""
     if not rows:
         return None
     rows = _strided(rows)
@@ -94,7 +103,8 @@ def chart(rows: list[tuple[Any, str, float]], title: str, x: str = "step", heigh
             "field": "value",
             "type": "quantitative",
             "scale": {"zero": False, "padding": 8},
-            "axis": {"title": None},
+            # at most 4 significant digits, trailing zeros dropped: one point's axis read 1.000000
+            "axis": {"title": None, "format": ".4~g", "tickCount": 4 if panels else 6},
         },
         "color": {
             "field": "series",
@@ -121,17 +131,26 @@ def chart(rows: list[tuple[Any, str, float]], title: str, x: str = "step", heigh
                 **({"transform": [points]} if points else {}),
             }
         )
-    spec = {
+    spec: dict[str, Any] = {
         "$schema": VEGA_LITE,
         "usermeta": {"embedOptions": {"renderer": "svg", "actions": False}},
         "title": title,
-        "height": height,
         "background": "transparent",
         "data": {"values": values},
-        "encoding": encoding,
-        "layer": layers,
     }
-    return AltairPlotData(chart="line", plot=json.dumps(spec, allow_nan=False))
+    if panels:
+        spec |= {
+            "facet": {"field": "series", "type": "nominal", "sort": names, "columns": PANEL_COLUMNS,
+                      "header": {"title": None, "labelLimit": PANEL_WIDTH + 40, "labelFontWeight": "bold"}},
+            "spec": {"width": PANEL_WIDTH, "height": PANEL_HEIGHT, "encoding": encoding, "layer": layers},
+            "resolve": {"scale": {"y": "independent"}, "axis": {"x": "independent"}},
+            "encoding": {},  # what Gradio's theme reads (its colour), none of ours: the panels carry theirs
+        }  # fmt: skip
+    else:
+        spec |= {"height": height, "encoding": encoding, "layer": layers}
+    # Gradio's theme for a "line" chart walks the top-level layers, which a faceted spec has not; for "scatter" it
+    # reads the top-level encoding only (empty here) and sets a default stroke that our encoding overrides
+    return AltairPlotData(chart="scatter" if panels else "line", plot=json.dumps(spec, allow_nan=False))
 
 
 def digest(plot: AltairPlotData | None) -> str | None:

@@ -145,7 +145,31 @@ def log_tail(folder: str | Path, lines: int = 40) -> str:
         fh.seek(0, os.SEEK_END)
         fh.seek(max(0, fh.tell() - 200 * lines))
         text = fh.read().decode(errors="replace")
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(terminal_lines(text)[-lines:])
+
+
+def terminal_lines(text: str) -> list[str]:
+    """The lines of a job's output as a terminal shows them: of a line a progress bar redrew (``\\r``), its last
+    drawing only (split at every ``\\r``, each training step showed twice: before and after its losses)."""
+    return [line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.replace("\r\n", "\n").split("\n")]
+
+
+def warnings(folder: str | Path) -> list[str]:
+    """Every warning the job logged (:mod:`speechtrain.cli.jobrunner` writes them, one per line), in order, each
+    starting ``warning:``; the same warning said twice is listed once."""
+    from speechtrain.logs import WARNINGS_FILE
+
+    path = Path(folder) / WARNINGS_FILE
+    if not path.is_file():
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    said = [line if line.lower().startswith("warning") else f"warning: {line}" for line in lines if line.strip()]
+    return list(dict.fromkeys(said))
+
+
+def warnings_text(folder: str | Path) -> str:
+    """The job's warnings as Markdown lines for a status line ('' when none)."""
+    return "".join(f"\n\n**{w}**" for w in warnings(folder))
 
 
 def error_line(log: str) -> str:

@@ -36,15 +36,17 @@ class RunInfo:
     updated: float
     command: str = ""
     error: str = ""
+    best: BestQuality | None = None  # the run's best quality metric and its step
 
     def row(self) -> list[Any]:
         steps = f"{self.step}/{self.max_steps}" if self.max_steps else str(self.step)
         loss = "" if self.last_loss is None else f"{self.last_loss:.4g}"
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.updated)) if self.updated else ""
-        return [self.name, self.status, self.model, steps, loss, when, str(self.path), self.error]
+        best = "" if self.best is None else str(self.best)
+        return [self.name, self.status, self.model, steps, best, loss, when, str(self.path), self.error]
 
 
-COLUMNS = ["run", "status", "model", "step", "last loss", "updated", "directory", "error"]
+COLUMNS = ["run", "status", "model", "step", "best quality @ step", "last loss", "updated", "directory", "error"]
 
 
 def job_folder(run_dir: str | Path) -> Path:
@@ -106,7 +108,8 @@ def run_info(run_dir: str | Path) -> RunInfo:
     if status == "running":  # metrics rows come every log_every steps: the step it has reached is in progress.json
         step = max(step, read_progress(run_dir) or 0)
     updated = max(updated, job.started or 0.0)
-    return RunInfo(run_dir.name, run_dir, status, model, step, max_steps, _num(loss), updated, job.command, error)
+    best = best_quality(rows, (cfg.get("train") or {}).get("best_metric"))
+    return RunInfo(run_dir.name, run_dir, status, model, step, max_steps, _num(loss), updated, job.command, error, best)
 
 
 @dataclass(frozen=True)
@@ -168,28 +171,67 @@ QUALITY_BOOKKEEPING = ("quality_items", "quality_seconds", "quality_share", "aud
 
 
 def eval_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
-    """(step, series, value) of the eval scores (the task's eval losses and its quality metrics, ``eval pesq``,
-    ``eval mcd``... of :mod:`speechtrain.quality`), each on its own scale: divided by its first value, which the
-    series' name gives (``eval loss (1 = 95.2)``). On one shared axis an eval loss of ~95 flattened the other
-    series at 0; relative to their start they all read at a glance (a series that starts at 0 is left as it is)."""
-    raw = []
+    """(step, series, value) of the eval scores (the task's eval losses and its quality metrics of
+    :mod:`speechtrain.quality`) in their own units, each named with its unit and which way is better
+    (``mcd_dtw (dB, lower is better)``); the Train tab draws each on a small chart of its own. Divided by their first
+    value (as they once were), a KL term that rose 1.66x flattened mcd_dtw's 63.27 -> 61.66 dB into a line at 1."""
+    out = []
     for r in rows:
         if r.get("split") != "eval":
             continue
         for k, v in r.items():
             if k != "step" and k not in QUALITY_BOOKKEEPING and _num(v) is not None:
-                raw.append((int(r["step"]), k, float(v)))
-    first: dict[str, float] = {}
-    for _, k, v in raw:
-        first.setdefault(k, v)
-    out = []
-    for step, k, v in raw:
-        scale = first[k]
-        if scale == 0 or not math.isfinite(scale):
-            out.append((step, f"eval {k}", v))
-        else:
-            out.append((step, f"eval {k} (1 = {scale:.4g})", v / scale))
+                out.append((int(r["step"]), metric_label(k), float(v)))
     return out
+
+
+def metric_label(key: str) -> str:
+    """An eval key with its unit and direction where :mod:`speechtrain.quality.catalog` knows them."""
+    from speechtrain.quality.catalog import METRICS
+
+    spec = METRICS.get(key)
+    if spec is None or key == "loss":
+        return key
+    better = "lower" if spec.mode == "min" else "higher"
+    return f"{key} ({spec.unit + ', ' if spec.unit else ''}{better} is better)"
+
+
+@dataclass(frozen=True)
+class BestQuality:
+    """A run's best value of its quality metric in its eval rows, and the step it was reached at."""
+
+    metric: str
+    value: float
+    step: int
+
+    def __str__(self) -> str:
+        from speechtrain.quality.catalog import METRICS
+
+        unit = METRICS[self.metric].unit if self.metric in METRICS else ""
+        return f"{self.metric} {self.value:.4g}{' ' + unit if unit else ''} @ {self.step}"
+
+
+def best_quality(rows: list[dict[str, Any]], best_metric: str | None = None) -> BestQuality | None:
+    """The best eval value of the run's quality metric: ``train.best_metric`` when set, else the first of the
+    kinds' default metrics (mcd_dtw, mcd, macro_f1) the eval rows carry, else any catalogued quality metric they
+    carry; None when they carry none."""
+    from speechtrain.quality.catalog import DEFAULT_BEST, METRICS
+
+    evals = [r for r in rows if r.get("split") == "eval"]
+    keys = list(dict.fromkeys(k for r in evals for k, v in r.items() if _num(v) is not None))
+    name, _, mode = (best_metric or "").partition(":")
+    order = [name] if name else []
+    order += [*dict.fromkeys(DEFAULT_BEST.values()), *(k for k in METRICS if k != "loss")]
+    metric = next((k for k in order if k in keys), None)
+    if metric is None:
+        return None
+    lower = (mode or (METRICS[metric].mode if metric in METRICS else "min")) == "min"
+    scored = [(float(r[metric]), int(r.get("step", 0))) for r in evals if _num(r.get(metric)) is not None]
+    scored = [sv for sv in scored if math.isfinite(sv[0])]
+    if not scored:
+        return None
+    value, step = min(scored, key=lambda sv: (sv[0] if lower else -sv[0], sv[1]))
+    return BestQuality(metric, value, step)
 
 
 def speed_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
@@ -206,15 +248,22 @@ def speed_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
 
 
 def memory_series(rows: list[dict[str, Any]]) -> list[tuple[int, str, float]]:
-    """Memory columns (``mem_*`` bytes) in GiB."""
-    out = []
+    """Memory columns (``mem_*`` bytes) in GiB; columns equal at every step are one series named by both
+    (``rss = peak_rss``): drawn apart, the later one hid the other and left a legend entry without a line."""
+    by_key: dict[str, list[tuple[int, float]]] = {}
     for r in rows:
         if r.get("split", "train") != "train":
             continue
         for k, v in r.items():
             if k.startswith("mem_") and _num(v) is not None:
-                out.append((int(r["step"]), k[4:], float(v) / 2**30))
-    return out
+                by_key.setdefault(k[4:], []).append((int(r["step"]), float(v) / 2**30))
+    names: dict[str, str] = {}
+    for key, points in by_key.items():
+        same = next((k for k in names if names[k] == k and by_key[k] == points), None)
+        names[key] = same if same is not None else key
+    merged = {k: " = ".join(n for n in by_key if names[n] == k) for k in by_key if names[k] == k}
+    out = [(step, merged[key], value) for key in merged for step, value in by_key[key]]
+    return sorted(out, key=lambda r: r[0])
 
 
 def events(rows: list[dict[str, Any]]) -> list[list[Any]]:

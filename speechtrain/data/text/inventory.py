@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from speechtrain.data.text.frontend import TextSettings
 
 UNKNOWN_WARN_SHARE = 0.01  # above this share of unknown symbols prepare warns (and --strict fails)
+#: above this share of a pinned set's unknown symbols training refuses: the set came from another front end
+PINNED_REFUSE_SHARE = 0.05
 OTHER_SCRIPT_WARN_SHARE = 0.02  # above this share of letters not in data.language's scripts it warns
 RARE_COUNT = 3  # symbols seen fewer times than this are listed as rare
 EXAMPLES = 5  # example utterance ids per unknown character
@@ -49,6 +51,30 @@ REMOVED_REASONS = {
     "tatweel": "Arabic tatweel (stretches a letter in writing): not a sound",
     sc.PUNCTUATION: "punctuation espeak-ng dropped from the phonemes",
 }
+
+
+@dataclass(frozen=True)
+class PinnedMismatch:
+    """How much of the transcripts a pinned symbol set (``data.symbols``) cannot encode."""
+
+    total: int  # symbols the front end made of the transcripts
+    unknown: list[tuple[str, int]]  # (symbol outside the set, count), most frequent first
+
+    @property
+    def unknown_share(self) -> float:
+        return sum(n for _, n in self.unknown) / self.total if self.total else 0.0
+
+    @property
+    def refused(self) -> bool:
+        return self.unknown_share > PINNED_REFUSE_SHARE
+
+
+def pinned_mismatch(readings: Iterable[str], symbols: Sequence[str]) -> PinnedMismatch:
+    """Count the symbols of ``readings`` (what the run's front end made of each transcript) outside ``symbols``."""
+    counts = Counter(c for reading in readings for c in reading)
+    known = set(symbols)
+    unknown = sorted(((c, n) for c, n in counts.items() if c not in known), key=lambda cn: (-cn[1], cn[0]))
+    return PinnedMismatch(sum(counts.values()), unknown)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ own normalisations run (Piper does none): a tutuq written U+02BC is read by espe
 from __future__ import annotations
 
 import threading
+from collections import Counter
+from collections.abc import Container
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -110,3 +112,23 @@ def piper_sequence(sentences: list[list[str]]) -> str:
 def piper_symbols(text: str, language: str) -> str:
     """``text`` as the symbol string of Piper's ids (see the module doc)."""
     return piper_sequence(piper_phonemes(text, piper_voice(language)))
+
+
+def runtime_sentences(symbols: str, known: Container[str]) -> tuple[list[str], Counter[str]]:
+    """A symbol string of this front end as Piper's runtime reads it: one ``^ _ p1 _ ... pn _ $`` string per sentence
+    (Piper speaks each sentence apart, and so does sherpa-onnx), each phoneme its id map lacks (not ``known``)
+    dropped with the pad after it, as ``phonemes_to_ids`` skips it; and the dropped phonemes with counts."""
+    sentences, dropped = [], Counter[str]()
+    for chunk in symbols.split(EOS):
+        if not chunk:
+            continue
+        body = chunk[2:] if chunk.startswith(BOS + PAD) else chunk
+        pairs = [(body[i], body[i + 1 : i + 2]) for i in range(0, len(body), 2)]
+        kept = []
+        for phoneme, pad in pairs:
+            if phoneme in known and pad == PAD:
+                kept.append(phoneme)
+            else:
+                dropped[phoneme] += 1
+        sentences.append(BOS + PAD + "".join(p + PAD for p in kept) + EOS)
+    return sentences, dropped

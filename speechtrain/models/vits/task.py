@@ -26,6 +26,7 @@ from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
 from speechtrain.data.features import LogMel, Spectrogram
 from speechtrain.errors import DataError, UserError
+from speechtrain.logs import get_logger
 from speechtrain.models.common import count_parameters, remove_weight_norm
 from speechtrain.models.hifigan.losses import (
     discriminator_loss,
@@ -41,6 +42,8 @@ from speechtrain.train.task import Needs, OptimizerSpec, Task
 if TYPE_CHECKING:
     from speechtrain.config import DataConfig
     from speechtrain.models.vits.config import VITSConfig
+
+log = get_logger(__name__)
 
 
 class VITSTask(Task):
@@ -187,7 +190,7 @@ class VITSTask(Task):
         if not text or not text.strip():
             raise UserError("synthesize: empty text")
         device = next(self.generator.parameters()).device
-        tokens, lengths = self._encode_texts([text], device, warn=True)
+        pieces = [(t.to(device), n.to(device)) for t, n in self._runtime_pieces(text)]
         speakers = self._speaker_tensor(speaker, device)
         decoder, precision = self._decoder_for_inference(device)
         if kwargs.get("seed") is not None:
@@ -195,36 +198,63 @@ class VITSTask(Task):
         was_training = self.generator.training
         self.generator.eval()
         t0 = time.perf_counter()
+        wavs, n_frames = [], 0
         try:
-            audio, frames = self.generator.infer(
-                tokens,
-                lengths,
-                speakers,
-                noise_scale=noise_scale,
-                noise_scale_w=noise_scale_w,
-                length_scale=length_scale,
-                max_frames=self._max_frames(),
-                decoder=decoder,
-            )
-            wav = audio[0, 0].float().cpu().numpy()  # host copy (and the sync that ends the timing)
+            for tokens, lengths in pieces:  # one sentence at a time where the runtime speaks them apart (Piper)
+                audio, frames = self.generator.infer(
+                    tokens,
+                    lengths,
+                    speakers,
+                    noise_scale=noise_scale,
+                    noise_scale_w=noise_scale_w,
+                    length_scale=length_scale,
+                    max_frames=self._max_frames(),
+                    decoder=decoder,
+                )
+                n = int(frames[0]) * self.hop_length  # host sync: the sentence's length
+                wavs.append(audio[0, 0, :n].float().cpu().numpy())  # host copy (and the sync that ends the timing)
+                n_frames += int(frames[0])
         finally:
             self.generator.train(was_training)
         seconds = time.perf_counter() - t0
-        n = int(frames[0]) * self.hop_length
-        wav = wav[:n]
+        wav = np.concatenate(wavs)
         self.last_inference_info = {
             "device": str(device),
             "decoder_precision": precision,
             "decoder_compiled": bool(self.cfg.inference_compile and device.type == "cuda"),
             "weight_norm_folded": True,
-            "tokens": int(lengths[0]),
-            "frames": int(frames[0]),
-            "samples": n,
-            "audio_seconds": n / self.sample_rate,
+            "tokens": sum(int(n[0]) for _, n in pieces),
+            "sentences": len(pieces),
+            "frames": n_frames,
+            "samples": wav.size,
+            "audio_seconds": wav.size / self.sample_rate,
             "synthesis_seconds": seconds,
-            "rtf": seconds / max(n / self.sample_rate, 1e-9),
+            "rtf": seconds / max(wav.size / self.sample_rate, 1e-9),
         }
         return wav.astype(np.float32)
+
+    def _runtime_pieces(self, text: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``text`` as the exported runtime reads it: for a ``data.phonemizer=piper`` run, one (tokens, lengths) per
+        sentence with the phonemes this run never saw dropped, named in a warning (as piper-tts and sherpa-onnx
+        read it: the joined text in one pass, and ``<unk>`` there, gave other audio than the deployed voice);
+        else the whole text in one pass, its unknown characters read as ``<unk>`` with a warning."""
+        tok = self.tokenizer
+        if tok.front_end.settings.phonemizer != "piper":
+            return [self._encode_texts([text], torch.device("cpu"), warn=True)]
+        from speechtrain.data.text.piper_text import runtime_sentences
+
+        sentences, dropped = runtime_sentences(tok.front_end.process(text).symbols, tok.symbols)
+        if dropped:
+            shown = ", ".join(f"{c!r} x{n}" for c, n in dropped.most_common(12))
+            log.warning(
+                f"warning: text has {sum(dropped.values())} phoneme(s) this voice never saw, dropped as Piper and "
+                f"sherpa-onnx drop them: {shown}"
+            )
+        out = []
+        for sentence in sentences:
+            ids = tok.encode_symbols(sentence)
+            out.append(self._with_blanks(torch.tensor([ids], dtype=torch.long), torch.tensor([len(ids)])))
+        return out
 
     @property
     def output_sample_rate(self) -> int:

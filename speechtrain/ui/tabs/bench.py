@@ -62,7 +62,11 @@ def wire(ws: Workspace, tab: BenchTab, inputs: Inputs) -> None:
         if state.status != "done":
             yield err_line(state), jobs.log_tail(folder), *skip
             return
-        yield (ok(f"ladder done: {folder}"), jobs.log_tail(folder, 8), *_results(ws, folder))
+        yield (
+            ok(f"ladder done: {folder}") + jobs.warnings_text(folder),
+            jobs.log_tail(folder, 8),
+            *_results(ws, folder),
+        )
 
     tab.bench.click(
         do_bench,

@@ -107,14 +107,14 @@ def wire(ws: Workspace, tab: DataTab, inputs: Inputs) -> None:
             time.sleep(POLL_SECONDS)
         tail = jobs.log_tail(folder)
         if state.status != "done":
-            yield err_line(state), tail, *skip
+            yield err_line(state) + jobs.warnings_text(folder), tail, *skip
             return
         with ws.reading_data():
             rep = backend.data_report(report_json)
         width, bins = backend.histogram(rep.durations)
         hist = df(bins, ["seconds", "utterances"])
         yield (
-            ok(f"prepared: kept {rep.kept} utterances"),
+            ok(f"prepared: kept {rep.kept} utterances") + jobs.warnings_text(folder),
             tail,
             rep.summary,
             df(rep.skipped, ["reason", "count", "first ids"]),

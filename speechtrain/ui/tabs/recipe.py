@@ -56,8 +56,9 @@ def layout(ws: Workspace) -> RecipeTab:
         plan = gr.Button("Plan batches", elem_id="plan")
     status = gr.Markdown(elem_id="recipe-status")
     with gr.Row():
-        estimate_out = gr.Textbox(label="estimate", lines=10)
-        plan_out = gr.Textbox(label="plan", lines=10)
+        # tables of aligned columns: a monospace font keeps them aligned (a proportional one scattered them)
+        estimate_out = gr.Textbox(label="estimate", lines=10, elem_id="estimate-out", elem_classes=["st-mono"])
+        plan_out = gr.Textbox(label="plan", lines=10, elem_id="plan-out", elem_classes=["st-mono"])
     return RecipeTab(probe, probe_head, switches, switch_text, extra, estimate, plan, status, estimate_out, plan_out)
 
 

@@ -56,17 +56,30 @@ def follow(ws: Workspace, train_run: Any, inputs: Inputs) -> None:
     defaults (gpt_tts_tiny, data/demo) beside the user's run."""
 
     def on_pick(run: str | None) -> tuple[Any, Any, Any]:
-        try:
-            info = runs.run_info(ws.resolve_run(run))
-        except UserError:
+        head = header_for(ws, run)
+        if head is None:
             return gr.skip(), gr.skip(), gr.skip()
-        head = runs.header_of(info, ws.recipes())
         recipe, data, fmt = (gr.skip() if v is None else gr.update(value=v) for v in (head.recipe, head.data, head.fmt))
         return recipe, data, fmt
 
     train_run.change(
         on_pick, [train_run], [inputs.recipe, inputs.data, inputs.fmt], api_name="run_header", show_progress="hidden"
     )
+
+
+def header_for(ws: Workspace, run: str | None) -> runs.RunHeader | None:
+    """What the header row takes from the picked run: None (the header is kept) when the page does not list it, or
+    when it reads a dataset outside the page's data roots (a run of the command line: put in the header, that dataset
+    made every next action of the page refused; the Train tab shows such a run read-only)."""
+    from speechtrain.ui.tabs.train import read_only
+
+    try:
+        path = ws.resolve_run(run)
+    except UserError:
+        return None
+    if read_only(ws, path) is not None:
+        return None
+    return runs.header_of(runs.run_info(path), ws.recipes())
 
 
 def _row(ws: Workspace, info: runs.RunInfo) -> list[Any]:

@@ -83,7 +83,9 @@ def layout(ws: Workspace) -> TrainTab:
     with gr.Row():
         events = gr.Dataframe(headers=EVENT_COLUMNS, label="events", interactive=False)
         eval_audio = gr.Audio(label="latest eval audio", type="filepath", interactive=False)
-    log = gr.Textbox(label="output", lines=8, max_lines=14, autoscroll=True)
+    log = gr.Textbox(
+        label="output", lines=8, max_lines=14, autoscroll=True, elem_id="train-log", elem_classes=["st-mono"]
+    )
     timer = gr.Timer(2.0)
     shown = gr.State([])
     return TrainTab(
@@ -143,20 +145,7 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
 
     @guarded(1)
     def do_resume(run: str, more: str) -> str:
-        path = ws.resolve_run(run)
-        overrides = backend.parse_overrides(more)
-        info = runs.run_info(path)
-        if info.status in ("running", "starting"):
-            raise UserError(f"{path.name} is already {info.status}")
-        ws.load_run_config(path, overrides)  # what `train --resume` reads, checked before it starts
-        holder = lock_holder(path)
-        if holder is not None and info.status != "starting":
-            who = f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
-            raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
-        if info.status in ("running", "starting"):
-            raise UserError(f"{path.name} is already running")
-        ws.start(runs.job_folder(path), backend.resume_argv(path, overrides))
-        return ok(f"resuming {path.name} from step {info.step}")
+        return resume(ws, run, more)
 
     tab.resume.click(do_resume, [tab.run_pick, tab.resume_extra], [tab.status], api_name="resume_train")
 
@@ -176,6 +165,46 @@ def wire(ws: Workspace, tab: TrainTab, inputs: Inputs) -> None:
     outputs = [*tab.view(), tab.shown]
     tab.timer.tick(run_ticks, [tab.run_pick, tab.shown], outputs, api_visibility="private", show_progress="hidden")
     tab.run_pick.change(run_view, [tab.run_pick], outputs, api_name="run_view")
+
+
+def resume(ws: Workspace, run: str, more: str) -> str:
+    """Resume ``run`` as a job (``train --resume``), checked before it starts: a UserError when it runs, another
+    process holds it, or it reads a dataset outside the page's data roots (a run of the command line: the job would
+    start and then fail)."""
+    path = ws.resolve_run(run)
+    overrides = backend.parse_overrides(more)
+    info = runs.run_info(path)
+    if info.status in ("running", "starting"):
+        raise UserError(f"{path.name} is already {info.status}")
+    why = read_only(ws, path)
+    if why is not None:
+        raise UserError(f"{path.name} cannot be resumed from the page: {why}")
+    ws.load_run_config(path, overrides)  # what `train --resume` reads, checked before it starts
+    holder = lock_holder(path)
+    if holder is not None and info.status != "starting":
+        who = f"pid {holder.get('pid')} on {holder.get('host', '?')}" if holder.get("pid") else "another process"
+        raise UserError(f"{path.name} is being trained by {who} (it holds the run's lock): stop that one first")
+    if info.status in ("running", "starting"):
+        raise UserError(f"{path.name} is already running")
+    ws.start(runs.job_folder(path), backend.resume_argv(path, overrides))
+    return ok(f"resuming {path.name} from step {info.step}")
+
+
+def read_only(ws: Workspace, path: Path) -> str | None:
+    """Why the page can only show the run ``path`` (None: it may act on it): its saved config reads a dataset
+    outside the page's data roots (a run started on the command line), which every job of the page refuses."""
+    data = backend.run_config(path).get("data") or {}
+    for key in ws.DATA_KEYS:
+        value = data.get(key.split(".", 1)[1])
+        if value:
+            try:
+                ws.data_path(str(value), key)
+            except UserError:
+                return (
+                    f"its {key} {value} lies outside the page's data roots ({', '.join(map(str, ws.data_roots()))}): "
+                    f"the page shows it read-only; continue it on the command line: `speechtrain train --resume {path}`"
+                )
+    return None
 
 
 def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
@@ -198,10 +227,14 @@ def read_run_view(ws: Workspace, run: str | None) -> tuple[Any, ...]:
     head = f"**{info.name}**: {info.status}, {steps}" + (f"; `{info.command}`" if info.command else "")
     if info.error:
         head += f"\n\n{info.error}"
+    why = read_only(ws, path)
+    if why is not None:
+        head += f"\n\nread-only: {why}"
+    head += jobs.warnings_text(runs.job_folder(path))  # what it warned of (prepare, step 0) scrolled past the output
     return (
         head,
-        charts.chart(runs.loss_series(rows), "train losses"),
-        charts.chart(runs.eval_series(rows), "eval (each series relative to its first value)"),
+        charts.chart(runs.loss_series(rows), "train losses (each on its own axis)", panels=True),
+        charts.chart(runs.eval_series(rows), "eval (each metric in its own units)", panels=True),
         charts.chart(runs.speed_series(rows), "audio-s/s and data wait %"),
         charts.chart(runs.memory_series(rows), "memory (GiB)"),
         gpu,

@@ -52,11 +52,11 @@ def wire(ws: Workspace, tab: TuneTab, inputs: Inputs) -> None:
             time.sleep(POLL_SECONDS)
         trials = df(parse_trials(jobs.log_tail(folder, 400)), TRIAL_COLUMNS)
         if state.status != "done":
-            yield err_line(state), trials, jobs.log_tail(folder), gr.skip()
+            yield err_line(state) + jobs.warnings_text(folder), trials, jobs.log_tail(folder), gr.skip()
             return
         table = backend.tune_table(folder / "tune.json")
         note = f"wrote {out_yaml}: choose it as the recipe to train with the tuned sizes"
-        yield ok(note), trials, table, gr.update(choices=ws.recipes(), value=str(out_yaml))
+        yield ok(note) + jobs.warnings_text(folder), trials, table, gr.update(choices=ws.recipes(), value=str(out_yaml))
 
     tab.tune.click(do_tune, inputs.all(), [tab.status, tab.trials, tab.table, inputs.recipe], api_name="tune")
 
