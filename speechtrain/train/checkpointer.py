@@ -187,9 +187,19 @@ class Checkpointer:
         Every rank calls it at the same step (it gathers every rank's RNG state); rank 0 alone writes the
         file. Sharded (FSDP2): every rank first writes its shards to a temporary folder, which rank 0 renames
         to ``step_N.dcp`` before writing ``step_N.pt`` (run state only) last, as the commit marker. A failed
-        write is a CheckpointError on every rank.
+        write is a CheckpointError on every rank. None is written while the latest steps were non-finite (every
+        rank decides the same: the guard's counts are the same on every rank): the last finite checkpoint stays
+        the one a resume continues.
         """
         if self.run_dir is None:
+            return None
+        if self.numerics.in_streak():  # (a host read of the guard's counts: a save reads the device anyway)
+            last = self.last_written()
+            log.warning(
+                f"warning: step {self.state.step}: no checkpoint written: the latest {self.numerics.in_row} step(s) "
+                "were non-finite (skipped); "
+                + (f"{last} stays the one to resume from" if last else "no checkpoint was written before them")
+            )
             return None
         rank, world_size, step = self.wrapping.rank, self.wrapping.world_size, self.state.step
         ranks = gather((ckpt.rng_state(), os.getpid(), self.oom.state_dict()), world_size) if world_size > 1 else None
@@ -228,6 +238,11 @@ class Checkpointer:
         self.metrics.rewind(self.state.step)
         log.info(f"resumed from {found[0]} (step {self.state.step})")
         return True
+
+    def last_written(self) -> Path | None:
+        """The newest step checkpoint of the run (what a resume continues; None: none)."""
+        steps = self.run_dir.steps() if self.run_dir else []
+        return steps[-1][1] if steps else None
 
     def keep_start(self) -> None:
         """fp16 only falls back (reloading the last good state): before the first checkpoint that is the start."""

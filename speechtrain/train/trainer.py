@@ -38,6 +38,7 @@ from speechtrain.train.distributed import any_rank, is_peer_failure, peer_failur
 from speechtrain.train.eval_schedule import EvalSchedule
 from speechtrain.train.metrics import Interval, StepFile, progress_bar
 from speechtrain.train.metrics_log import MetricsLog
+from speechtrain.train.numerics import Diverged
 from speechtrain.train.optimizers import StageOptimizers
 from speechtrain.train.rundir import RunDir
 from speechtrain.train.signals import StopSignals, peer_stopped
@@ -194,7 +195,17 @@ class Trainer:
 
     def _check_numerics(self) -> None:
         opts = self.stage_optimizers
-        fallback = self.numerics.settle(self.state.step, opts.precision)  # host sync: the guard's device counts
+        try:
+            fallback = self.numerics.settle(self.state.step, opts.precision)  # host sync: the guard's device counts
+        except Diverged as exc:  # the checkpoint to go back to, in the one line the user reads
+            last = self.checkpointer.last_written()
+            where = (
+                f"the last finite checkpoint is {last}: resume from it with a lower optim.lr (speechtrain train "
+                "--resume RUN_DIR optim.lr=...) or start again"
+                if last is not None
+                else "no checkpoint was written before: start again with a lower optim.lr"
+            )
+            raise Diverged(f"{exc}; {where}") from None
         if fallback is None:
             return
         old = opts.precision.name
