@@ -31,8 +31,8 @@ def _sharded_save(tr, run_dir: Path, keep: int = 5, best: bool = False) -> Path:
     step file last."""
     run = RunDir(run_dir)
     tmp = run.shard_temp(tr.step, os.getpid())
-    rest = save_sharded(tr.modules, tr.optimizers, tr._stage_modules(), tmp)
-    state = {**tr._run_state(), ckpt.SHARD_REST_KEY: rest, "shard_ranks": 1}
+    rest = save_sharded(tr.modules, tr.optimizers, tr.checkpointer.stage_modules(), tmp)
+    state = {**tr.checkpointer.run_state(), ckpt.SHARD_REST_KEY: rest, "shard_ranks": 1}
     return run.save(state, keep, best, tmp)
 
 

@@ -374,7 +374,7 @@ def test_a_peer_dying_during_a_sharded_save_is_not_called_a_full_disk(
     monkeypatch.setattr(dcp, "save", reset)
     tr = trainer_for(cfg_for())
     with pytest.raises(UserError) as info:
-        save_sharded(tr.modules, tr.optimizers, tr._stage_modules(), tmp_path / "shards")
+        save_sharded(tr.modules, tr.optimizers, tr.checkpointer.stage_modules(), tmp_path / "shards")
     message = str(info.value)
     assert "another rank stopped answering" in message and "free some space" not in message
 

@@ -280,12 +280,16 @@ def test_ranks_agree_on_a_stop_every_few_steps_not_every_step(monkeypatch: pytes
             agreed_at.append(tr.step)
         return flag
 
-    monkeypatch.setattr(trainer_module, "any_rank", any_rank)
-    monkeypatch.setattr(trainer_module, "all_sum", lambda values, device, world_size: [float(v) for v in values])
-    monkeypatch.setattr(trainer_module, "any_ranks", lambda flags, device, world_size: [bool(f) for f in flags])
-    monkeypatch.setattr(trainer_module, "mean_over_ranks", lambda terms, world_size: terms)
-    monkeypatch.setattr(trainer_module, "gather", lambda obj, world_size: [obj])
-    tr.world_size = 2
+    from speechtrain.train import checkpointer, eval_schedule, metrics_log, step
+
+    for module in (trainer_module, eval_schedule, checkpointer):
+        monkeypatch.setattr(module, "any_rank", any_rank)
+    monkeypatch.setattr(step, "all_sum", lambda values, device, world_size: [float(v) for v in values])
+    monkeypatch.setattr(step, "any_ranks", lambda flags, device, world_size: [bool(f) for f in flags])
+    monkeypatch.setattr(step, "mean_over_ranks", lambda terms, world_size: terms)
+    for module in (step, metrics_log, checkpointer):
+        monkeypatch.setattr(module, "gather", lambda obj, world_size: [obj])
+    tr.world_size = 2  # every part of the loop sees it (they share the wrapping)
     assert tr.fit()["steps"] == 30
     every = min(cfg.train.log_every, getattr(trainer_module, "STOP_AGREE_EVERY", 10))
     assert agreed_at and all(step % every == 0 for step in agreed_at), agreed_at
@@ -303,10 +307,10 @@ def test_on_cuda_the_batches_come_over_on_a_side_stream_and_train() -> None:
     cfg = cfg_for("train.device=cuda")
     tr = make_trainer(cfg, build_task(cfg))
     batch = make_batch(0, [10, 8]).pin_memory()
-    moved = tr._copy_ahead([batch])
+    moved = tr.runner.copy_ahead([batch])
     assert all(t.is_cuda for t in moved[0].tensors.values())
     out = tr.train_step([batch])
-    assert torch.isfinite(out["loss"]).item() and tr._copy_stream is not None
+    assert torch.isfinite(out["loss"]).item() and tr.runner._copy_stream is not None
 
 
 def test_the_fp16_fallback_is_decided_at_the_next_host_read(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def _run(
         out = tr.train_step(micro if rank is None else micro[rank * accum : (rank + 1) * accum])
         losses.append({k: float(out[k]) for k in LOSS_KEYS if k in out})
     if tr.sharded:  # the full weights (on rank 0; every rank takes part)
-        mods, _ = full_state(tr.modules, tr.optimizers, tr._stage_modules())
+        mods, _ = full_state(tr.modules, tr.optimizers, tr.checkpointer.stage_modules())
         return losses, {f"{m}.{k}": v for m, sd in mods.items() for k, v in sd.items()}
     return losses, params(tr)
 
@@ -276,7 +276,7 @@ def _fsdp_worker(rank: int, init_file: str, out_dir: str) -> None:
         micro = _batches(STEPS, 4)[rank * 2 : (rank + 1) * 2]
         for name, tr in (("continued", kept[0]), ("resumed", resumed)):
             loss = float(tr.train_step(micro)["loss"])
-            mods, _ = full_state(tr.modules, tr.optimizers, tr._stage_modules())
+            mods, _ = full_state(tr.modules, tr.optimizers, tr.checkpointer.stage_modules())
             results[name] = {"loss": loss, "params": {f"{m}.{k}": v for m, sd in mods.items() for k, v in sd.items()}}
         # bf16: FSDP2 all-gathers and computes the parameters in bf16 (MixedPrecisionPolicy), reduces in fp32
         bf16: list = []

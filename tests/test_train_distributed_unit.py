@@ -127,13 +127,14 @@ def test_the_trainer_counts_its_replica_for_auto(monkeypatch) -> None:
         seen.append((requested, static, device_bytes, problems))
         return D.StrategyChoice("single process", requested, "one process")
 
-    from speechtrain.train import trainer as trainer_module
+    from speechtrain.train import wrapping
 
-    tr = trainer_for(cfg_for("model.name=toy_gan", "optim.name=adamw"))
-    monkeypatch.setattr(trainer_module, "choose_strategy", spy)
+    cfg = cfg_for("model.name=toy_gan", "optim.name=adamw")
+    tr = trainer_for(cfg)
+    monkeypatch.setattr(wrapping, "choose_strategy", spy)
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    tr.world_size = 2  # counted as one of 2 ranks (without a process group)
-    tr._choose_strategy()
+    # counted as one of 2 ranks (without a process group)
+    wrapping.choose_stage_strategy(tr.modules, tr.specs, cfg.train, cfg.optim, tr.precision, tr.device, 2)
     requested, static, device_bytes, problems = seen[0]
     assert requested == "auto" and problems == ["a task of one optimizer stage (this one has 2)"]
     assert static == static_memory(tr.modules, tr.specs, "adamw").static_bytes > 0

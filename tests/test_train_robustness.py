@@ -251,10 +251,10 @@ def test_a_stale_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- defect 12: only rank 0 writes run files
 def test_ranks_other_than_0_write_no_run_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from speechtrain.recipes import train as train_recipe
-    from speechtrain.train import trainer as trainer_module
+    from speechtrain.train import wrapping
 
     monkeypatch.setattr(train_recipe, "world", lambda: (1, 1))
-    monkeypatch.setattr(trainer_module, "world", lambda: (1, 1))
+    monkeypatch.setattr(wrapping, "world", lambda: (1, 1))  # where the loop's parts learn their rank
     _recipe(tmp_path, monkeypatch, "train.max_steps=2").run()
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 

@@ -462,7 +462,7 @@ ACCELERATION = Acceleration(
     record="optimizer",
     exact=True,
     order=80,
-    apply=None,  # the optimizer is built by the Trainer (build_optimizer), which writes this record
+    apply=None,  # built with the loop's parts (train.optimizers.build_optimizers), which write this record
     probe=_rule,
     # torch's own default for a plain AdamW: foreach on CUDA, a for-loop on the CPU
     off=lambda device_type: "foreach" if device_type == "cuda" else "for_loop",

@@ -3,7 +3,8 @@
 :class:`TrainRecipe` reads the Config once and builds, in order: the seed, the task, the data
 (prepared when the cache is missing or stale) and its loaders, the run directory with its
 ``config.yaml``, the task's data-dependent setup, the process-wide settings (accelerations,
-memory fraction) and the :class:`~speechtrain.train.trainer.Trainer`, which it then runs.
+memory fraction) and the :class:`~speechtrain.train.trainer.Trainer` (its parts built by
+:func:`~speechtrain.recipes.loop.build_parts`), which it then runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from speechtrain.memory.stats import set_memory_fraction
 from speechtrain.models.importing import ImportReport, import_for_init
 from speechtrain.recipes.common import build_task, load_run_config, place, rank_seed, seed_everything, set_up
 from speechtrain.recipes.data import DataRecipe
+from speechtrain.recipes.loop import build_trainer
 from speechtrain.recipes.quality import AsrSettings, quality_scorer, require_best_metric
 from speechtrain.train import checkpoint as ckpt
 from speechtrain.train.distributed import any_rank, barrier, init_from_env, shutdown, world
@@ -114,7 +116,7 @@ class TrainRecipe:
         features = self.data_recipe.device_features(task.needs())
         mean_batch = train_loader.mean_batch_size if train_loader is not None else float(d.batch_size)
         lr_multiplier, self.lr_note = lr_scale(self.optim, mean_batch * t.grad_accum * world()[1])
-        return Trainer(
+        return build_trainer(
             task,
             train=t,
             optim=self.optim,

@@ -5,7 +5,9 @@ that the grad scaler absorbs by lowering its scale is routine and not counted. A
 ``fallback_after`` non-finite steps in a row the guard asks for the next safer precision
 (:meth:`speechtrain.accel.precision.PrecisionPlan.fallback`: fp16 -> bf16 where supported, else
 fp32); the Trainer then reloads the last good state and continues in it. Where there is nothing to
-fall back to, ``10 x fallback_after`` in a row stop the run with the advice.
+fall back to, ``fallback_after`` in a row (seen at a host read) stop the run with :class:`Diverged`, which names
+the likely cause (the learning rate, the data); the checkpointer writes no checkpoint while the steps are
+non-finite (:meth:`NumericsGuard.in_streak`), so the last finite one stays the one to resume from.
 
 The decision is made on the device, so that a step issues no host sync (the CPU keeps queueing the
 next step while the GPU works): :func:`nonfinite` gives a 0-dim bool tensor, :class:`SkippableStep`
@@ -27,6 +29,10 @@ from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 
 log = get_logger(__name__)
+
+
+class Diverged(UserError):
+    """Non-finite steps in a row with no safer precision to fall back to: the run stops."""
 
 
 class NumericsGuard:
@@ -82,6 +88,11 @@ class NumericsGuard:
             )
         return self._decide(max(row, most), row, precision)
 
+    def in_streak(self) -> bool:
+        """Whether the latest step was non-finite (reads the device counts: a host sync, outside the step)."""
+        self._read()
+        return self.in_row > 0
+
     @staticmethod
     def routine_overflow(scaler: torch.amp.GradScaler) -> torch.Tensor | bool:
         """Whether an fp16 overflow is one that the grad scaler handles by backing off its scale (not a
@@ -109,10 +120,12 @@ class NumericsGuard:
             return None
         fallback = precision.fallback()
         if fallback is None or fallback.name == precision.name:
-            if row >= 10 * k:
-                raise UserError(
-                    f"training diverged: {row} non-finite steps in a row in {precision.name}; "
-                    f"lower optim.lr, set optim.grad_clip, or check the data"
+            if row >= k:
+                raise Diverged(
+                    f"training diverged: {row} non-finite steps in a row in {precision.name} (every one skipped; "
+                    f"train.nan_fallback_after={k}) and no safer precision to fall back to. The likely cause is the "
+                    f"learning rate (lower optim.lr, or set optim.grad_clip) or the data (an utterance with broken "
+                    f"audio or features: speechtrain prepare --strict)"
                 )
             return None
         return fallback

@@ -215,6 +215,10 @@ class GPTTTS(nn.Module):
             kth = logits.topk(top_k, dim=-1).values[:, -1:]
             logits = logits.masked_fill(logits < kth, float("-inf"))
         probs = torch.softmax(logits, dim=-1)
+        # non-finite weights (a diverged run's evaluation) give NaN probabilities, which multinomial refuses:
+        # such a row draws evenly among the codes not ruled out (-inf), so sampling never raises
+        fine = torch.isfinite(probs).all(dim=-1, keepdim=True)
+        probs = torch.where(fine, probs, (logits != float("-inf")).to(probs.dtype))
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
     @torch.no_grad()

@@ -520,6 +520,9 @@ class XttsGPT(nn.Module):
             logits = self.process_logits(self.mel_head(hidden).float(), seen, settings)
             if settings.do_sample and settings.temperature > 0:
                 probs = torch.softmax(logits, dim=-1)
+                # non-finite weights (a diverged run's evaluation): an even draw among the codes not ruled out
+                fine = torch.isfinite(probs).all(dim=-1, keepdim=True)
+                probs = torch.where(fine, probs, (logits != float("-inf")).to(probs.dtype))
                 nxt = torch.multinomial(probs, 1, generator=generator)  # (1, 1)
             else:
                 nxt = logits.argmax(dim=-1, keepdim=True)
