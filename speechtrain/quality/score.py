@@ -125,7 +125,7 @@ class QualityScorer:
         if ref_mel is not None and "mcd" in want:
             out["mcd"] = qm.mcd(ref_mel, gen_mel)
         if ref_mel is not None and "mcd_dtw" in want:
-            out["mcd_dtw"], out["duration_ratio"] = qm.mcd_dtw(ref_mel, gen_mel)
+            out["mcd_dtw"] = qm.mcd_dtw(ref_mel, gen_mel)
         if ref is not None and self.f0_fn is not None and "vde" in want:
             out.update(qm.f0_errors(self.f0_fn(ref), self.f0_fn(gen)))
         if "dnsmos_ovrl" in want:
