@@ -84,7 +84,10 @@ class QualityScorer:
             names.remove("speaker_sim")
         if kind == "pitch_vocoder" and f0_fn is None:
             names = [n for n in names if n not in ("f0_rmse_cents", "gpe", "vde")]
+        if "cer" in names:  # its ceiling: the same ASR on the recordings themselves, read beside it
+            names.append("cer_recordings")
         self.names = tuple(n for n in names if n not in ("accuracy", "macro_f1"))  # a classifier's come from eval
+        self._recordings_cer: dict[str, float] = {}  # item id -> the ASR's CER on its recording (transcribed once)
         self.missing = missing_packages(list(wanted))
         if self.missing:
             log.warning(f"quality metrics left out (package not installed): {'; '.join(self.missing)}")
@@ -106,6 +109,13 @@ class QualityScorer:
                 report.scores[name] = float(np.mean(finite))
         report.seconds = time.perf_counter() - t0
         return report
+
+    def _recording_cer(self, item_id: str, ref: np.ndarray, text: str) -> float:
+        """The ASR's CER on the recording of ``item_id`` (every evaluation scores the same items: once a run)."""
+        if item_id not in self._recordings_cer:
+            assert self.transcribe is not None
+            self._recordings_cer[item_id] = qm.cer(text, self.transcribe(ref, self.rate))
+        return self._recordings_cer[item_id]
 
     def _item(self, item: QualityItem) -> dict[str, float]:
         """Every metric of one item."""
@@ -134,4 +144,6 @@ class QualityScorer:
             out["speaker_sim"] = qm.cosine(self.embed_fn(ref, self.rate), self.embed_fn(gen, self.rate))
         if self.transcribe is not None and "cer" in want:  # an item without its text: no value (counted in failed)
             out["cer"] = qm.cer(item.text, self.transcribe(gen, self.rate)) if item.text else math.nan
+            if ref is not None and item.text:
+                out["cer_recordings"] = self._recording_cer(item.item_id, ref, item.text)
         return out

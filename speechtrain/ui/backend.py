@@ -19,6 +19,7 @@ from typing import Any
 
 from speechtrain.data.layouts import names as layout_names
 from speechtrain.errors import DataError, UserError
+from speechtrain.quality.judge import JUDGE_RECIPES
 
 REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 FORMATS = ("auto", *layout_names())  # every layout that declares itself in speechtrain.data.layouts
@@ -40,6 +41,8 @@ def list_recipes(extra: list[Path] | None = None) -> list[str]:
     names: list[str] = []
     for d in recipe_dirs(extra):
         for p in sorted(d.glob("*.yaml")):
+            if p.stem in JUDGE_RECIPES:  # a judge's settings, not a training config
+                continue
             name = p.stem if d in recipe_dirs() else str(p)
             if name not in names:
                 names.append(name)
