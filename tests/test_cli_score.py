@@ -66,3 +66,35 @@ def test_score_takes_a_list_file_and_names_a_missing_path(folders: tuple[Path, P
     listing.write_text("nowhere.wav\n")
     with pytest.raises(Exception, match=r"list.txt:1: nowhere.wav not found"):
         score_audio(listing, corpus, "vocoder")
+
+
+def test_asr_pocketsphinx_absent_is_one_line_with_the_install_hint(
+    folders: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.util
+
+    from speechtrain.quality import pocketsphinx_asr
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        pocketsphinx_asr.importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "pocketsphinx" else real(name, *a),
+    )
+    corpus, gen = folders
+    assert main(["score", str(gen), "--references", str(corpus), "--asr", "pocketsphinx"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0]
+    assert "--asr=pocketsphinx needs the pocketsphinx package" in err[0] and "pip install pocketsphinx" in err[0]
+
+
+@pytest.mark.slow
+def test_asr_pocketsphinx_reads_cer_beside_the_recordings(folders: tuple[Path, Path], tmp_path: Path) -> None:
+    pytest.importorskip("pocketsphinx")
+    from speechtrain.recipes.score import score_audio
+
+    corpus, gen = folders
+    result = score_audio(gen, corpus, "tts", asr="pocketsphinx")
+    cer = {r.metric: r for r in result.rows}["cer"]
+    assert cer.model is not None and cer.recordings is not None and 0.0 <= cer.recordings
+    assert [r.metric for r in result.rows if r.metric.startswith("cer")] == ["cer"]  # its ceiling beside it, no row

@@ -30,8 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--asr",
         default=None,
-        metavar="judge|FOLDER",
-        help="TTS: cer by judge (a small CTC recogniser trained on the references' corpus, cached) or a local "
+        metavar="judge|pocketsphinx|FOLDER",
+        help="TTS: cer (beside the same ASR's CER on the recordings) by judge (a small CTC recogniser trained on "
+        "the references' corpus, cached), pocketsphinx (built-in US English, for human recordings) or a local "
         "Hugging Face ASR model folder; default: no cer",
     )
     p.add_argument("--asr-language", default=None, metavar="L", help="Whisper's language for --asr FOLDER")

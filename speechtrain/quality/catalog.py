@@ -53,6 +53,7 @@ _SPECS = (
     MetricSpec("dnsmos_sig", "max", "MOS", "speechmos", "DNSMOS P.835 speech signal quality (non-intrusive)"),
     MetricSpec("dnsmos_bak", "max", "MOS", "speechmos", "DNSMOS P.835 background noise quality (non-intrusive)"),
     MetricSpec("dnsmos_ovrl", "max", "MOS", "speechmos", "DNSMOS P.835 overall quality (non-intrusive)"),
+    MetricSpec("distillmos", "max", "MOS", "distillmos", "DistillMOS, a second non-intrusive MOS predictor (1-5)"),
     MetricSpec("mcd_dtw", "min", "dB", None, "mel-cepstral distortion after DTW alignment to the recording"),
     MetricSpec(
         "cer",
@@ -72,7 +73,7 @@ METRICS: dict[str, MetricSpec] = {s.name: s for s in _SPECS}
 _VOCODER = ("pesq", "stoi", "mcd", "mrstft")
 #: no duration ratio: a TTS model early in training speaks each symbol for a near-constant time, so its length
 #: followed the text alone (identical to 16 digits across runs trained on different text) and told nothing of the model
-_TTS = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "mcd_dtw")
+_TTS = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "distillmos", "mcd_dtw")
 
 #: quality kind -> the metrics computed for it (in the order tables show them)
 KINDS: dict[str, tuple[str, ...]] = {

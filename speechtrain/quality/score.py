@@ -140,6 +140,10 @@ class QualityScorer:
             out.update(qm.f0_errors(self.f0_fn(ref), self.f0_fn(gen)))
         if "dnsmos_ovrl" in want:
             out.update(qm.dnsmos(gen, self.rate))
+        if "distillmos" in want:
+            from speechtrain.quality.distillmos_mos import distillmos
+
+            out["distillmos"] = distillmos(gen, self.rate)
         if ref is not None and self.embed_fn is not None and "speaker_sim" in want:
             out["speaker_sim"] = qm.cosine(self.embed_fn(ref, self.rate), self.embed_fn(gen, self.rate))
         if self.transcribe is not None and "cer" in want:  # an item without its text: no value (counted in failed)

@@ -25,6 +25,7 @@ from speechtrain.logs import get_logger
 from speechtrain.quality.asr import check_folder
 from speechtrain.quality.catalog import METRICS
 from speechtrain.quality.judge import JUDGE
+from speechtrain.quality.pocketsphinx_asr import POCKETSPHINX
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.inference import InferenceRecipe, load_modules
 from speechtrain.recipes.quality import AsrSettings, quality_scorer
@@ -118,7 +119,7 @@ class EvalRecipe:
         folder = asr if asr is not None else t.quality_asr
         if not folder:
             return None
-        if asr is None and folder != JUDGE:
+        if asr is None and folder not in (JUDGE, POCKETSPHINX):
             try:
                 check_folder(folder)
             except UserError as exc:

@@ -14,6 +14,7 @@ from speechtrain.logs import get_logger
 from speechtrain.quality.asr import Transcriber
 from speechtrain.quality.catalog import ASR_KINDS, METRICS
 from speechtrain.quality.judge import JUDGE, Judge
+from speechtrain.quality.pocketsphinx_asr import POCKETSPHINX, PocketsphinxTranscriber
 from speechtrain.quality.score import QualityScorer, TranscribeFn
 from speechtrain.train.task import Task
 
@@ -36,11 +37,7 @@ def quality_scorer(
     mel_fn = functools.partial(log_mel_numpy, settings=data)
     f0_fn = task.f0_from_audio if isinstance(task, PitchVocoder) else None
     embed_fn = task.speaker_embedding if isinstance(task, SpeakerEmbedder) else None
-    transcribe: TranscribeFn | None = None
-    if asr is not None and asr.folder == JUDGE:
-        transcribe = corpus_asr_judge(task.quality_kind, data, asr)
-    elif asr is not None and asr.folder:
-        transcribe = asr_transcriber(task.quality_kind, asr)
+    transcribe = transcriber_of(task.quality_kind, data, asr)
     return QualityScorer(task.quality_kind, int(data.sample_rate), mel_fn, f0_fn, embed_fn, transcribe)
 
 
@@ -56,6 +53,19 @@ class AsrSettings:
     device: str = "cpu"
     load: bool = True
     key: str = "train.quality_asr"
+
+
+def transcriber_of(kind: str, data: DataConfig, asr: AsrSettings | None) -> TranscribeFn | None:
+    """The ASR of ``asr`` for ``cer``: the corpus's judge (``judge``), pocketsphinx (``pocketsphinx``), the user's
+    model folder, or None (no cer)."""
+    if asr is None or not asr.folder:
+        return None
+    if asr.folder == JUDGE:
+        return corpus_asr_judge(kind, data, asr)
+    if asr.folder == POCKETSPHINX:
+        _refuse_kind(kind, asr.key)
+        return PocketsphinxTranscriber(asr.key)
+    return asr_transcriber(kind, asr)
 
 
 def _refuse_kind(kind: str, key: str) -> None:

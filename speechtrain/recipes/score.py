@@ -22,7 +22,7 @@ from speechtrain.data.manifest import read_manifest
 from speechtrain.errors import DataError, UserError
 from speechtrain.quality.catalog import KINDS, METRICS
 from speechtrain.quality.score import QualityItem, QualityReport, QualityScorer
-from speechtrain.recipes.quality import AsrSettings, asr_transcriber, corpus_asr_judge
+from speechtrain.recipes.quality import AsrSettings, transcriber_of
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 
@@ -138,8 +138,7 @@ def _asr(kind: str, data: DataConfig, asr: str | None, language: str | None) -> 
     """The transcriber of ``--asr`` (None: no cer)."""
     if asr is None or asr == "none":
         return None
-    settings = AsrSettings(asr, language, "cpu", key="--asr")
-    return corpus_asr_judge(kind, data, settings) if asr == "judge" else asr_transcriber(kind, settings)
+    return transcriber_of(kind, data, AsrSettings(asr, language, "cpu", key="--asr"))
 
 
 def _references(path: Path, fmt: str) -> list[Reference]:
