@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from speechtrain.data.audio import AudioProblem, load_audio, split_segment
+from speechtrain.data.layouts.base import Entry
 from speechtrain.data.manifest import read_manifest
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
@@ -74,7 +75,7 @@ def corpus_judge(
     return judge
 
 
-def _content(entries: list) -> list[tuple[str, str, bytes]]:  # type: ignore[type-arg]
+def _content(entries: list[Entry]) -> list[tuple[str, str, bytes]]:
     """(id and audio path, text, the audio file's bytes) of each entry: what the cache key is made of."""
     files: dict[str, bytes] = {}
     out = []
@@ -89,7 +90,7 @@ def _content(entries: list) -> list[tuple[str, str, bytes]]:  # type: ignore[typ
     return out
 
 
-def _recordings(entries: list) -> list[Recording]:  # type: ignore[type-arg]
+def _recordings(entries: list[Entry]) -> list[Recording]:
     """The corpus's recordings at the judge's rate; an unreadable one is skipped and counted in the log."""
     out, skipped = [], 0
     for e in entries:

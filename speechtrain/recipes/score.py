@@ -102,18 +102,18 @@ def score_audio(
     refs = _references(Path(references), fmt)
     rate = probe_audio(refs[0].audio_path).sample_rate
     files = _generated(Path(generated))
-    data = DataConfig(manifest=str(references), format=fmt, sample_rate=rate)
+    data = DataConfig(manifest=str(references), format=fmt).model_copy(update={"sample_rate": rate})
     scorer = QualityScorer(
         kind, rate, functools.partial(log_mel_numpy, settings=data), transcribe=_asr(kind, data, asr, asr_language)
     )
     items, ceiling_items, absent = [], [], []
     for ref in refs:
         path = files.get(ref.item_id) or files.get(Path(ref.audio_path).stem)
-        recording = _read(ref.audio_path, rate) if path is not None else None
         if path is None:  # scored as no value (counted in failed), its recording not scored for the ceiling
             absent.append(ref.item_id)
             items.append(QualityItem(ref.item_id, np.zeros(0, dtype=np.float32)))
             continue
+        recording = _read(ref.audio_path, rate)
         items.append(QualityItem(ref.item_id, _read(str(path), rate), reference=recording, text=ref.text or None))
         ceiling_items.append(QualityItem(ref.item_id, recording, reference=recording, text=ref.text or None))
     model, ceiling = scorer.score(items), scorer.score(ceiling_items)
