@@ -105,3 +105,12 @@ def test_cer_is_read_beside_the_recordings_cer_transcribed_once() -> None:
     first, second = scorer.score([item]), scorer.score([item])
     assert first.scores == second.scores == {"cer": 0.0, "cer_recordings": pytest.approx(3 / 7)}
     assert calls.count(100) == 1 and calls.count(50) == 2  # the recording once a run, the synthesis every time
+
+
+def test_train_quality_asr_judge_is_taken_for_tts_and_refused_for_a_vocoder() -> None:
+    from speechtrain.config import ConfigError, load_config
+
+    cfg = load_config(None, ["model.name=vits", "train.quality_asr=judge", "train.best_metric=cer"])
+    assert cfg.train.quality_asr == "judge" and cfg.train.best_metric == "cer"
+    with pytest.raises(ConfigError, match="hifigan is a vocoder model: unset train.quality_asr"):
+        load_config(None, ["model.name=hifigan", "train.quality_asr=judge"])

@@ -341,9 +341,11 @@ def _batches(items: list[Any], size: int, rng: np.random.Generator) -> list[list
 
 # ------------------------------------------------------------------------------------ the cache
 def corpus_key(s: JudgeSettings, entries: Iterable[tuple[str, str, bytes]]) -> str:
-    """The cache key of a judge: its version and settings, and each recording's id, text and audio bytes (the
-    corpus's content, not its path: a copy elsewhere reuses the judge, a changed file trains a new one)."""
-    h = hashlib.sha256(json.dumps({"version": JUDGE_VERSION, **asdict(s)}, sort_keys=True).encode())
+    """The cache key of a judge: its version and settings (but the threads), and each recording's id, text and
+    audio bytes (the corpus's content, not its path: a copy elsewhere reuses the judge, a changed file trains a new
+    one)."""
+    made = {k: v for k, v in asdict(s).items() if k != "threads"}  # the threads change the time, not the judge
+    h = hashlib.sha256(json.dumps({"version": JUDGE_VERSION, **made}, sort_keys=True).encode())
     for item_id, text, audio in entries:
         h.update(f"{item_id}\0{text}\0".encode())
         h.update(hashlib.sha256(audio).digest())
