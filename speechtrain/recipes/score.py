@@ -42,7 +42,7 @@ class ScoreRow:
 @dataclass
 class ScoreResult:
     """What ``speechtrain score`` reports: the folders, the quality kind, the items scored, the reference ids with
-    no generated file (scored as no value), the rows, the items without a value per metric and the metrics left
+    no generated file (not scored, listed), the rows, the items without a value per metric and the metrics left
     out for a missing package (their install hints)."""
 
     generated: str
@@ -102,6 +102,8 @@ def score_audio(
     refs = _references(Path(references), fmt)
     rate = probe_audio(refs[0].audio_path).sample_rate
     files = _generated(Path(generated))
+    if not files.keys() & ({r.item_id for r in refs} | {Path(r.audio_path).stem for r in refs}):
+        raise UserError(f"{generated}: no generated file matches a reference id of {references} (name them <id>.wav)")
     data = DataConfig(manifest=str(references), format=fmt).model_copy(update={"sample_rate": rate})
     scorer = QualityScorer(
         kind, rate, functools.partial(log_mel_numpy, settings=data), transcribe=_asr(kind, data, asr, asr_language)
@@ -109,9 +111,8 @@ def score_audio(
     items, ceiling_items, absent = [], [], []
     for ref in refs:
         path = files.get(ref.item_id) or files.get(Path(ref.audio_path).stem)
-        if path is None:  # scored as no value (counted in failed), its recording not scored for the ceiling
+        if path is None:  # listed in missing_files (and the table), not scored: no value to average
             absent.append(ref.item_id)
-            items.append(QualityItem(ref.item_id, np.zeros(0, dtype=np.float32)))
             continue
         recording = _read(ref.audio_path, rate)
         items.append(QualityItem(ref.item_id, _read(str(path), rate), reference=recording, text=ref.text or None))
