@@ -114,3 +114,16 @@ def test_train_quality_asr_judge_is_taken_for_tts_and_refused_for_a_vocoder() ->
     assert cfg.train.quality_asr == "judge" and cfg.train.best_metric == "cer"
     with pytest.raises(ConfigError, match="hifigan is a vocoder model: unset train.quality_asr"):
         load_config(None, ["model.name=hifigan", "train.quality_asr=judge"])
+
+
+def test_eval_prints_cer_as_model_beside_recordings() -> None:
+    from speechtrain.recipes.eval import EvalResult
+
+    result = EvalResult(
+        "run", "best.pt", 2, "torch", "vits", 2, scores={"mcd_dtw": 7.0, "cer": 0.85, "cer_recordings": 0.013}
+    )
+    lines = result.table().splitlines()
+    assert any(
+        line.split() == ["cer", "model", "0.8500", "/", "recordings", "0.0130", "share", "lower"] for line in lines
+    )
+    assert not any(line.startswith("cer_recordings") for line in lines)  # read beside cer, not as a row of its own
