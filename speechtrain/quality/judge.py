@@ -381,12 +381,13 @@ class JudgeStore:
         return Judge(net.eval(), meta["alphabet"], s, report)
 
     def save(self, judge: Judge) -> Path:
-        """Writes ``judge`` under its key (temp files renamed: a reader never sees half a judge)."""
+        """Writes ``judge`` under its key (temp files of this process renamed: a reader never sees half a judge, and
+        two processes that trained the same judge at once, as the ranks of one run, each write whole files)."""
         import torch
 
         folder = self.folder(judge.report.key)
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / "weights.pt.tmp"
+        tmp = folder / f"weights.pt.{os.getpid()}.tmp"
         torch.save(judge.net.state_dict(), tmp)
         os.replace(tmp, folder / "weights.pt")
         meta = {
@@ -395,6 +396,7 @@ class JudgeStore:
             "settings": asdict(judge.settings),
             "report": {k: v for k, v in asdict(judge.report).items() if k != "cached"},
         }
-        (folder / "judge.json.tmp").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(folder / "judge.json.tmp", folder / "judge.json")
+        tmp = folder / f"judge.json.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
+        os.replace(tmp, folder / "judge.json")
         return folder
