@@ -709,10 +709,13 @@ class TrainConfig(Section):
     )
     quality_asr: str | None = Field(
         None,
-        description="TTS: the folder of a local Hugging Face ASR model (Whisper or a CTC model such as wav2vec2, "
-        "saved with save_pretrained as safetensors) that transcribes each scored synthesis: adds cer, the "
-        "character error rate against the item's text (needs transformers). Read from that folder only, with "
-        "transformers' own code (no remote code, no pickle). None: no cer (no ASR weights ship with speechtrain).",
+        description="TTS: the ASR that transcribes each scored synthesis, adding cer (the character error rate "
+        "against the item's text) beside cer_recordings (the same ASR on the recordings: the ceiling). 'judge': a "
+        "small CTC recogniser trained on the corpus's own recordings (recipes/asr_ctc_tiny.yaml; cached by the "
+        "corpus's content; refused when its held-out CER is above its bound), for any language. 'pocketsphinx': "
+        "its bundled US English model (human recordings; pip install pocketsphinx). Else the folder of a local "
+        "Hugging Face ASR model (Whisper or a CTC model such as wav2vec2, saved with save_pretrained as "
+        "safetensors; needs transformers), read from that folder only (no remote code, no pickle). None: no cer.",
         json_schema_extra=NAMES_MODEL,
     )
     quality_asr_language: str | None = Field(

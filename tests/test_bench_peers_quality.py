@@ -77,7 +77,7 @@ def test_scoring_a_rows_folder_on_known_pairs(corpus: Path, tmp_path: Path) -> N
     assert perfect.items == worse.items == 2 and not perfect.failed and not worse.failed
     assert perfect.scores["pesq"] > 4.4 and perfect.scores["stoi"] > 0.99 and perfect.scores["mcd"] < 1e-3
     assert worse.scores["pesq"] < perfect.scores["pesq"] - 1.0 and worse.scores["stoi"] < perfect.scores["stoi"]
-    assert worse.scores["mcd"] > 5.0
+    assert worse.scores["mcd"] > 2.0  # dB as papers report it (a perfect copy: 0)
     gone = score_audio_folder(broken, refs, "vocoder", _mel_fn())
     assert gone.items == 2 and gone.failed["mcd"] == 2 and "mcd" not in gone.scores
 

@@ -43,7 +43,7 @@ def test_intrusive_metrics_on_the_same_file_and_on_a_noisy_copy(speech: tuple[np
         "stoi": qm.stoi(clean, clean, RATE),
         "mcd": qm.mcd(_mel(clean), _mel(clean)),
         "mrstft": qm.mrstft(clean, clean),
-        "mcd_dtw": qm.mcd_dtw(_mel(clean), _mel(clean))[0],
+        "mcd_dtw": qm.mcd_dtw(_mel(clean), _mel(clean)),
     }
     assert same["pesq"] > 4.4 and same["stoi"] > 0.999
     assert same["mcd"] == pytest.approx(0.0, abs=1e-6) and same["mrstft"] == pytest.approx(0.0, abs=1e-9)
@@ -53,20 +53,18 @@ def test_intrusive_metrics_on_the_same_file_and_on_a_noisy_copy(speech: tuple[np
         "stoi": qm.stoi(clean, noisy, RATE),
         "mcd": qm.mcd(_mel(clean), _mel(noisy)),
         "mrstft": qm.mrstft(clean, noisy),
-        "mcd_dtw": qm.mcd_dtw(_mel(clean), _mel(noisy))[0],
+        "mcd_dtw": qm.mcd_dtw(_mel(clean), _mel(noisy)),
     }
     for name, value in worse.items():
         better = catalog.METRICS[name].mode == "max"
         assert (value < same[name]) if better else (value > same[name]), (name, value, same[name])
 
 
-def test_dtw_aligns_a_slower_copy_and_reports_its_duration(speech: tuple[np.ndarray, np.ndarray]) -> None:
+def test_dtw_aligns_a_slower_copy(speech: tuple[np.ndarray, np.ndarray]) -> None:
     clean, _ = speech
     ref = _mel(clean)
     slow = np.repeat(ref, 2, axis=1)[:, : int(ref.shape[1] * 1.5)]  # the first 3/4 at half speed
-    aligned, ratio = qm.mcd_dtw(ref, slow)
-    assert aligned < qm.mcd(ref, slow) / 2  # frame by frame the copy drifts; aligned it is nearly the same
-    assert ratio == pytest.approx(math.log2(slow.shape[1] / ref.shape[1]), abs=1e-9)
+    assert qm.mcd_dtw(ref, slow) < qm.mcd(ref, slow) / 2  # frame by frame the copy drifts; aligned nearly the same
 
 
 def test_f0_errors_count_cents_gross_errors_and_voicing() -> None:

@@ -26,10 +26,11 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument(
         "--asr",
         default=None,
-        metavar="FOLDER",
-        help="TTS: a local Hugging Face ASR model (Whisper or wav2vec2-CTC, safetensors) whose transcripts of the "
-        "synthesis give cer, the character error rate (default: the run's train.quality_asr; none: no cer; no ASR "
-        "weights ship)",
+        metavar="judge|pocketsphinx|FOLDER",
+        help="TTS: the ASR whose transcripts of the synthesis give cer, the character error rate, beside its ceiling "
+        "on the recordings: judge (a small CTC recogniser trained on the corpus's own recordings, cached; "
+        "recipes/asr_ctc_tiny.yaml), pocketsphinx (US English, human recordings) or a local Hugging Face ASR "
+        "model folder (Whisper or wav2vec2-CTC, safetensors). Default: the run's train.quality_asr; none: no cer",
     )
     p.add_argument(
         "--asr-language", default=None, metavar="L", help="Whisper's language for --asr (e.g. en); default: detected"

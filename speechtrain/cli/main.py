@@ -61,6 +61,7 @@ COMMANDS = {
     "classify": "cmd_classify",
     "rtf": "cmd_rtf",
     "eval": "cmd_eval",
+    "score": "cmd_score",
     "export": "cmd_export",
     "ui": "cmd_ui",
 }

@@ -53,9 +53,16 @@ _SPECS = (
     MetricSpec("dnsmos_sig", "max", "MOS", "speechmos", "DNSMOS P.835 speech signal quality (non-intrusive)"),
     MetricSpec("dnsmos_bak", "max", "MOS", "speechmos", "DNSMOS P.835 background noise quality (non-intrusive)"),
     MetricSpec("dnsmos_ovrl", "max", "MOS", "speechmos", "DNSMOS P.835 overall quality (non-intrusive)"),
+    MetricSpec("distillmos", "max", "MOS", "distillmos", "DistillMOS, a second non-intrusive MOS predictor (1-5)"),
     MetricSpec("mcd_dtw", "min", "dB", None, "mel-cepstral distortion after DTW alignment to the recording"),
-    MetricSpec("duration_ratio", "min", "|log2|", None, "|log2(synthesised / recorded duration)|: 0 = same length"),
-    MetricSpec("cer", "min", "share", "transformers", "character error rate of the user's ASR model on the synthesis"),
+    MetricSpec(
+        "cer",
+        "min",
+        "share",
+        "transformers",
+        "character error rate of an ASR model (the judge's, or yours) on the synthesis",
+    ),
+    MetricSpec("cer_recordings", "min", "share", None, "the same ASR's CER on the recordings: the ceiling of cer"),
     MetricSpec("speaker_sim", "max", "cosine", None, "cosine of the model's speaker embeddings: synthesis, recording"),
     MetricSpec("accuracy", "max", "share", None, "share of eval items classified right"),
     MetricSpec("macro_f1", "max", "0-1", None, "F1 per class, averaged over the classes (each class counts alike)"),
@@ -64,7 +71,9 @@ _SPECS = (
 METRICS: dict[str, MetricSpec] = {s.name: s for s in _SPECS}
 
 _VOCODER = ("pesq", "stoi", "mcd", "mrstft")
-_TTS = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "mcd_dtw", "duration_ratio")
+#: no duration ratio: a TTS model early in training speaks each symbol for a near-constant time, so its length
+#: followed the text alone (identical to 16 digits across runs trained on different text) and told nothing of the model
+_TTS = ("dnsmos_sig", "dnsmos_bak", "dnsmos_ovrl", "distillmos", "mcd_dtw")
 
 #: quality kind -> the metrics computed for it (in the order tables show them)
 KINDS: dict[str, tuple[str, ...]] = {

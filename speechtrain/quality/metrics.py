@@ -4,14 +4,15 @@ Intrusive metrics compare a signal with its reference (the eval set's own record
 DNSMOS scores a signal alone. PESQ, STOI and DNSMOS come from the packages made for them (``pesq``,
 ``pystoi``, ``speechmos``: ``pip install 'speechtrain[quality]'``); the rest are written here with numpy:
 
-- **MCD** (mel-cepstral distortion, dB): the mel-cepstrum of a frame is the orthonormal DCT-II of its natural-log
-  mel amplitudes, ``c = DCT(ln mel)``; c0 (energy) is left out and ``c1..cD`` kept (``D`` = :data:`MCD_COEFFS`).
-  ``MCD = (10 / ln 10) * sqrt(2 * sum_d (c_d - c'_d)^2)``, averaged over frames; both log-mels are first floored
-  60 dB below the recording's loudest bin (:data:`MCD_RANGE_DB`). This is the formula of Kubichek
-  (1993) on DCT cepstra of the run's own log-mel, not SPTK's all-pass mel-cepstra: figures compare within
-  speechtrain (same data settings), not with papers' MCD to the decimal.
+- **MCD** (mel-cepstral distortion, dB), as papers report it: the mel-cepstrum of a frame is the cosine series of
+  its natural-log mel amplitudes on the mel axis, ``c_d = (1/M) sum_m ln A_m cos(pi d (m + 1/2) / M)`` over the
+  ``M`` mel bands (the Fourier-series coefficients of the log amplitude, as SPTK's mel-cepstra are: 1/M scale);
+  c0 (the energy) is left out and ``c1..cD`` kept (``D`` = :data:`MCD_COEFFS`);
+  ``MCD = (10 / ln 10) * sqrt(2 * sum_d (c_d - c'_d)^2)`` per frame (no 1/D), averaged over frames. Each log-mel
+  is first floored :data:`MCD_RANGE_DB` below its own loudest bin, so that a gain change moves only c0 and reads
+  0 dB. Checked against ``mel-cepstral-distance`` (Kubichek 1993) on the same frames (tests/test_quality_mcd.py).
 - **MCD with DTW**: the same distance after aligning the two cepstral sequences by dynamic time warping (steps
-  (1,0), (0,1), (1,1)), averaged over the path; the **duration ratio** is ``|log2(T_synth / T_ref)|``.
+  (1,0), (0,1), (1,1)), averaged over the path.
 - **Multi-resolution STFT distance**: spectral convergence ``||S - S'||_F / ||S||_F`` plus the mean L1 of the log
   magnitudes, averaged over (n_fft, hop, win) = (512, 128, 512), (1024, 256, 1024), (2048, 512, 2048)
   (Parallel WaveGAN's resolutions; the same as the loss, measured here in float64 numpy).
@@ -108,31 +109,32 @@ def mrstft(ref: np.ndarray, deg: np.ndarray, resolutions: Sequence[tuple[int, in
 
 
 # ------------------------------------------------------------------------------------ mel-cepstra
-def _dct_matrix(n: int) -> np.ndarray:
-    """Orthonormal DCT-II as a (n, n) matrix: ``c = M @ x``."""
-    k = np.arange(n)[:, None]
-    m = np.cos(np.pi * k * (2 * np.arange(n)[None, :] + 1) / (2 * n)) * math.sqrt(2.0 / n)
-    m[0] /= math.sqrt(2.0)
-    return m
+def _cosine_series(n_mels: int, coeffs: int) -> np.ndarray:
+    """(coeffs, n_mels): row ``d`` (1..coeffs) is ``cos(pi d (m + 1/2) / M) / M``, the 1/M-scaled DCT-II that gives
+    the cepstral coefficients of a log amplitude sampled at the M band centres of the mel axis."""
+    d = np.arange(1, coeffs + 1)[:, None]
+    return np.cos(np.pi * d * (np.arange(n_mels)[None, :] + 0.5) / n_mels) / n_mels
 
 
 def mel_cepstra(log_mel: np.ndarray, coeffs: int = MCD_COEFFS) -> np.ndarray:
-    """Mel-cepstra c1..c_coeffs (T_frames, coeffs) of a natural-log mel (n_mels, T_frames)."""
+    """Mel-cepstra c1..c_coeffs (T_frames, coeffs) of a natural-log mel amplitude (n_mels, T_frames); c0 is left
+    out (a gain only moves c0)."""
     x = np.asarray(log_mel, dtype=np.float64)
-    c = _dct_matrix(x.shape[0]) @ x  # (n_mels, T_frames)
-    return c[1 : coeffs + 1].T
+    return (_cosine_series(x.shape[0], min(coeffs, x.shape[0] - 1)) @ x).T
 
 
-#: the dynamic range MCD sees: both log-mels are floored this many dB below the recording's loudest mel bin
+#: the dynamic range MCD sees: each log-mel is floored this many dB below its own loudest mel bin
 MCD_RANGE_DB = 60.0
 
 
-def floored(ref_mel: np.ndarray, deg_mel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both natural-log mels floored :data:`MCD_RANGE_DB` below the recording's peak (one floor for both): digital
-    silence against faint noise (-100 dB against -80 dB, inaudible) would otherwise outweigh the speech."""
-    r, d = np.asarray(ref_mel, dtype=np.float64), np.asarray(deg_mel, dtype=np.float64)
-    floor = (float(r.max()) if r.size else 0.0) - MCD_RANGE_DB * math.log(10.0) / 20.0
-    return np.maximum(r, floor), np.maximum(d, floor)
+def floored(log_mel: np.ndarray) -> np.ndarray:
+    """A natural-log mel floored :data:`MCD_RANGE_DB` below its own peak: digital silence against faint noise
+    (-100 dB against -80 dB, inaudible) would otherwise outweigh the speech. Each signal's own peak, not the
+    recording's, so that a copy at another gain reads 0 dB (the floor moves with the gain)."""
+    x = np.asarray(log_mel, dtype=np.float64)
+    if not x.size:
+        return x
+    return np.maximum(x, float(x.max()) - MCD_RANGE_DB * math.log(10.0) / 20.0)
 
 
 def _frame_mcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -142,8 +144,7 @@ def _frame_mcd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def mcd(ref_mel: np.ndarray, deg_mel: np.ndarray) -> float:
     """MCD (dB) frame by frame (the shorter length; a vocoder's output is frame-aligned with its input)."""
-    r, d = floored(ref_mel, deg_mel)
-    a, b = mel_cepstra(r), mel_cepstra(d)
+    a, b = mel_cepstra(floored(ref_mel)), mel_cepstra(floored(deg_mel))
     n = min(len(a), len(b))
     return float(np.mean(_frame_mcd(a[:n], b[:n]))) if n else math.nan
 
@@ -169,15 +170,14 @@ def dtw_path(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(path_i[::-1]), np.array(path_j[::-1])
 
 
-def mcd_dtw(ref_mel: np.ndarray, deg_mel: np.ndarray) -> tuple[float, float]:
-    """(MCD after DTW alignment (dB), duration ratio |log2(T_deg / T_ref)|) of two log-mels."""
-    r, d = floored(ref_mel, deg_mel)
-    a, b = mel_cepstra(r), mel_cepstra(d)
+def mcd_dtw(ref_mel: np.ndarray, deg_mel: np.ndarray) -> float:
+    """MCD (dB) of two log-mels after dynamic-time-warping alignment of their mel-cepstra, averaged over the path."""
+    a, b = mel_cepstra(floored(ref_mel)), mel_cepstra(floored(deg_mel))
     if not len(a) or not len(b):
-        return math.nan, math.nan
+        return math.nan
     cost = _DB * np.sqrt(2.0 * np.maximum(0.0, (a**2).sum(1)[:, None] + (b**2).sum(1)[None] - 2.0 * a @ b.T))
     pi, pj = dtw_path(cost)
-    return float(np.mean(cost[pi, pj])), abs(math.log2(len(b) / len(a)))
+    return float(np.mean(cost[pi, pj]))
 
 
 # ------------------------------------------------------------------------------------ f0

@@ -88,7 +88,10 @@ class QualityScorer:
             names.remove("speaker_sim")
         if kind == "pitch_vocoder" and f0_fn is None:
             names = [n for n in names if n not in ("f0_rmse_cents", "gpe", "vde")]
+        if "cer" in names:  # its ceiling: the same ASR on the recordings themselves, read beside it
+            names.append("cer_recordings")
         self.names = tuple(n for n in names if n not in ("accuracy", "macro_f1"))  # a classifier's come from eval
+        self._recordings_cer: dict[str, float] = {}  # item id -> the ASR's CER on its recording (transcribed once)
         self.missing = missing_packages(list(wanted))
         if self.missing:
             log.warning(f"quality metrics left out (package not installed): {'; '.join(self.missing)}")
@@ -111,6 +114,14 @@ class QualityScorer:
         report.seconds = time.perf_counter() - t0
         return report
 
+    def _recording_cer(self, item_id: str, ref: np.ndarray, text: str) -> float:
+        """The ASR's CER on the recording of ``item_id`` (every evaluation scores the same items: once a run)."""
+        if item_id not in self._recordings_cer:
+            assert self.transcribe is not None
+            said = self.transcribe(ref, self.rate)
+            self._recordings_cer[item_id] = qm.cer(text, said, self.language, self.text_numbers)
+        return self._recordings_cer[item_id]
+
     def _item(self, item: QualityItem) -> dict[str, float]:
         """Every metric of one item."""
         want, out = set(self.names), {}
@@ -129,14 +140,20 @@ class QualityScorer:
         if ref_mel is not None and "mcd" in want:
             out["mcd"] = qm.mcd(ref_mel, gen_mel)
         if ref_mel is not None and "mcd_dtw" in want:
-            out["mcd_dtw"], out["duration_ratio"] = qm.mcd_dtw(ref_mel, gen_mel)
+            out["mcd_dtw"] = qm.mcd_dtw(ref_mel, gen_mel)
         if ref is not None and self.f0_fn is not None and "vde" in want:
             out.update(qm.f0_errors(self.f0_fn(ref), self.f0_fn(gen)))
         if "dnsmos_ovrl" in want:
             out.update(qm.dnsmos(gen, self.rate))
+        if "distillmos" in want:
+            from speechtrain.quality.distillmos_mos import distillmos
+
+            out["distillmos"] = distillmos(gen, self.rate)
         if ref is not None and self.embed_fn is not None and "speaker_sim" in want:
             out["speaker_sim"] = qm.cosine(self.embed_fn(ref, self.rate), self.embed_fn(gen, self.rate))
         if self.transcribe is not None and "cer" in want:  # an item without its text: no value (counted in failed)
             said = self.transcribe(gen, self.rate) if item.text else ""
             out["cer"] = qm.cer(item.text, said, self.language, self.text_numbers) if item.text else math.nan
+            if ref is not None and item.text:
+                out["cer_recordings"] = self._recording_cer(item.item_id, ref, item.text)
         return out

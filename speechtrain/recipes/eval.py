@@ -24,6 +24,8 @@ from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.quality.asr import check_folder
 from speechtrain.quality.catalog import METRICS
+from speechtrain.quality.judge import JUDGE
+from speechtrain.quality.pocketsphinx_asr import POCKETSPHINX
 from speechtrain.recipes.data import DataRecipe
 from speechtrain.recipes.inference import InferenceRecipe, load_modules
 from speechtrain.recipes.quality import AsrSettings, quality_scorer
@@ -59,7 +61,13 @@ class EvalResult:
         lines = [f"{self.model} run {self.run_dir} ({self.checkpoint}, step {self.step}, {self.runtime})"]
         lines.append(f"{'metric':<16} {'value':>10}  {'unit':<8} better")
         for name, value in self.scores.items():
+            if name == "cer_recordings":
+                continue
             spec = METRICS.get(name)
+            if name == "cer" and "cer_recordings" in self.scores:  # the model's CER read beside its ceiling
+                ceiling = self.scores["cer_recordings"]
+                lines.append(f"{name:<16} model {value:.4f} / recordings {ceiling:.4f}  share    lower")
+                continue
             unit, better = (spec.unit, "higher" if spec.mode == "max" else "lower") if spec else ("", "")
             lines.append(f"{name:<16} {value:>10.4f}  {unit:<8} {better}")
         lines.append(f"({self.items} items scored)")
@@ -111,7 +119,7 @@ class EvalRecipe:
         folder = asr if asr is not None else t.quality_asr
         if not folder:
             return None
-        if asr is None:
+        if asr is None and folder not in (JUDGE, POCKETSPHINX):
             try:
                 check_folder(folder)
             except UserError as exc:

@@ -21,6 +21,7 @@ from speechtrain.errors import DataError, UserError
 from speechtrain.ui.uploads import CODE_SUFFIXES as CODE_SUFFIXES  # uploads are bounded and checked there
 from speechtrain.ui.uploads import extract_zip as extract_zip
 from speechtrain.ui.uploads import unpack_upload as unpack_upload
+from speechtrain.quality.judge import JUDGE_RECIPES
 
 REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 FORMATS = ("auto", *layout_names())  # every layout that declares itself in speechtrain.data.layouts
@@ -42,6 +43,8 @@ def list_recipes(extra: list[Path] | None = None) -> list[str]:
     names: list[str] = []
     for d in recipe_dirs(extra):
         for p in sorted(d.glob("*.yaml")):
+            if p.stem in JUDGE_RECIPES:  # a judge's settings, not a training config
+                continue
             name = p.stem if d in recipe_dirs() else str(p)
             if name not in names:
                 names.append(name)
