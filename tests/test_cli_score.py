@@ -98,3 +98,26 @@ def test_asr_pocketsphinx_reads_cer_beside_the_recordings(folders: tuple[Path, P
     cer = {r.metric: r for r in result.rows}["cer"]
     assert cer.model is not None and cer.recordings is not None and 0.0 <= cer.recordings
     assert [r.metric for r in result.rows if r.metric.startswith("cer")] == ["cer"]  # its ceiling beside it, no row
+
+
+def test_score_folds_case_and_reads_numbers_by_the_language(
+    folders: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--language reaches cer: Turkish folds I to ı (so an ASR writing "ILIK" read "ılık" right), elsewhere to i."""
+    import speechtrain.recipes.score as score
+
+    corpus, _ = folders
+    refs, gen = tmp_path / "refs", tmp_path / "gen"
+    refs.mkdir(), gen.mkdir()
+    audio, rate = sf.read(str(sorted((corpus / "wavs").glob("*.wav"))[0]), dtype="float32")
+    for folder in (refs, gen):
+        sf.write(str(folder / "clip.wav"), audio, rate)
+    (refs / "clip.txt").write_text("ılık\n", encoding="utf-8")
+    monkeypatch.setattr(score, "_asr", lambda *_: lambda audio, rate: "ILIK")
+
+    def cer(language: str) -> float:
+        result = score.score_audio(gen, refs, "tts", asr="stub", fmt="pairs", language=language)
+        return {r.metric: r.model for r in result.rows}["cer"]
+
+    assert cer("tr") == 0.0
+    assert cer("und") == pytest.approx(0.5)

@@ -1,5 +1,5 @@
 """speechtrain score GENERATED --references CORPUS [--kind tts|speaker_tts|vocoder|pitch_vocoder]
-[--asr judge|FOLDER [--asr-language L]] [--format F] [--json OUT] [--threads N]"""
+[--asr judge|FOLDER [--asr-language L]] [--language L] [--format F] [--json OUT] [--threads N]"""
 
 from __future__ import annotations
 
@@ -36,6 +36,12 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "Hugging Face ASR model folder; default: no cer",
     )
     p.add_argument("--asr-language", default=None, metavar="L", help="Whisper's language for --asr FOLDER")
+    p.add_argument(
+        "--language",
+        default="und",
+        metavar="L",
+        help="the transcripts' language (data.language): how cer folds case and reads numbers (default: und)",
+    )
     p.add_argument("--format", default="auto", help="the references' data.format (default: detected)")
     p.add_argument("--json", default=None, help="also write the result to this JSON file")
     p.add_argument("--threads", type=int, default=None, help="CPU threads for torch (default: torch's choice)")
@@ -43,11 +49,15 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from speechtrain.cli.common import set_threads, write_json
+    from speechtrain.cli.common import set_threads, user_file, write_json
     from speechtrain.recipes.score import score_audio
 
     set_threads(args.threads)
-    result = score_audio(args.generated, args.references, args.kind, args.asr, args.asr_language, args.format)
+    if args.json:
+        user_file(args.json)  # before the scoring: a folder, under a file, a run's own file ...
+    result = score_audio(
+        args.generated, args.references, args.kind, args.asr, args.asr_language, args.format, args.language
+    )
     print(result.table())
     write_json(args.json, result.to_dict())
     return 0

@@ -22,7 +22,7 @@ from speechtrain.data.manifest import read_manifest
 from speechtrain.errors import DataError, UserError
 from speechtrain.quality.catalog import KINDS, METRICS
 from speechtrain.quality.score import QualityItem, QualityReport, QualityScorer
-from speechtrain.recipes.quality import AsrSettings, transcriber_of
+from speechtrain.recipes.quality import AsrSettings, spoken_text, transcriber_of
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
 
@@ -92,11 +92,13 @@ def score_audio(
     asr: str | None = None,
     asr_language: str | None = None,
     fmt: str = "auto",
+    language: str = "und",
 ) -> ScoreResult:
     """Scores ``generated`` (a folder of ``<id>.wav``, or a list file: one ``path`` or ``id|path`` a line) against
     ``references`` (a corpus in any layout, whose ids and texts are used, or a plain folder of recordings) with the
     metrics of quality ``kind``; ``asr``: ``judge`` (trained on the references' corpus) or an ASR model folder for
-    ``cer`` (TTS kinds). Generated audio at another rate is resampled to the references' rate."""
+    ``cer`` (TTS kinds), which folds case and reads numbers by ``language`` (data.language) on both texts.
+    Generated audio at another rate is resampled to the references' rate."""
     if kind not in KINDS or kind == "classifier":
         raise UserError(f"--kind {kind}: one of {', '.join(k for k in KINDS if k != 'classifier')}")
     refs = _references(Path(references), fmt)
@@ -105,9 +107,11 @@ def score_audio(
     if not files.keys() & ({r.item_id for r in refs} | {Path(r.audio_path).stem for r in refs}):
         raise UserError(f"{generated}: no generated file matches a reference id of {references} (name them <id>.wav)")
     data = DataConfig(manifest=str(references), format=fmt).model_copy(update={"sample_rate": rate})
-    scorer = QualityScorer(
-        kind, rate, functools.partial(log_mel_numpy, settings=data), transcribe=_asr(kind, data, asr, asr_language)
-    )
+    data = data.model_copy(update={"text": data.text.model_copy(update={"language": language})})
+    transcribe = _asr(kind, data, asr, asr_language)
+    numbers = functools.partial(spoken_text, language=language) if transcribe is not None else None
+    mel_fn = functools.partial(log_mel_numpy, settings=data)
+    scorer = QualityScorer(kind, rate, mel_fn, transcribe=transcribe, language=language, text_numbers=numbers)
     items, ceiling_items, absent = [], [], []
     for ref in refs:
         path = files.get(ref.item_id) or files.get(Path(ref.audio_path).stem)
