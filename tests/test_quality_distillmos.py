@@ -20,9 +20,9 @@ def test_distillmos_absent_is_one_line_with_the_install_hint(
     scorer = QualityScorer("tts", 16000, lambda x: np.zeros((80, 4)))
     assert "distillmos" not in scorer.names
     hints = [h for h in scorer.missing if h.startswith("distillmos")]
-    assert hints == ["distillmos (pip install distillmos, or pip install 'speechtrain[quality]')"]
+    assert hints == ["distillmos (pip install --no-deps distillmos xls-r-sqa)"]
     lines = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
-    assert len(lines) == 1 and "distillmos (pip install distillmos" in lines[0]
+    assert len(lines) == 1 and "distillmos (pip install --no-deps distillmos" in lines[0]
 
 
 @pytest.mark.slow
@@ -32,7 +32,7 @@ def test_distillmos_scores_speech_above_noise_through_the_safe_reader(monkeypatc
     from speechtrain.quality import distillmos_mos
 
     if not distillmos_mos.available():
-        pytest.skip("distillmos is not installed (pip install distillmos)")
+        pytest.skip("distillmos is not installed (pip install --no-deps distillmos xls-r-sqa)")
 
     read: list[str] = []
     real_load = ckptio.load

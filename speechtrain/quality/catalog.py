@@ -36,11 +36,17 @@ class MetricSpec:
 
     def hint(self) -> str:
         """'<name> (pip install <package>)': what to install for it."""
+        if self.package in NO_DEPS:
+            return f"{self.name} (pip install --no-deps {NO_DEPS[self.package]})"
         return f"{self.name} (pip install {PIP_NAMES.get(self.package or '', self.package)}, or {EXTRA_HINT})"
 
 
 #: import name -> pip name, where they differ
 PIP_NAMES = {"speechmos": "speechmos onnxruntime", "transformers": "'transformers>=4.40' jiwer"}
+#: packages installed without their declared requirements, outside every extra: distillmos requires torchaudio,
+#: which it does not need here, and pip's torchaudio for a CPU torch 2.13 does not load (once installed,
+#: transformers imports it and fails)
+NO_DEPS = {"distillmos": "distillmos xls-r-sqa"}
 
 _SPECS = (
     MetricSpec("pesq", "max", "MOS-LQO", "pesq", "PESQ wide-band (ITU-T P.862.2) at 16 kHz against the recording"),

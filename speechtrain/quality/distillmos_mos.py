@@ -1,6 +1,6 @@
-"""DistillMOS: a second non-intrusive MOS predictor beside DNSMOS (``pip install distillmos``: its wheel ships its
-17 MB weights, so nothing is downloaded). A convolutional front end and a transformer distilled from an XLS-R
-speech-quality model; it predicts a MOS from 1 to 5 for 16 kHz speech.
+"""DistillMOS: a second non-intrusive MOS predictor beside DNSMOS (``pip install --no-deps distillmos xls-r-sqa``:
+its wheel ships its 17 MB weights, so nothing is downloaded). A convolutional front end and a transformer
+distilled from an XLS-R speech-quality model; it predicts a MOS from 1 to 5 for 16 kHz speech.
 
 Its weights are read through :func:`speechtrain.ckptio.load` (tensors only), never by the package's own loader.
 The package imports torchaudio at the top of its module for its command-line file reading only; where torchaudio is
