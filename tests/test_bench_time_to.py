@@ -46,6 +46,10 @@ def test_the_target_is_the_first_evaluation_where_every_goal_holds() -> None:
     assert met == [False, False, True, False]  # pesq alone, stoi alone: not yet; both: the third
     assert (run.seconds_to_target, run.audio_to_target, run.step_to_target) == (30.0, 150.0, 300)
     assert len(run.points) == 4 and run.points[0]["pesq"] == 2.0
+    resumed = SeedRun(0, "x")
+    for r in _rows([(1.0, 0.5), (1.2, 0.6)]) + [{**_rows([(1.3, 0.7)])[0], "step": 300}]:
+        resumed.add(r, goals)  # the third row's train_seconds (10) restarted in a resumed process
+    assert resumed.resumed_after == [200] and [p["train_seconds"] for p in resumed.points] == [10.0, 20.0, 30.0]
     nan_row = {"split": "eval", "step": 1, "pesq": float("nan"), "stoi": 1.0}
     assert not Goal("pesq", "max", 0.0).met(nan_row)  # no value is never at the target
 

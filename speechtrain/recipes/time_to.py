@@ -84,12 +84,20 @@ class SeedRun:
     audio_to_target: float | None = None
     step_to_target: int | None = None
     stopped: str = "running"
+    #: steps after which the run was resumed: the trainer's ``train_seconds`` restarts in each process, so the time
+    #: axis continues from the last evaluation before it (the earlier process's time past that evaluation is lost)
+    resumed_after: list[int] = field(default_factory=list)
+    _offset: float = 0.0
 
     def add(self, row: dict[str, Any], goals: list[Goal]) -> bool:
         """Record an eval row; True when it is the first to meet every goal."""
+        seconds = float(row.get("train_seconds", math.nan))
+        if self.points and seconds + self._offset < self.points[-1]["train_seconds"]:  # a resumed process
+            self.resumed_after.append(int(self.points[-1]["step"]))
+            self._offset = self.points[-1]["train_seconds"]
         point = {
             "step": float(row.get("step", math.nan)),
-            "train_seconds": float(row.get("train_seconds", math.nan)),
+            "train_seconds": seconds + self._offset,
             "audio_seconds": float(row.get("audio_seconds_seen", math.nan)),
         }
         for g in goals:
@@ -133,6 +141,12 @@ class TimeToReport:
             else:
                 when, audio = f"{r.seconds_to_target:.0f}", f"{r.audio_to_target:.0f}"
             lines.append(f"| {r.seed} | {len(r.points)} | {values} | {when} | {audio} |")
+        for r in self.runs:
+            if r.resumed_after:
+                lines.append(
+                    f"\nseed {r.seed} was resumed after step(s) {', '.join(map(str, r.resumed_after))}: its training "
+                    "seconds undercount the time each earlier process trained past its last evaluation"
+                )
         if reached:
             times = sorted(r.seconds_to_target for r in reached if r.seconds_to_target is not None)
             lines.append(
