@@ -25,7 +25,9 @@ as not reached:
 7. ``pytest``     ``pytest -m gpu`` (the tests that skip without a GPU)
 
 Other sections (``--plan full`` or ``--only``): ``ladder:R`` (``speechtrain bench --ablate`` for recipe R),
-``memory``, ``oom`` (a real OOM recovered mid-run), ``rtf:R``, ``compile`` (dynamic None/False/True).
+``memory``, ``oom`` (a real OOM recovered mid-run), ``rtf:R``, ``compile`` (dynamic None/False/True),
+``time_to:R`` (``speechtrain bench --time-to`` for recipe R on a 1000-utterance English espeak-ng corpus: the
+target and the minutes per seed of :data:`TIME_TO`, one seed; the same command as on the CPU, docs/benchmarks.md).
 
 Every step streams its log to ``--out``/logs (a killed step keeps what it printed), and ``programme.md``
 (a summary of the steps with their status, wall time and cap, then every table) is rewritten atomically
@@ -59,6 +61,11 @@ GOALS = {
     "vits_rtf": 0.01,
 }
 GIB = 1024**3
+#: ``time_to:R``: recipe -> (target, minutes per seed), bounded to fit a lease; --smoke: the tiny vocoder, 1 minute
+TIME_TO = {
+    "vocoder_hifigan_v3": ("pesq>=3.0,stoi>=0.9", 8.0),
+    "vits": ("mcd_dtw<=8", 8.0),
+}
 LADDERS = ("gpt_tts_base", "vocoder_hifigan", "vits", "classifier_cnn_lstm")
 
 #: the ladder rows of the lease plan (the others are skipped)
@@ -104,6 +111,7 @@ FULL_SECTIONS = (
     "rtf:vits",
     "rtf:gpt_tts_base",
     "compile",
+    *(f"time_to:{r}" for r in TIME_TO),
 )
 
 
@@ -613,6 +621,40 @@ class Programme:
             f"RTF {r} ({self.device})",
             [f"goal {goal}", "", "| key | value |", "|---|---|"] + [f"| {k} | {v} |" for k, v in keys.items()],
         )
+
+    def time_to(self, r: str) -> None:
+        """``speechtrain bench --time-to`` for recipe ``r`` (:data:`TIME_TO`) on an English espeak-ng corpus."""
+        target, minutes = TIME_TO[r]
+        recipe = "recipes/vocoder_hifigan_tiny.yaml" if self.smoke else f"recipes/{r}.yaml"
+        minutes = 1.0 if self.smoke else minutes
+        corpus = self.data.parent / "espeak_en_1000"
+        if not (corpus / "metadata.csv").is_file():
+            n = "40" if self.smoke else "1000"
+            self.sh("make_dataset_en", self.st("make-dataset", str(corpus), "--language", "en", "-n", n), 600)
+        out = self.out / f"time_to_{r}"
+        js = self.out / f"time_to_{r}.json"
+        cmd = self.st(
+            "bench",
+            "--config",
+            recipe,
+            f"data.manifest={corpus}",
+            f"train.device={self.device}",
+            "--time-to",
+            target,
+            "--time-minutes",
+            f"{minutes:g}",
+            "--repeat",
+            "1",
+            "--quality-out",
+            str(out),
+            "--json",
+            str(js),
+            "--plot",
+            str(self.out / f"time_to_{r}.png"),
+        )
+        rc, text, _ = self.sh(f"time_to_{r}", cmd, minutes * 60 + 300)
+        table = [ln for ln in text.splitlines() if ln.startswith("|") or ln.startswith("reached")]
+        self.table(f"time to {target}: {r} ({self.device}, rc {rc})", table or ["```", text[-1500:], "```"])
 
     def compile(self, r: str = "gpt_tts_base") -> None:
         recipe = self.tuned_or_recipe(r)

@@ -87,3 +87,25 @@ def test_join_corpus_makes_long_distinct_utterances(programme, tmp_path) -> None
     programme.join_corpus(src, tmp_path / "long2", 1, 2.5, 3.5)
     row = (tmp_path / "long2" / "metadata.csv").read_text().splitlines()[0]
     assert row.split("|")[1] == "a c d"
+
+
+def test_the_time_to_rows_run_the_bench_command_bounded(programme, tmp_path) -> None:
+    """``time_to:R`` (issue 47): ``speechtrain bench --time-to`` with the row's target, its minutes, one seed, the
+    curves and JSON into the programme's folder; its timeout covers the minutes; in the full plan."""
+    assert {f"time_to:{r}" for r in programme.TIME_TO} <= set(programme.FULL_SECTIONS)
+    prog = programme.Programme(tmp_path / "out", tmp_path / "data", False, 2, 1, 1.0)
+    (tmp_path / "espeak_en_1000").mkdir()
+    (tmp_path / "espeak_en_1000" / "metadata.csv").write_text("a|b\n")
+    calls = []
+
+    def sh(name, cmd, timeout, env=None, on_tick=None):
+        calls.append((name, cmd, timeout))
+        return 0, "| seed |\n| --- |\n| 1234 |\nreached 0/1 within 8 minutes\n", 1.0
+
+    prog.sh = sh
+    prog.time_to("vocoder_hifigan_v3")
+    name, cmd, timeout = calls[-1]
+    target, minutes = programme.TIME_TO["vocoder_hifigan_v3"]
+    assert cmd[cmd.index("--time-to") + 1] == target and cmd[cmd.index("--time-minutes") + 1] == f"{minutes:g}"
+    assert "recipes/vocoder_hifigan_v3.yaml" in cmd and timeout >= minutes * 60
+    assert "reached 0/1" in (tmp_path / "out" / "programme.md").read_text()

@@ -103,6 +103,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default="peer",
         help="vits: the peer's own model size (default) or the tiny recipe's sizes where Piper takes them",
     )
+    p.add_argument(
+        "--same-start",
+        action="store_true",
+        help="instead: each side's step-1 losses from the same initial weights (the peer's, through our importers), "
+        "batch, phoneme ids and noise, --repeat seeds, for the vits (Piper's installed trainer) and hifigan "
+        "(--jik876) peers, in this environment (bench/peers/same_start.py)",
+    )
     p.add_argument("--json", default=None, metavar="OUT")
     p.add_argument("--markdown", default=None, metavar="OUT")
     p.add_argument("--plot", default=None, metavar="OUT.png")
@@ -329,6 +336,10 @@ def _main(argv: list[str] | None, log: Any) -> int:
     if refusal:  # before anything is installed or run
         print(f"error: {refusal}", file=sys.stderr)
         return 2
+    if args.same_start:
+        from same_start import run_same_start
+
+        return run_same_start(args.peer or ["vits", "hifigan"], args.repeat, args.jik876, args.json)
     if args.install:
         install(args.home)
     if not venv_python(args.home).is_file():

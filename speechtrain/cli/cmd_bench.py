@@ -106,6 +106,23 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "compared against fp32)",
     )
     p.add_argument("--quality-out", default="runs/quality_bench", help="--quality: where the runs go")
+    p.add_argument(
+        "--time-to",
+        default=None,
+        metavar="TARGET",
+        help="time to quality instead: train the configuration (--repeat seeds, each at most --time-minutes) until "
+        "every goal of TARGET holds at an evaluation, e.g. pesq>=3.0,stoi>=0.9 or mcd_dtw<=8 or cer<=0.1 (any "
+        "eval-row metric by name); writes the curves (--plot PNG; JSON in --quality-out) and the time to target "
+        "per seed (docs/bench.md)",
+    )
+    p.add_argument("--time-minutes", type=float, default=10.0, help="--time-to: the wall-time limit per seed")
+    p.add_argument(
+        "--time-to-runs",
+        nargs="+",
+        default=None,
+        metavar="RUN_DIR",
+        help="--time-to: read these finished (or running) runs' evaluations instead of training",
+    )
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
     p.add_argument("--markdown", default=None, metavar="OUT", help="write the report as markdown")
@@ -242,6 +259,8 @@ def run(args: argparse.Namespace) -> int:
         return _scaling(cfg, args, command, say)
     if args.quality is not None:
         return _quality(cfg, args)
+    if args.time_to is not None:
+        return _time_to(cfg, args)
     tuned = tune_overrides(cfg) if args.tune else None
 
     def on_report(partial: dict[str, Any], key: str) -> None:
@@ -347,4 +366,37 @@ def _quality(cfg: Any, args: argparse.Namespace) -> int:
         print(f"wrote {write_user_file(args.json, json.dumps(report.to_dict(), indent=2) + chr(10))}")
     if args.markdown:
         print(f"wrote {write_user_file(args.markdown, text + chr(10), '--markdown')}")
+    return 0
+
+
+def _time_to(cfg: Any, args: argparse.Namespace) -> int:
+    """``bench --time-to TARGET``: time to quality (:mod:`speechtrain.recipes.time_to`)."""
+    import json
+
+    from speechtrain.recipes.time_to import (
+        TimeToReport,
+        machine_load,
+        parse_goals,
+        run_time_to,
+        seed_from_run,
+        write_curves,
+    )
+
+    goals = parse_goals(args.time_to)
+    if args.time_to_runs:
+        runs = [seed_from_run(Path(d), goals, seed=i) for i, d in enumerate(args.time_to_runs)]
+        report = TimeToReport(Path(cfg.train.output_dir).name, goals, args.time_minutes, runs, machine_load())
+        if args.plot:
+            write_curves(report, args.plot)
+    else:
+        report = run_time_to(cfg, goals, args.time_minutes, args.repeat or 1, args.quality_out, args.plot)
+    print(report.markdown())
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+        print(f"wrote {args.json}")
+    if args.markdown:
+        Path(args.markdown).write_text(report.markdown() + "\n")
+        print(f"wrote {args.markdown}")
+    if args.plot:
+        print(f"wrote {args.plot}")
     return 0

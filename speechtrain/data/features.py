@@ -84,14 +84,24 @@ def num_frames(n_samples: int, hop_length: int) -> int:
     return n_samples // hop_length
 
 
+#: the epsilon under the magnitude's square root in HiFi-GAN's mel (jik876 ``mel_spectrogram``): a silent bin's
+#: magnitude is sqrt(1e-9)
+HIFIGAN_MAGNITUDE_EPS = 1e-9
+#: VITS's (and Piper's) value (``spectrogram_torch``): sqrt(1e-6), so a silent mel bin reads higher than HiFi-GAN's
+VITS_MAGNITUDE_EPS = 1e-6
+
+
 class Spectrogram(nn.Module):
-    """Magnitude spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_fft // 2 + 1, T_frames)."""
+    """Magnitude spectrogram: (B, T_samples) or (B, 1, T_samples) -> (B, n_fft // 2 + 1, T_frames);
+    ``eps`` is added under the square root (:data:`HIFIGAN_MAGNITUDE_EPS` or :data:`VITS_MAGNITUDE_EPS`)."""
 
     window: torch.Tensor
 
-    def __init__(self, n_fft: int = 1024, win_length: int = 1024, hop_length: int = 256) -> None:
+    def __init__(
+        self, n_fft: int = 1024, win_length: int = 1024, hop_length: int = 256, eps: float = HIFIGAN_MAGNITUDE_EPS
+    ) -> None:
         super().__init__()
-        self.n_fft, self.win_length, self.hop_length = n_fft, win_length, hop_length
+        self.n_fft, self.win_length, self.hop_length, self.eps = n_fft, win_length, hop_length, eps
         self.register_buffer("window", torch.hann_window(win_length), persistent=False)
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
@@ -110,7 +120,7 @@ class Spectrogram(nn.Module):
             center=False,
             return_complex=True,
         )  # (B, F, T_frames + 1)
-        return torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + 1e-9)[..., : num_frames(n, self.hop_length)]
+        return torch.sqrt(spec.real.pow(2) + spec.imag.pow(2) + self.eps)[..., : num_frames(n, self.hop_length)]
 
 
 class LogMel(nn.Module):
@@ -127,28 +137,33 @@ class LogMel(nn.Module):
         n_mels: int = 80,
         fmin: float = 0.0,
         fmax: float | None = 8000.0,
+        eps: float = HIFIGAN_MAGNITUDE_EPS,
     ) -> None:
         super().__init__()
-        self.spec = Spectrogram(n_fft, win_length, hop_length)
+        self.spec = Spectrogram(n_fft, win_length, hop_length, eps)
         self.hop_length = hop_length
         fb = torch.from_numpy(mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax))
         self.register_buffer("fb", fb, persistent=False)
 
     def forward(self, audio: torch.Tensor) -> torch.Tensor:
-        mag = self.spec(audio)  # (B, F, T_frames)
+        return self.from_magnitude(self.spec(audio))
+
+    def from_magnitude(self, mag: torch.Tensor) -> torch.Tensor:
+        """The log-mel of a magnitude spectrogram (B, n_fft // 2 + 1, T_frames) -> (B, n_mels, T_frames): VITS
+        takes its target mel from the utterance's spectrogram this way."""
         mel = torch.matmul(self.fb.to(mag.device), mag)  # (B, n_mels, T_frames)
         return torch.log(torch.clamp(mel, min=1e-5))
 
     @classmethod
-    def from_settings(cls, settings: MelSettings) -> LogMel:
+    def from_settings(cls, settings: MelSettings, eps: float = HIFIGAN_MAGNITUDE_EPS) -> LogMel:
         """Build from :class:`MelSettings`."""
         s = settings
-        return cls(s.sample_rate, s.n_fft, s.win_length, s.hop_length, s.n_mels, s.fmin, s.fmax)
+        return cls(s.sample_rate, s.n_fft, s.win_length, s.hop_length, s.n_mels, s.fmin, s.fmax, eps)
 
     @classmethod
-    def from_config(cls, data: DataConfig) -> LogMel:
+    def from_config(cls, data: DataConfig, eps: float = HIFIGAN_MAGNITUDE_EPS) -> LogMel:
         """Build from the mel settings of a :class:`speechtrain.config.DataConfig`."""
-        return cls.from_settings(MelSettings.from_data(data))
+        return cls.from_settings(MelSettings.from_data(data), eps)
 
 
 def log_mel_numpy(audio: np.ndarray, settings: MelSettings | DataConfig) -> np.ndarray:

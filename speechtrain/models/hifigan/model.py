@@ -82,7 +82,8 @@ class Generator(nn.Module):
 
     ``resblocks`` is a flat ``nn.ModuleList`` (level ``i``, kernel ``j`` at ``i * num_kernels + j``) so that
     activation checkpointing can wrap each block. ``gin_channels > 0`` adds a global condition
-    ``g: (B, gin_channels, 1)`` (speaker embedding, as in VITS).
+    ``g: (B, gin_channels, 1)`` (speaker embedding, as in VITS). ``post_bias=False``: ``conv_post`` without a
+    bias, as VITS's decoder (HiFi-GAN's own has one).
     """
 
     def __init__(
@@ -95,6 +96,7 @@ class Generator(nn.Module):
         resblock_dilation_sizes: list[list[int]],
         resblock: str = "1",
         gin_channels: int = 0,
+        post_bias: bool = True,
     ) -> None:
         super().__init__()
         if len(upsample_rates) != len(upsample_kernel_sizes):
@@ -122,7 +124,7 @@ class Generator(nn.Module):
             for kr, dr in zip(resblock_kernel_sizes, resblock_dilation_sizes):
                 self.resblocks.append(block_cls(out_ch, kr, list(dr)))
             ch = out_ch
-        self.conv_post = weight_norm(nn.Conv1d(ch, 1, 7, padding=3))
+        self.conv_post = weight_norm(nn.Conv1d(ch, 1, 7, padding=3, bias=post_bias))
         self.ups.apply(init_weights)
         self.conv_post.apply(init_weights)
 

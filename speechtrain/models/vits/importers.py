@@ -8,8 +8,8 @@ discriminator's ``discriminators.N``), so the mapping is small and every rule is
   ``ffn_layers``, ``norm_layers_1``, ``norm_layers_2`` there);
 - the WaveNet blocks' speaker conditioning (multi-speaker models) is ``enc.cond`` here (``enc.cond_layer``);
 - the decoder's ``conv_pre`` and ``conv_post`` are plain convs there and weight-normed here: the plain weight
-  becomes ``g = ||w||`` per output channel and ``v = w`` (the same weight); their ``conv_post`` has no bias,
-  ours starts at zero (the same output);
+  becomes ``g = ||w||`` per output channel and ``v = w`` (the same weight); ``conv_post`` has no bias on either
+  side;
 - legacy ``weight_g`` / ``weight_v`` names become the parametrization names (:mod:`speechtrain.models.importing`);
 - the symbol embedding ``enc_p.emb`` (and the speaker embedding ``emb_g``) keep our initialisation when the
   symbol table (speaker count) differs from ours, reported as made up: their LJSpeech model has 178 IPA
@@ -24,8 +24,6 @@ import os
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import torch
 
 from speechtrain.errors import CheckpointError
 from speechtrain.models.importing import (
@@ -112,10 +110,6 @@ def _convert_generator(sd: StateDict, to_reference: Callable[[str], str | None],
             target = f"{prefix}.parametrizations.weight.{part}"
             gen[target] = tensor
             report.mapped.append(TensorMapping(key, f"generator.{target}", tuple(tensor.shape), "plain -> weight norm"))
-    if "dec.conv_post.bias" not in gen and "dec.conv_post.weight" in plain.values():
-        weight = next(sd[k] for k, r in plain.items() if r == "dec.conv_post.weight")
-        gen["dec.conv_post.bias"] = torch.zeros(1, dtype=weight.dtype)
-        report.filled.append(("generator.dec.conv_post.bias", "the reference's conv_post has no bias: zero"))
     return gen
 
 

@@ -196,7 +196,7 @@ class VITSGenerator(nn.Module):
                 list(cfg.resblock_kernel_sizes),
                 [list(d) for d in cfg.resblock_dilation_sizes],
             ),
-            {"resblock": cfg.resblock, "gin_channels": gin},
+            {"resblock": cfg.resblock, "gin_channels": gin, "post_bias": False},  # VITS: conv_post bias=False
         )
         self.dec = self.new_decoder()
         self.enc_q = PosteriorEncoder(

@@ -10,6 +10,12 @@ Training step of one micro-batch:
 4. ``gen``: 45 x L1 log-mel (fp32, real frames only) + KL + duration + adversarial + feature
    matching, with the discriminator frozen. With an empty cache (an OOM split gives fresh caches)
    the generator is run again.
+
+The features are VITS's own (jaywalnut310 ``mel_processing``, Piper's copy): the magnitude epsilon is 1e-6
+(:data:`VITS_MAGNITUDE_EPS`; HiFi-GAN's vocoder keeps 1e-9), and the mel loss's target is the utterance's mel
+sliced at the decoder's slice (``slice_segments(mel, ids_slice)``), not the mel of the audio slice, whose edge
+frames would be padded from inside the slice. ``fm`` is logged with its weight, as VITS's ``feature_loss`` returns
+it (x2); ``mel_l1`` stays unweighted (the headline, comparable with the vocoders').
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from torch import nn
 
 from speechtrain.config import ConfigError
 from speechtrain.data.batch import Batch
-from speechtrain.data.features import LogMel, Spectrogram
+from speechtrain.data.features import VITS_MAGNITUDE_EPS, LogMel, Spectrogram
 from speechtrain.errors import DataError, UserError
 from speechtrain.logs import get_logger
 from speechtrain.models.common import count_parameters, remove_weight_norm
@@ -75,8 +81,9 @@ class VITSTask(Task):
                 "data.phonemizer=piper writes Piper's own blanks (^ _ p1 _ p2 _ ... $), so model.add_blank would add "
                 "a second set that Piper does not read: set model.add_blank=false"
             )
-        self.spec_fn = Spectrogram(data_cfg.n_fft, data_cfg.win_length, data_cfg.hop_length)
-        self.mel_fn = LogMel.from_config(data_cfg)
+        eps = VITS_MAGNITUDE_EPS  # the posterior encoder's input and the mel loss, as VITS computes both
+        self.spec_fn = Spectrogram(data_cfg.n_fft, data_cfg.win_length, data_cfg.hop_length, eps)
+        self.mel_fn = LogMel.from_config(data_cfg, eps)
         self.generator = VITSGenerator(model_cfg, self.n_vocab, data_cfg.n_fft // 2 + 1, self.segment_frames)
         self.discriminator = MultiPeriodDiscriminator(
             model_cfg.mpd_periods,
@@ -114,8 +121,8 @@ class VITSTask(Task):
     def training_step(self, batch: Batch, stage: str, cache: dict[str, Any]) -> dict[str, torch.Tensor]:
         self.stages.check(stage, "vits")
         # the generator runs once per micro-batch (kept for gen); the other network is frozen in each stage
-        with self.stages.stage(stage, cache, lambda: self._generate(batch), key="vits") as (out, y):
-            return self._disc_step(out, y) if stage == DISC else self._gen_step(out, y, batch)
+        with self.stages.stage(stage, cache, lambda: self._generate(batch), key="vits") as (out, y, mel_real):
+            return self._disc_step(out, y) if stage == DISC else self._gen_step(out, y, mel_real, batch)
 
     @torch.no_grad()
     def eval_step(self, batch: Batch) -> dict[str, torch.Tensor]:
@@ -124,8 +131,8 @@ class VITSTask(Task):
         devices = [batch["audio"].device] if batch["audio"].device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(0)
-            out, y = self._generate(batch)
-        mel_l1 = self._mel_l1(out, y, batch)
+            out, _, mel_real = self._generate(batch)
+        mel_l1 = self._mel_l1(out, mel_real, batch)
         kl = kl_loss(out.z_p, out.logs_q, out.m_p, out.logs_p, out.y_mask)
         c = self.cfg
         loss = c.c_mel * mel_l1 + c.c_kl * kl + c.c_dur * out.dur_loss.float()
@@ -380,7 +387,9 @@ class VITSTask(Task):
                     f"frame per token (fix its transcript or audio, drop it, or set model.add_blank=false)"
                 )
 
-    def _generate(self, batch: Batch) -> tuple[VITSOutput, torch.Tensor]:
+    def _generate(self, batch: Batch) -> tuple[VITSOutput, torch.Tensor, torch.Tensor]:
+        """The generator's output, the real audio slices (B, 1, segment_samples) and the mel loss's target
+        (B, n_mels, segment_frames): the utterance's mel at the same slice, as VITS takes it."""
         self._check_alignable(batch)
         audio = batch["audio"]  # (B, 1, T_samples)
         spec = self._spec(audio)  # (B, F, T_frames)
@@ -388,13 +397,13 @@ class VITSTask(Task):
         tokens, token_lengths = self._with_blanks(batch["tokens"], batch["token_lengths"])  # (B, T_tokens)
         out = self.generator(tokens, token_lengths, spec, spec_lengths, batch.get("speakers"))
         y = slice_segments(audio, out.slice_starts * self.hop_length, self.segment_frames * self.hop_length)
-        return out, y  # y: (B, 1, segment_samples) the real slices
+        with torch.no_grad(), torch.autocast(audio.device.type, enabled=False):
+            mel_real = slice_segments(self.mel_fn.from_magnitude(spec), out.slice_starts, self.segment_frames)
+        return out, y, mel_real
 
-    def _mel_l1(self, out: VITSOutput, y: torch.Tensor, batch: Batch) -> torch.Tensor:
+    def _mel_l1(self, out: VITSOutput, mel_real: torch.Tensor, batch: Batch) -> torch.Tensor:
         spec_lengths = batch["audio_lengths"] // self.hop_length
         valid = (spec_lengths - out.slice_starts).clamp(0, self.segment_frames)  # real frames in each slice
-        with torch.no_grad():
-            mel_real = self._mel(y)
         return mel_l1_loss(mel_real, self._mel(out.audio_hat), valid)
 
     def _disc_step(self, out: VITSOutput, y: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -402,8 +411,10 @@ class VITSTask(Task):
         loss = discriminator_loss(real, fake)
         return {"loss": loss, "disc": loss.detach()}
 
-    def _gen_step(self, out: VITSOutput, y: torch.Tensor, batch: Batch) -> dict[str, torch.Tensor]:
-        mel_l1 = self._mel_l1(out, y, batch)
+    def _gen_step(
+        self, out: VITSOutput, y: torch.Tensor, mel_real: torch.Tensor, batch: Batch
+    ) -> dict[str, torch.Tensor]:
+        mel_l1 = self._mel_l1(out, mel_real, batch)
         kl = kl_loss(out.z_p, out.logs_q, out.m_p, out.logs_p, out.y_mask)
         _, fake, real_maps, fake_maps = self.discriminator(y, out.audio_hat)  # D frozen: gradients reach G only
         adv = generator_adversarial_loss(fake)
@@ -417,7 +428,7 @@ class VITSTask(Task):
             "kl": kl.detach(),
             "dur": dur.detach(),
             "adv": adv.detach(),
-            "fm": fm.detach(),
+            "fm": (c.c_fm * fm).detach(),  # weighted, as VITS's feature_loss returns it
         }
 
 
