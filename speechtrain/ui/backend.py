@@ -18,10 +18,10 @@ from typing import Any
 
 from speechtrain.data.layouts import names as layout_names
 from speechtrain.errors import DataError, UserError
+from speechtrain.quality.judge import JUDGE_RECIPES
 from speechtrain.ui.uploads import CODE_SUFFIXES as CODE_SUFFIXES  # uploads are bounded and checked there
 from speechtrain.ui.uploads import extract_zip as extract_zip
 from speechtrain.ui.uploads import unpack_upload as unpack_upload
-from speechtrain.quality.judge import JUDGE_RECIPES
 
 REPO_RECIPES = Path(__file__).resolve().parents[2] / "recipes"
 FORMATS = ("auto", *layout_names())  # every layout that declares itself in speechtrain.data.layouts
