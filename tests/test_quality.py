@@ -245,15 +245,16 @@ def test_the_train_tab_plots_the_quality_metrics_beside_the_eval_loss() -> None:
         {"split": "eval", "step": 4, "loss": 2.0, "pesq": 2.5, "mcd": 7.0, "quality_items": 2, "quality_share": 0.1},
     ]
     series = {(step, name): value for step, name, value in eval_series(rows)}
-    # each series on its own scale (issue 40): divided by its first value, which its name gives
+    # each metric in its own units, named with its unit and direction (issue 50: divided by its first value, a
+    # quality metric's change was a flat line beside a loss that moved more)
     assert series == pytest.approx(
         {
-            (2, "eval loss (1 = 3)"): 1.0,
-            (2, "eval pesq (1 = 1.5)"): 1.0,
-            (2, "eval mcd (1 = 9)"): 1.0,
-            (4, "eval loss (1 = 3)"): 2.0 / 3.0,
-            (4, "eval pesq (1 = 1.5)"): 2.5 / 1.5,
-            (4, "eval mcd (1 = 9)"): 7.0 / 9.0,
+            (2, "loss"): 3.0,
+            (2, "pesq (MOS-LQO, higher is better)"): 1.5,
+            (2, "mcd (dB, lower is better)"): 9.0,
+            (4, "loss"): 2.0,
+            (4, "pesq (MOS-LQO, higher is better)"): 2.5,
+            (4, "mcd (dB, lower is better)"): 7.0,
         }
     )
 
