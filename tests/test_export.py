@@ -520,9 +520,7 @@ def test_a_trained_hifigan_run_exports_through_the_command(tmp_path: Path, capsy
     assert main(["export", str(run_dir), str(tmp_path / "onnx")]) == 0
     assert main(["export", str(run_dir), str(tmp_path / "jik"), "--format", "jik876"]) == 0
     printed = capsys.readouterr().out
-    assert printed.count("check ok:") >= 4 and "FAILED" not in printed, printed
-    if importlib.util.find_spec("sherpa_onnx") is not None:  # the voice loads in sherpa-onnx as written
-        assert "check ok: sherpa-onnx" in printed, printed
+    assert printed.count("check ok:") == 4 and "FAILED" not in printed, printed  # a vocoder: no sherpa-onnx voice
     assert (tmp_path / "jik" / "g_00000002").is_file() and (tmp_path / "onnx" / "model.onnx").is_file()
     assert main(["export", str(run_dir), str(tmp_path / "x"), "--format", "piper"]) == 2
     assert "--format piper exports vits runs, not 'hifigan'" in capsys.readouterr().err
