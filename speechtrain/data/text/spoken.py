@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from speechtrain.data.text.numbers import CURRENCY as OLD_CURRENCY
 from speechtrain.data.text.scripts import scripts_of_language
 
 #: per language (primary subtag), the classes its espeak-ng voice reads right on its own (left as written);
@@ -41,24 +42,9 @@ VOICE_READS: dict[str, frozenset[str]] = {
     "pl": frozenset({"grouped"}),
     "te": frozenset({"number"}),
 }
-#: currency signs -> ISO 4217 codes; ``R$`` and ``Rp`` before ``$``: the longest sign first
-CURRENCY = {
-    "R$": "BRL",
-    "US$": "USD",
-    "Rp": "IDR",
-    "£": "GBP",
-    "$": "USD",
-    "€": "EUR",
-    "¥": "JPY",
-    "₦": "NGN",
-    "₹": "INR",
-    "₽": "RUB",
-    "₺": "TRY",
-    "₩": "KRW",
-    "₪": "ILS",
-    "₴": "UAH",
-    "₸": "KZT",
-}
+#: currency signs -> ISO 4217 codes: those the number pass of front end 3 knew, after the signs that end in one of
+#: them (``R$`` and ``US$`` before ``$``: the alternation tries them in this order)
+CURRENCY = {"R$": "BRL", "US$": "USD", "Rp": "IDR", **OLD_CURRENCY}
 #: a data.language (BCP-47, lower case) -> num2words's code where they differ
 NUM2WORDS_CODE = {"kk": "kz", "nb": "no", "nn": "no", "pt-br": "pt_BR", "fr-be": "fr_BE", "fr-ch": "fr_CH"}
 #: languages whose cardinals come from CLDR's rules before num2words (num2words's Turkish joins the words:
