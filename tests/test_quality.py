@@ -320,3 +320,40 @@ def test_bench_quality_trains_each_variant_for_equal_audio(demo_data: list[str],
         accel = json.loads((out / run["variant"] / f"seed_{run['seed']}" / "accel.json").read_text())
         assert accel["accelerations"]["precision"]["name"] == run["variant"]
     assert main(["bench", *config, *args, "--quality-out", str(out)]) != 0  # the folder holds this report's runs
+
+
+def test_train_seconds_continue_across_a_resume() -> None:
+    """The eval rows' train_seconds (what bench --time-to counts) go on from the checkpoint's count after a resume;
+    they restarted at 0 in each process, so a resumed run's curve went back in time (issue 47)."""
+    import time
+
+    import torch
+
+    from speechtrain.config import TrainConfig
+    from speechtrain.quality.catalog import BestMetric
+    from speechtrain.train.eval_schedule import EvalSchedule
+    from speechtrain.train.state import RunState
+
+    def schedule() -> EvalSchedule:
+        return EvalSchedule(
+            None,
+            BestMetric("loss", "min"),
+            TrainConfig(),
+            RunState(),
+            None,
+            torch.device("cpu"),
+            None,  # type: ignore[arg-type]
+        )
+
+    first = schedule()
+    first.fit_start = time.perf_counter() - 100.0  # 100 s of training in the first process
+    saved = first.state_dict()
+    assert saved["train_seconds"] >= 100.0
+    resumed = schedule()
+    resumed.load_state_dict(saved)
+    resumed.fit_start = time.perf_counter()
+    assert resumed.train_seconds() >= 100.0
+    old = schedule()
+    old.load_state_dict({"best_eval": None, "evals_since_best": 0})  # a checkpoint written before: counts from 0
+    old.fit_start = time.perf_counter()
+    assert old.train_seconds() < 100.0

@@ -84,8 +84,9 @@ class SeedRun:
     audio_to_target: float | None = None
     step_to_target: int | None = None
     stopped: str = "running"
-    #: steps after which the run was resumed: the trainer's ``train_seconds`` restarts in each process, so the time
-    #: axis continues from the last evaluation before it (the earlier process's time past that evaluation is lost)
+    #: steps after which a run trained before 2026-11-29 was resumed: its ``train_seconds`` restarted in each process
+    #: (a resume now continues the checkpoint's count), so the time axis continues from the last evaluation before
+    #: it (the earlier process's time past that evaluation is lost)
     resumed_after: list[int] = field(default_factory=list)
     _offset: float = 0.0
 

@@ -49,6 +49,13 @@ class EvalSchedule:
         self.metrics, self.device, self.wrapping = metrics, device, wrapping
         self.fit_start: float | None = None  # set by the loop when it starts
         self._eval_seconds = 0.0  # this process's evaluations, summed (left out of the eval rows' train_seconds)
+        self._seconds_before = 0.0  # train_seconds of the processes before a resume (from the checkpoint)
+
+    def train_seconds(self) -> float:
+        """Wall seconds spent training this run, evaluations left out: what a time-to-quality counts. A resumed run
+        continues from its checkpoint's count (the time between that checkpoint and the stop is not in it)."""
+        here = 0.0 if self.fit_start is None else time.perf_counter() - self.fit_start - self._eval_seconds
+        return self._seconds_before + here
 
     def due(self, step: int, heard: bool) -> bool:
         t = self.train
@@ -78,7 +85,7 @@ class EvalSchedule:
             return False
         summary["audio_seconds_seen"] = self.state.audio_seconds_seen
         if self.fit_start is not None:  # wall time training, evaluations left out: what a time-to-quality counts
-            summary["train_seconds"] = round(time.perf_counter() - self.fit_start - self._eval_seconds, 3)
+            summary["train_seconds"] = round(self.train_seconds(), 3)
         if self.evaluator.quality is not None and self.fit_start is not None:
             elapsed = time.perf_counter() - self.fit_start
             summary["quality_share"] = round(self.evaluator.quality_seconds / elapsed, 4) if elapsed > 0 else 0.0
@@ -110,11 +117,17 @@ class EvalSchedule:
 
     def state_dict(self) -> dict[str, Any]:
         s = self.state
-        return {"best_eval": s.best_eval, "best_metric": self.best_metric.name, "evals_since_best": s.evals_since_best}
+        return {
+            "best_eval": s.best_eval,
+            "best_metric": self.best_metric.name,
+            "evals_since_best": s.evals_since_best,
+            "train_seconds": self.train_seconds(),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         s = self.state
         s.best_eval, s.evals_since_best = state["best_eval"], int(state.get("evals_since_best", 0))
+        self._seconds_before = float(state.get("train_seconds", 0.0))  # checkpoints before 2026-11-29: none kept
         if state.get("best_metric", "loss") != self.best_metric.name:  # another metric now: its best starts afresh
             s.best_eval, s.evals_since_best = None, 0
 
