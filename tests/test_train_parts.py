@@ -107,7 +107,8 @@ def test_a_checkpoint_of_the_one_class_trainer_resumes_exactly(tmp_path: Path) -
     cfg = cfg_for(*OVERRIDES, "train.max_steps=5")
     torch.manual_seed(0)
     tr = make_trainer(cfg, build_task(cfg), ListLoader(batches()), run_dir=run)
-    assert sorted(tr.state_dict()) == sorted(k for k in old if k != ckpt.CHECKSUM_KEY)  # the layout kept
+    # the layout kept, plus the one key added since (the training seconds a resume continues from; absent: 0)
+    assert sorted(tr.state_dict()) == sorted([*(k for k in old if k != ckpt.CHECKSUM_KEY), "train_seconds"])
     assert tr.resume() and tr.step == 3
     tr.fit()
     got = [{k: v for k, v in r.items() if "loss" in k} for r in read_metrics(run) if r["step"] > 3]
