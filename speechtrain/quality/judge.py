@@ -381,22 +381,24 @@ class JudgeStore:
         return Judge(net.eval(), meta["alphabet"], s, report)
 
     def save(self, judge: Judge) -> Path:
-        """Writes ``judge`` under its key (temp files of this process renamed: a reader never sees half a judge, and
-        two processes that trained the same judge at once, as the ranks of one run, each write whole files)."""
+        """Writes ``judge`` under its key (each file through :func:`speechtrain.paths.write_atomic`: a reader never
+        sees half a judge, and two processes that trained the same judge at once, as the ranks of one run, each
+        write whole files; a full disk is one error naming the file)."""
+        import io
+
         import torch
 
+        from speechtrain.paths import write_atomic
+
         folder = self.folder(judge.report.key)
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f"weights.pt.{os.getpid()}.tmp"
-        torch.save(judge.net.state_dict(), tmp)
-        os.replace(tmp, folder / "weights.pt")
+        weights = io.BytesIO()
+        torch.save(judge.net.state_dict(), weights)
+        write_atomic(folder / "weights.pt", weights.getvalue())
         meta = {
             "version": JUDGE_VERSION,
             "alphabet": judge.alphabet,
             "settings": asdict(judge.settings),
             "report": {k: v for k, v in asdict(judge.report).items() if k != "cached"},
         }
-        tmp = folder / f"judge.json.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-        os.replace(tmp, folder / "judge.json")
+        write_atomic(folder / "judge.json", json.dumps(meta, indent=1))
         return folder
