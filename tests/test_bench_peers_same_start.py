@@ -50,9 +50,8 @@ def test_vits_step_one_equals_pipers_from_the_same_start(corpus: Path) -> None:
 
 @pytest.mark.slow
 def test_hifigan_step_one_equals_jik876s_from_the_same_start(corpus: Path, tmp_path: Path) -> None:
-    """mel L1 and the multi-period discriminator are the same maths; jik876's first scale discriminator uses torch's
-    legacy ``spectral_norm`` hook (power iteration: v then u) where ours uses the parametrization (u then v), so its
-    logits differ by ~6e-4 at the same ``u``/``v``: the D-dependent terms are held to 1% (see docs/benchmarks.md)."""
+    """Every term, those through jik876's spectral-normed first scale discriminator included: its power iteration
+    (v then u, once per call, real then fake in both stages) is ours (speechtrain.models.common.SpectralNorm)."""
     pytest.importorskip("librosa")
     import peer_hifigan
     import same_start
@@ -60,6 +59,6 @@ def test_hifigan_step_one_equals_jik876s_from_the_same_start(corpus: Path, tmp_p
     source = peer_hifigan.extract(_jik876(), tmp_path)
     row = same_start.hifigan_step_one(source, corpus, seed=1234)
     assert set(row.ours) == set(row.theirs) == set(same_start.HIFIGAN_TERMS)
-    assert row.differences()["mel_l1"] <= 1e-4, row.markdown()
-    for key in ("disc", "adv", "fm", "gen_total"):
-        assert row.ours[key] == pytest.approx(row.theirs[key], rel=1e-2), row.markdown()
+    bad = {k: d for k, d in row.differences().items() if d > 1e-4}
+    assert not bad, row.markdown()
+    assert row.theirs["mel_l1"] > 0.5 and row.theirs["fm"] > 0  # a real step, not two zeros

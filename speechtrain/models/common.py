@@ -49,9 +49,70 @@ def weight_norm(module: nn.Module, name: str = "weight", dim: int = 0) -> nn.Mod
     return nn.utils.parametrizations.weight_norm(module, name=name, dim=dim)
 
 
+class SpectralNorm(nn.Module):
+    """Spectral-norm parametrization ``weight / sigma`` whose power iteration runs in the order of torch's original
+    hook (``torch.nn.utils.spectral_norm``, which HiFi-GAN, VITS and SingingVocoders use): each training-mode call
+    updates ``v = W^T u / |W^T u|``, then ``u = W v / |W v|``, and divides by ``sigma = u . W v``.
+
+    ``torch.nn.utils.parametrizations.spectral_norm`` updates ``u`` first, then ``v``: from the same ``u``/``v`` it
+    reads another sigma (HiFi-GAN's first scale discriminator's first conv at jik876's initial ``u``/``v``: 1.702
+    against 1.780), which moved the discriminator's losses by up to 1e-2 at step 1 (bench/peers/same_start.py).
+    Buffers and their names are torch's parametrization's (``parametrizations.weight.original``, ``...0._u``,
+    ``...0._v``), and so is the start (random ``u``, ``v`` and 15 iterations), so a checkpoint saved with either
+    loads into the other. ``u``/``v`` are updated in place (DataParallel replicas share them) and cloned before use
+    (a backward through two forwards, real then fake, needs the values each forward saw)."""
+
+    def __init__(self, weight: torch.Tensor, dim: int = 0, eps: float = 1e-12) -> None:
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        if weight.ndim > 1:
+            h, w = self._matrix(weight).shape
+            u = F.normalize(weight.new_empty(h).normal_(0, 1), dim=0, eps=eps)
+            v = F.normalize(weight.new_empty(w).normal_(0, 1), dim=0, eps=eps)
+            self.register_buffer("_u", u)
+            self.register_buffer("_v", v)
+            self._power_iteration(self._matrix(weight), 15)
+
+    def _matrix(self, weight: torch.Tensor) -> torch.Tensor:
+        if self.dim != 0:
+            weight = weight.movedim(self.dim, 0)
+        return weight.flatten(1)  # (out_channels, in_channels * kernel)
+
+    @torch.no_grad()
+    def _power_iteration(self, weight_mat: torch.Tensor, n: int) -> None:
+        for _ in range(n):
+            self._v = F.normalize(torch.mv(weight_mat.t(), self._u), dim=0, eps=self.eps, out=self._v)
+            self._u = F.normalize(torch.mv(weight_mat, self._v), dim=0, eps=self.eps, out=self._u)
+
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        if weight.ndim == 1:
+            return F.normalize(weight, dim=0, eps=self.eps)
+        weight_mat = self._matrix(weight)
+        if self.training:
+            self._power_iteration(weight_mat, 1)
+        u = self._u.clone(memory_format=torch.contiguous_format)
+        v = self._v.clone(memory_format=torch.contiguous_format)
+        sigma = torch.dot(u, torch.mv(weight_mat, v))
+        return weight / sigma
+
+    def right_inverse(self, value: torch.Tensor) -> torch.Tensor:
+        return value  # the stored weight is the unnormalised one
+
+
 def spectral_norm(module: nn.Module, name: str = "weight") -> nn.Module:
-    """Spectral-normalise ``module.<name>`` (parametrization API); returns the module."""
-    return nn.utils.parametrizations.spectral_norm(module, name=name)
+    """Spectral-normalise ``module.<name>`` (:class:`SpectralNorm`, the power iteration of torch's original hook,
+    as a parametrization); returns the module. ``dim`` 1 for transposed convolutions, as torch's."""
+    weight = getattr(module, name)
+    transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d))
+    parametrize.register_parametrization(module, name, SpectralNorm(weight, dim=1 if transposed else 0))
+    return module
+
+
+def has_power_iteration(module: nn.Module) -> bool:
+    """True when calling ``module`` now moves a spectral norm's power iteration on (training mode, a
+    :class:`SpectralNorm` inside): each call then sees another weight, so such a module must be called as often,
+    and on the same inputs in the same order, as the reference calls it."""
+    return module.training and any(isinstance(m, SpectralNorm) for m in module.modules())
 
 
 def norm_layer(module: nn.Module, use_spectral_norm: bool = False) -> nn.Module:
