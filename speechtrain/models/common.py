@@ -62,6 +62,9 @@ class SpectralNorm(nn.Module):
     loads into the other. ``u``/``v`` are updated in place (DataParallel replicas share them) and cloned before use
     (a backward through two forwards, real then fake, needs the values each forward saw)."""
 
+    _u: torch.Tensor  # (out_channels,) left singular vector estimate
+    _v: torch.Tensor  # (in_channels * kernel,) right singular vector estimate
+
     def __init__(self, weight: torch.Tensor, dim: int = 0, eps: float = 1e-12) -> None:
         super().__init__()
         self.dim, self.eps = dim, eps
