@@ -254,3 +254,27 @@ def test_the_demo_prints_what_it_prepared_once(tmp_path, capsys, caplog) -> None
     assert said.count("kept      8 of 8 listed utterances") == 1, said
     cmd_demo._prepare(cfg)
     assert "feature cache is up to date" in capsys.readouterr().out
+
+
+def test_the_demo_times_a_fresh_process_imports_before_anything_imports_torch(tmp_path) -> None:  # noqa: ANN001
+    """The fresh-clone timing (issue 50) printed "start-up not measured": the recipe look-up had imported torch
+    before the demo timed it. In a fresh interpreter, the demo's timing comes before any import of torch."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys\n"
+        "from speechtrain.cli import cmd_demo\n"
+        "def seen():\n"
+        "    print('torch imported before:', 'torch' in sys.modules)\n"
+        "    raise SystemExit(0)\n"
+        "cmd_demo.startup_seconds = seen\n"
+        "from speechtrain.cli.main import main\n"
+        f"main(['demo', '--out', {str(tmp_path / 'o')!r}, '--data', {str(tmp_path / 'd')!r}])\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert "torch imported before: False" in done.stdout, done.stdout + done.stderr

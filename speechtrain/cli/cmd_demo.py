@@ -112,10 +112,10 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
         raise UserError(f"--minutes must be > 0, got {args.minutes}")
     if args.utterances < 8:
         raise UserError(f"--utterances must be >= 8 (the demo holds some out for evaluation), got {args.utterances}")
+    startup = startup_seconds()  # first: the recipes' modules import torch
     from speechtrain.recipes.common import find_recipe
 
     find_recipe(args.recipe)  # a bad name fails before any work
-    startup = startup_seconds()
     stages = Stages()
     budget = _budget(args)
     out, data = Path(args.out), Path(args.data)
