@@ -152,6 +152,43 @@ def test_the_readmes_vits_command_leads_to_the_export_it_names(
     assert notices[0] in capsys.readouterr().err
 
 
+def test_make_datasets_next_step_prepares_what_the_readmes_vits_command_trains_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The first-hour timing (issue 50): `make-dataset --language uz` said `next: speechtrain prepare data/uz
+    data.language=uz`, which prepared for speechtrain's own front end, and the README's VITS command then prepared
+    the corpus again ("stale (settings changed: phonemizer 'none' -> 'piper')"). Its next step now prepares what that
+    command reads."""
+    import shlex
+
+    from speechtrain.cli.main import main
+    from speechtrain.recipes.data import DataRecipe
+
+    corpus = tmp_path / "uz"
+    assert main(["make-dataset", str(corpus), "--language", "uz", "-n", "6"]) == 0
+    hint = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("next: speechtrain prepare"))
+    assert main(shlex.split(hint.removeprefix("next: speechtrain ").split("  (")[0])) == 0
+    train, _ = _readme_vits_lines()
+    overrides = [w for w in shlex.split(train) if "=" in w and not w.startswith(("data.manifest", "train.output"))]
+    cfg = load_config(ROOT / "recipes" / "vits_tiny.yaml", [f"data.manifest={corpus}", *overrides])
+    assert DataRecipe(cfg).ensure_prepared(require_text=True) is None  # up to date: not prepared again
+
+
+def test_the_readme_speaks_the_voice_its_export_line_writes() -> None:
+    """The README's export line writes `OUT_DIR/RUN.onnx` (no --name: the run folder's name); the line that speaks it
+    with piper-tts names that file (docs/deploy.md's line names `--name uz_UZ-tiny`'s file, which this export does
+    not write)."""
+    import shlex
+
+    _, export = _readme_vits_lines()
+    words = shlex.split(export)
+    run, out = words[2], words[3]
+    name = words[words.index("--name") + 1] if "--name" in words else Path(run).name
+    text = (ROOT / "README.md").read_text()
+    speak = next(line for line in text.splitlines() if "| piper " in line)
+    assert f"-m {Path(out) / (name + '.onnx')} " in speak
+
+
 def test_a_read_only_target_is_not_told_to_free_space(tmp_path: Path) -> None:
     import errno
 

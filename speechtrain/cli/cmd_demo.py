@@ -4,18 +4,30 @@ Makes the demo corpus when missing (data/demo), prepares it, probes the hardware
 per-bucket batch sizes, trains a tiny recipe for a bounded time, runs the ablation ladder, and
 writes a report folder (markdown, JSON, PNG, the run directory). Training and the ladder share the
 ``--minutes`` budget; what the other stages take depends on the machine, so once they have run the demo
-prints its own estimate of the whole, from what it measured here.
+prints its own estimate of the whole, from what it measured here, and a revised one whenever what it measures
+during training and the ladder moves it (``demo_pace``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from speechtrain.cli.demo_pace import (
+    MEASUREMENT_SECONDS,
+    DemoPlan,
+    Estimator,
+    Pacer,
+    Revisions,
+    TrainPace,
+    TrainWatch,
+    overrun_note,
+    passes_that_fit,
+)
 
 DEFAULT_RECIPE = "gpt_tts_tiny"
 #: the rungs a demo on the CPU leaves out: torch.compile's C++ build takes minutes on a small CPU
@@ -100,6 +112,7 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
         raise UserError(f"--minutes must be > 0, got {args.minutes}")
     if args.utterances < 8:
         raise UserError(f"--utterances must be >= 8 (the demo holds some out for evaluation), got {args.utterances}")
+    startup = startup_seconds()  # first: the recipes' modules import torch
     from speechtrain.recipes.common import find_recipe
 
     find_recipe(args.recipe)  # a bad name fails before any work
@@ -112,13 +125,8 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     _corpus(data, args.utterances)
 
     cfg = _demo_config(args, data, out)
-    from speechtrain.recipes import build_task
-    from speechtrain.recipes.data import DataRecipe
-
     stages.header("prepare")
-    needs = build_task(cfg).needs()
-    report = DataRecipe(cfg).ensure_prepared(require_text=needs.text)
-    print("feature cache is up to date" if report is None else getattr(report, "summary", lambda: str(report))())
+    _prepare(cfg)
 
     stages.header("probe")
     from speechtrain.accel.probe import probe_hardware, recommend
@@ -134,15 +142,20 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     stages.header("tune")
     tuned = _tune(cfg)
 
-    print(_estimate(stages.elapsed(), budget, cfg, info, tuned, args), flush=True)
+    plan = _plan(budget, cfg, info, tuned, args, startup)
+    revisions = Revisions()
+    print(revisions.offer(*_first_estimate(plan, stages.elapsed(), budget["train"], startup)), flush=True)
     stages.header("train", f"(bounded to {budget['train']:.0f}s)")
-    run_dir = _train(cfg, tuned, out, budget["train"])
-    # revised with the training's measured time (the first estimate took the training's bound)
-    print("revised " + _estimate(stages.elapsed(), {**budget, "train": 0.0}, cfg, info, tuned, args), flush=True)
+    run_dir = _train(cfg, tuned, out, budget["train"], Estimator(plan, revisions, stages.elapsed))
+    revised = revisions.offer(plan.total(stages.elapsed(), 0.0), "training done, its time measured")
+    if revised:
+        print(revised, flush=True)
 
     left = budget["total"] - stages.elapsed() - budget["reserve"]
-    stages.header("ablation ladder", f"({max(left, 0):.0f}s left)")
-    report = _ladder(cfg, tuned, args, info, left)
+    seconds = plan.ladder_seconds(stages.elapsed())
+    more = "" if seconds <= left + 1 else f": the budget left {max(left, 0):.0f}s, its {plan.rows} rows need more here"
+    stages.header("ablation ladder", f"({seconds:.0f}s{more})")
+    report = _ladder(cfg, tuned, args, info, seconds, Estimator(plan, revisions, stages.elapsed))
 
     stages.header("report")
     from speechtrain.bench.report import diagnosis_text, markdown_table, write_json, write_markdown, write_plot
@@ -163,6 +176,16 @@ def run(args: argparse.Namespace) -> int:  # noqa: PLR0915 - one stage after ano
     print("\nwrote " + ", ".join(str(p) for p in paths) + f"; run directory {run_dir}")
     print(f"demo finished in {stages.elapsed():.0f}s")
     return 0
+
+
+def _prepare(cfg: Any) -> None:
+    """The feature cache, prepared when missing or stale: ``ensure_prepared`` says what it prepared (its summary was
+    printed a second time here)."""
+    from speechtrain.recipes import build_task
+    from speechtrain.recipes.data import DataRecipe
+
+    if DataRecipe(cfg).ensure_prepared(require_text=build_task(cfg).needs().text) is None:
+        print("feature cache is up to date")
 
 
 def _demo_config(args: argparse.Namespace, data: Path, out: Path) -> Any:
@@ -204,7 +227,7 @@ def _tune(cfg: Any) -> dict[str, Any] | None:
     return tuned_overrides(report.config.data, cfg.data)
 
 
-def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) -> Path:
+def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float, estimator: Estimator) -> Path:
     from speechtrain.bench.ablate import set_dotted
     from speechtrain.config import build_config
     from speechtrain.recipes.train import train_from_config
@@ -216,7 +239,9 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
     train_cfg = build_config(raw)
     run_dir = Path(train_cfg.train.output_dir)
     _fresh_run_dir(run_dir)
-    run_dir, summary = train_from_config(train_cfg)
+    pace = TrainPace(seconds, started=time.time())
+    with TrainWatch(run_dir, lambda record: estimator.training(pace, record)):  # the estimate, from its steps
+        run_dir, summary = train_from_config(train_cfg)
     if isinstance(summary, dict):
         shown = {k: v for k, v in summary.items() if isinstance(v, (int, float, str)) and not isinstance(v, bool)}
         print(
@@ -226,110 +251,44 @@ def _train(cfg: Any, tuned: dict[str, Any] | None, out: Path, seconds: float) ->
     return run_dir
 
 
-def process_age() -> float | None:
-    """Seconds since this process started (Linux ``/proc``; None elsewhere): what a fresh ``speechtrain``
-    process takes to import torch and start, which every ladder row pays again."""
-    try:
-        stat = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
-        uptime = float(Path("/proc/uptime").read_text().split()[0])
-        return max(0.0, uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError):
+def startup_seconds() -> float | None:
+    """What a fresh ``speechtrain`` process pays before its first step, which every ladder row pays again: importing
+    torch and the bench's modules, timed here as the demo starts (None when this process had imported them already).
+    Not the process's age: read after the tuner it is the demo's elapsed time (a row priced at 4 minutes, "about
+    62 min in all" for a demo of 10), and under ``scripts/run.sh`` (``exec``) it includes the install."""
+    import sys
+
+    if "torch" in sys.modules:
         return None
+    t0 = time.perf_counter()
+    import torch  # noqa: F401 - timed: the demo imports both anyway
+
+    import speechtrain.recipes.bench  # noqa: F401
+
+    return time.perf_counter() - t0
 
 
-def demo_estimate(so_far: float, train: float, ladder: float, rows: int, row_floor: float, reserve: float) -> float:
-    """Seconds the whole demo takes: the stages done (measured), training (bounded), the ladder (its share of
-    the budget, but at least ``row_floor`` per measured row) and the report."""
-    return so_far + train + max(ladder, rows * row_floor) + reserve
-
-
-def _estimate(so_far: float, budget: dict[str, float], cfg: Any, info: Any, tuned: Any, args: Any) -> str:
-    """The demo's own estimate of its length on this machine, from what it has measured."""
+def _plan(budget: dict[str, float], cfg: Any, info: Any, tuned: Any, args: Any, startup: float | None) -> DemoPlan:
     from speechtrain.bench.ablate import plan_ladder
 
     skip = args.skip if args.skip is not None else ([] if info.has_gpu else list(CPU_SKIPS))
     rows = sum(1 for v in plan_ladder(cfg.data, info.device_type, info, skip, tuned) if not v.skip_reason)
-    started = process_age()
-    floor = max(MEASUREMENT_SECONDS, (started or 0.0) + 3.0)  # a fresh process, then >= 1 s warm-up and window
-    ladder = budget["total"] - so_far - budget["train"] - budget["reserve"]
-    total = demo_estimate(so_far, budget["train"], ladder, rows, floor, budget["reserve"])
-    start = f"a fresh process took {started:.0f}s to start here" if started is not None else "not measured here"
-    return (
-        f"estimate for this machine: about {total / 60:.0f} min in all ({so_far:.0f}s so far, measured; training "
-        f"bounded to {budget['train']:.0f}s; the ladder {rows} rows, at least {floor:.0f}s each: {start})"
-    )
+    floor = max(MEASUREMENT_SECONDS, (startup or 0.0) + 3.0)  # a fresh process, then >= 1 s warm-up and window
+    return DemoPlan(budget["total"], budget["reserve"], rows, floor)
 
 
-#: what one ladder measurement costs at least on 2 idle CPU cores: a fresh process, the model and the data
-#: (~5-6 s), warm-up and a window of a few steps (measured: 39 measurements took 300 s in the demo)
-MEASUREMENT_SECONDS = 8.0
-
-
-def passes_that_fit(measured_rows: int, seconds: float, repeat: int) -> int:
-    """Interleaved passes over ``measured_rows`` rows that ``seconds`` hold at ~MEASUREMENT_SECONDS per
-    measurement: ``repeat`` at most, 1 at least."""
-    return max(1, min(repeat, int(seconds // (max(1, measured_rows) * MEASUREMENT_SECONDS))))
-
-
-class Pacer:
-    """Shares what is left of the ladder's time among the measurements still to run (every measured
-    row, ``repeat`` passes): each timed window gets (time left / measurements left) minus the
-    start-up cost seen so far (a fresh process, the model, the data: ~5 s per row on 2 idle cores)."""
-
-    def __init__(self, rows: list[Any], seconds: float, repeat: int = 1, overhead: float = 5.0) -> None:
-        self.total = sum(1 for v in rows if not v.skip_reason) * max(1, repeat)
-        self.deadline = time.perf_counter() + seconds
-        self.overhead = overhead
-        self.limits: list[float] = []
-        self._started: float | None = None
-        self._costs: list[float] = []
-
-    def row_started(self) -> None:
-        now = time.perf_counter()
-        if self._started is not None and self.limits:
-            self._costs.append(max(0.0, now - self._started - self.limits[-1]))
-        self._started = now
-
-    def limit(self, i: int) -> float:
-        left = max(0.0, self.deadline - time.perf_counter())
-        measurements_left = max(1, self.total - len(self.limits))
-        overhead = sum(self._costs) / len(self._costs) if self._costs else self.overhead
-        self.limits.append(max(1.0, left / measurements_left - overhead))
-        return self.limits[-1]
-
-    def summary(self) -> str:
-        return f"{min(self.limits):.0f}-{max(self.limits):.0f}s" if self.limits else "-"
-
-    @property
-    def costs(self) -> list[float]:
-        """Seconds each measurement took beyond its timed window (a fresh process, the model, the data)."""
-        return list(self._costs)
-
-
-#: a ladder that ends within this share of its announced time (plus OVERRUN_SLACK seconds) kept to it
-OVERRUN_SHARE, OVERRUN_SLACK = 0.1, 5.0
-
-
-def overrun_note(took: float, announced: float, costs: list[float], measurements: int) -> str | None:
-    """What the demo says when its ladder ran past the time it announced, and why: the measurements' cost beyond
-    their timed windows (each a fresh process, the model and the data), which no window can shrink; None when it kept
-    to its time. (It once announced 63 s left and ran 7 minutes, without a word.)"""
-    if took <= announced * (1 + OVERRUN_SHARE) + OVERRUN_SLACK:
-        return None
-    overhead = sum(costs) / len(costs) if costs else None
+def _first_estimate(plan: DemoPlan, so_far: float, train: float, startup: float | None) -> tuple[float, str]:
+    start = f"a fresh process's imports take {startup:.0f}s here" if startup is not None else "start-up not measured"
     why = (
-        f"its {measurements} measurements cost {overhead:.0f}s each beyond their timed windows (a fresh process, "
-        f"the model and the data), {measurements * overhead:.0f}s in all"
-        if overhead is not None
-        else f"its {measurements} measurements' start-up was not measured"
+        f"{so_far:.0f}s so far, measured; training bounded to {train:.0f}s; the ladder {plan.rows} rows, at least "
+        f"{plan.floor:.0f}s each: {start}; revised as training and the ladder go"
     )
-    return (
-        f"the ladder ran {took:.0f}s, {took - announced:.0f}s past the {announced:.0f}s it announced: {why}; give the "
-        "demo more --minutes, or skip rungs with --skip"
-    )
+    return plan.total(so_far, train), why
 
 
-def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, info: Any, seconds: float) -> dict:
+def _ladder(
+    cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, info: Any, seconds: float, estimator: Estimator
+) -> dict:
     from tqdm import tqdm
 
     from speechtrain.bench.ablate import plan_ladder
@@ -341,8 +300,19 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
     pacer = Pacer(rows, seconds, repeat)
     bar = tqdm(total=pacer.total, desc="ladder", unit="run", file=sys.stdout)
 
+    overruns: list[str] = []
+
+    def measured(label: str = "") -> None:
+        """A measurement ends (the next one starts: ``label``): its overrun, if any, and the estimate revised."""
+        note = pacer.row_started(label)
+        if note is not None:
+            estimator.say(note)
+            overruns.append(note)
+        if len(pacer.measurements) > 1 or not label:
+            estimator.ladder(pacer)
+
     def on_row(i: int, n: int, label: str) -> None:
-        pacer.row_started()
+        measured(label)
         bar.n = len(pacer.limits)
         bar.set_postfix_str(label[:40])
         bar.refresh()
@@ -362,10 +332,11 @@ def _ladder(cfg: Any, tuned: dict[str, Any] | None, args: argparse.Namespace, in
         command=command.strip() or "speechtrain demo",
         on_row=on_row,
     )
-    pacer.row_started()
+    measured()
     bar.n = pacer.total
     bar.refresh()
     bar.close()
+    report["notes"].extend(overruns)
     overran = overrun_note(time.perf_counter() - started, seconds, pacer.costs, len(pacer.limits))
     if overran:
         print(overran)

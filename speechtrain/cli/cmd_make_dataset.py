@@ -71,7 +71,11 @@ def _spoken(args: argparse.Namespace) -> int:
     out = make_language_corpus(args.out, args.language, texts, seed=args.seed, layout=args.layout, voices=("", "+f3"))
     n = len(texts)
     print(f"wrote {n} utterances in {args.language} spoken by espeak-ng to {out} ({args.layout} layout)")
-    print(f"next: speechtrain prepare {out} data.language={args.language}")
+    # the README's VITS command trains on Piper's text path: a prepare for another front end was prepared again
+    print(
+        f"next: speechtrain prepare {out} data.language={args.language} data.phonemizer=piper  (the text path of a "
+        "Piper voice, which the README's VITS command trains on; needs speechtrain[export])"
+    )
     return 0
 
 

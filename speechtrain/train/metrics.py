@@ -9,6 +9,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -280,14 +281,37 @@ class StepFile:
             self.fd = None
 
 
-def read_progress(run_dir: str | os.PathLike[str] | RunDir) -> int | None:
-    """The step ``progress.json`` says the run has reached (None: no such file, or one that cannot be read)."""
+@dataclass(frozen=True)
+class ProgressRecord:
+    """What ``progress.json`` holds: the step reached, the run's ``max_steps`` and the wall time (``time.time()``)
+    it was written at."""
+
+    step: int
+    max_steps: int | None
+    time: float | None
+
+
+def read_progress_record(run_dir: str | os.PathLike[str] | RunDir) -> ProgressRecord | None:
+    """``progress.json``'s record (None: no such file, or one that cannot be read, such as one caught mid-write)."""
     try:
         with open(RunDir(run_dir).progress, encoding="utf-8") as fh:
-            step = json.loads(fh.readline()).get("step")  # the one record (an older writer's file: its first line)
+            record = json.loads(fh.readline())  # the one record (an older writer's file: its first line)
+        step, max_steps, at = record.get("step"), record.get("max_steps"), record.get("time")
     except (OSError, ValueError, AttributeError):
         return None
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
+    if not isinstance(step, int) or isinstance(step, bool):
+        return None
+    return ProgressRecord(
+        step,
+        max_steps if isinstance(max_steps, int) and not isinstance(max_steps, bool) else None,
+        float(at) if isinstance(at, (int, float)) and not isinstance(at, bool) else None,
+    )
+
+
+def read_progress(run_dir: str | os.PathLike[str] | RunDir) -> int | None:
+    """The step ``progress.json`` says the run has reached (None: no such file, or one that cannot be read)."""
+    record = read_progress_record(run_dir)
+    return None if record is None else record.step
 
 
 class _NoBar:
