@@ -1,5 +1,5 @@
 """speechtrain make-dataset OUT --utterances N --seed S
-[--labelled | --singing [--sample-rate SR --hop-length H] | --language LANG [--layout xtts]]"""
+[--labelled | --singing [--sample-rate SR --hop-length H] | --language LANG [--layout xtts] [--voices 1|2]]"""
 
 from __future__ import annotations
 
@@ -33,9 +33,17 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     kind.add_argument(
         "--language",
         default=None,
-        help="instead: sentences of this language spoken by espeak-ng in two voices (built in: en, uz, uz-Cyrl, "
-        "am, ru; -n N makes N utterances: past the dozen built-in sentences they are read again, each time in "
-        "another voice, speed or pitch; Amharic draws N sentences from a lexicon)",
+        help="instead: sentences of this language spoken by espeak-ng (built in: en, uz, uz-Cyrl, am, ru; -n N "
+        "makes N utterances: past the dozen built-in sentences, English and Uzbek draw different sentences from a "
+        "word list and Amharic from a lexicon; uz-Cyrl and ru read theirs again, each time in another voice, speed "
+        "or pitch)",
+    )
+    p.add_argument(
+        "--voices",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="with --language: 1 = one speaker (espeak-ng's plain voice), 2 = two (plain and +f3, taking turns)",
     )
     p.add_argument(
         "--layout", choices=("ljspeech", "xtts"), default="ljspeech", help="with --language: the dataset layout"
@@ -68,7 +76,8 @@ def _spoken(args: argparse.Namespace) -> int:
     from speechtrain.data.speak import corpus_sentences, make_language_corpus
 
     texts = corpus_sentences(args.language, args.utterances, args.seed)
-    out = make_language_corpus(args.out, args.language, texts, seed=args.seed, layout=args.layout, voices=("", "+f3"))
+    voices = ("", "+f3")[: args.voices]
+    out = make_language_corpus(args.out, args.language, texts, seed=args.seed, layout=args.layout, voices=voices)
     n = len(texts)
     print(f"wrote {n} utterances in {args.language} spoken by espeak-ng to {out} ({args.layout} layout)")
     # the README's VITS command trains on Piper's text path: a prepare for another front end was prepared again

@@ -9,9 +9,10 @@ voices as speakers). Rate and pitch vary per utterance, seeded.
 The texts: :data:`SENTENCES` holds a dozen hand-written sentences each for ``en``, ``uz`` (Latin, with
 every apostrophe form people type for oʻ gʻ and the tutuq belgisi), ``uz-Cyrl``, ``am`` (with Ethiopic
 punctuation and numerals) and ``ru``; ``utterances=N`` asks for N utterances instead (more than a
-language has: its sentences again, each reading in another voice, rate or pitch; Amharic: drawn, seeded,
-from a small lexicon by :func:`amharic_sentences`, for the XTTS rehearsal); pass your own ``sentences``
-for any other voice.
+language has: for English and Uzbek different sentences drawn, seeded, from a word list by
+:func:`drawn_sentences`, so that a recogniser or a voice is scored on texts it never trained on; for Amharic
+from a small lexicon by :func:`amharic_sentences`; for the others the sentences again, each reading in
+another voice, rate or pitch); pass your own ``sentences`` for any other voice.
 
 espeak-ng comes from the ``espeakng-loader`` wheel (a dependency of the default install), driven through
 ctypes in synchronous mode: no system install.
@@ -133,6 +134,210 @@ AMHARIC_WORDS: dict[str, tuple[str, ...]] = {
     "adjective": ("ትልቅ", "ትንሽ", "አዲስ", "አሮጌ", "ቆንጆ", "ጥሩ", "ሞቃት", "ቀዝቃዛ"),
 }
 
+# word lists for drawn sentences past the built-in dozen (:func:`drawn_sentences`): each template's {kind} is
+# filled with a word of that kind; together they use every letter of the language's alphabet, so that a corpus of
+# N utterances has N different texts and a recogniser trained on part of it is scored on texts it never heard
+ENGLISH_WORDS: dict[str, tuple[str, ...]] = {
+    "subject": (
+        "the old man",
+        "my sister",
+        "a young girl",
+        "the farmer",
+        "our teacher",
+        "the small dog",
+        "his brother",
+        "the driver",
+        "a tall woman",
+        "the children",
+        "her father",
+        "the cook",
+        "my friend",
+        "the sailor",
+        "the quiet boy",
+        "the judge",
+        "a jolly baker",
+        "the weaver",
+    ),
+    "verb": (
+        "found",
+        "painted",
+        "carried",
+        "bought",
+        "opened",
+        "cleaned",
+        "fixed",
+        "sold",
+        "watched",
+        "lifted",
+        "dropped",
+        "pushed",
+        "moved",
+        "washed",
+        "kept",
+        "took",
+        "brought",
+        "packed",
+        "left",
+        "hid",
+    ),
+    "object": (
+        "a red box",
+        "the wooden chair",
+        "six green cups",
+        "the heavy bag",
+        "a bright lamp",
+        "the blue jacket",
+        "two fresh loaves",
+        "the broken gate",
+        "a warm quilt",
+        "the zinc bucket",
+        "a jar of jam",
+        "the velvet hat",
+        "five yellow pears",
+        "the old map",
+        "a sharp knife",
+        "the copper kettle",
+        "nine plums",
+        "the wax candle",
+    ),
+    "place": (
+        "near the river",
+        "in the kitchen",
+        "by the window",
+        "at the market",
+        "behind the barn",
+        "under the bridge",
+        "on the quiet street",
+        "across the field",
+        "inside the van",
+        "at the station",
+        "beside the fence",
+        "in the garden",
+    ),
+    "time": (
+        "this morning",
+        "last night",
+        "before lunch",
+        "after the storm",
+        "on Sunday",
+        "every week",
+        "at dawn",
+        "in the evening",
+        "just now",
+        "yesterday",
+        "in the spring",
+        "at noon",
+    ),
+}
+ENGLISH_TEMPLATES = (
+    "{Subject} {verb} {object} {place}.",
+    "{Time}, {subject} {verb} {object}.",
+    "{Subject} {verb} {object} {place} {time}.",
+    "Who {verb} {object} {place}?",
+    "{Subject} {verb} {object} {time}.",
+    "{Place}, {subject} {verb} {object}!",
+)
+# Uzbek (Latin): subject, time, place, object (accusative), verb (third person, past)
+UZBEK_WORDS: dict[str, tuple[str, ...]] = {
+    "subject": (
+        "bola",
+        "onam",
+        "otam",
+        "akam",
+        "opam",
+        "o'qituvchi",
+        "dehqon",
+        "do'stim",
+        "qo'shnimiz",
+        "shifokor",
+        "haydovchi",
+        "qiz",
+        "bobom",
+        "buvim",
+        "talaba",
+        "oshpaz",
+    ),
+    "time": (
+        "bugun",
+        "ertaga",
+        "kecha",
+        "ertalab",
+        "kechqurun",
+        "har kuni",
+        "hozir",
+        "tushda",
+        "yozda",
+        "qishda",
+        "shanba kuni",
+        "bir soatdan keyin",
+    ),
+    "place": (
+        "uyda",
+        "bozorda",
+        "maktabda",
+        "dalada",
+        "shaharda",
+        "daryo bo'yida",
+        "bog'da",
+        "ko'chada",
+        "oshxonada",
+        "qishloqda",
+        "vokzalda",
+        "javon yonida",
+    ),
+    "object": (
+        "kitobni",
+        "nonni",
+        "suvni",
+        "xatni",
+        "olmani",
+        "choyni",
+        "gazetani",
+        "eshikni",
+        "daftarni",
+        "go'shtni",
+        "gullarni",
+        "mashinani",
+        "qog'ozni",
+        "sabzini",
+        "yangi ko'ylakni",
+        "ruchkani",
+        "vazani",
+        "jo'jalarni",
+        "zaytunni",
+        "shapkani",
+    ),
+    "verb": (
+        "o'qidi",
+        "oldi",
+        "yozdi",
+        "ko'rdi",
+        "ochdi",
+        "yopdi",
+        "tozaladi",
+        "sotdi",
+        "olib keldi",
+        "yuvdi",
+        "pishirdi",
+        "qidirdi",
+        "berdi",
+        "tashladi",
+        "topdi",
+        "chizdi",
+    ),
+}
+UZBEK_TEMPLATES = (
+    "{Subject} {time} {place} {object} {verb}.",
+    "{Time} {subject} {object} {verb}.",
+    "{Subject} {place} {object} {verb}.",
+    "{Subject} {time} {object} {verb}mi?",
+    "{Place} {subject} {object} {verb}!",
+)
+LEXICONS: dict[str, tuple[dict[str, tuple[str, ...]], tuple[str, ...]]] = {
+    "en": (ENGLISH_WORDS, ENGLISH_TEMPLATES),
+    "uz": (UZBEK_WORDS, UZBEK_TEMPLATES),
+}
+
 _lock = threading.Lock()
 _lib: Any = None
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
@@ -242,10 +447,36 @@ def amharic_sentences(count: int, seed: int = 0) -> list[str]:
     return out
 
 
+def drawn_sentences(language: str, count: int, seed: int = 0, avoid: Sequence[str] = ()) -> list[str]:
+    """``count`` different seeded sentences of ``language`` (one with a :data:`LEXICONS` entry), none in ``avoid``:
+    a template filled with a word of each kind, capitalised where the template's name is (``{Subject}``)."""
+    if language not in LEXICONS:
+        raise UserError(f"no word list for {language!r} (have {', '.join(LEXICONS)})")
+    words, templates = LEXICONS[language]
+    rng = np.random.default_rng([seed, 11])
+    seen, out = set(avoid), []
+    for _ in range(count * 50):  # a draw repeats a sentence now and then: far more tries than that needs
+        if len(out) == count:
+            break
+        template = templates[int(rng.integers(len(templates)))]
+        fill = {}
+        for kind, options in words.items():
+            word = options[int(rng.integers(len(options)))]
+            fill[kind], fill[kind.capitalize()] = word, word[:1].upper() + word[1:]
+        text = template.format(**fill)
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    if len(out) < count:
+        raise UserError(f"the {language} word list gives only {len(out)} different sentences; ask for fewer")
+    return out
+
+
 def corpus_sentences(language: str, utterances: int | None = None, seed: int = 0) -> list[str]:
-    """The built-in texts of ``language``: its :data:`SENTENCES` (``utterances``: the first N of them; more
-    than it has: the sentences again, in order, as many times as it takes), or for Amharic any number from
-    :func:`amharic_sentences`."""
+    """The built-in texts of ``language``: its :data:`SENTENCES` (``utterances``: the first N of them). More than it
+    has: for a language with a word list (:data:`LEXICONS`: English, Uzbek) the rest are different sentences drawn
+    from it (:func:`drawn_sentences`), for Amharic any number from :func:`amharic_sentences`, for the others the
+    sentences again, in order, as many times as it takes (each read in another voice, rate or pitch)."""
     if utterances is not None and utterances < 1:
         raise UserError(f"--utterances must be >= 1, got {utterances}")
     if language == "am" and utterances is not None and utterances > len(SENTENCES["am"]):
@@ -256,8 +487,10 @@ def corpus_sentences(language: str, utterances: int | None = None, seed: int = 0
             f"own texts from Python: speechtrain.data.speak.make_language_corpus(OUT, {language!r}, sentences=[...])"
         )
     have = list(SENTENCES[language])
-    if utterances is not None and utterances > len(have):  # read again: make_language_corpus varies each reading
-        return [have[i % len(have)] for i in range(utterances)]
+    if utterances is not None and utterances > len(have):
+        if language in LEXICONS:
+            return have + drawn_sentences(language, utterances - len(have), seed, avoid=have)
+        return [have[i % len(have)] for i in range(utterances)]  # read again: make_language_corpus varies each reading
     return have[:utterances]
 
 
