@@ -454,7 +454,8 @@ def drawn_sentences(language: str, count: int, seed: int = 0, avoid: Sequence[st
         raise UserError(f"no word list for {language!r} (have {', '.join(LEXICONS)})")
     words, templates = LEXICONS[language]
     rng = np.random.default_rng([seed, 11])
-    seen, out = set(avoid), []
+    seen: set[str] = set(avoid)
+    out: list[str] = []
     for _ in range(count * 50):  # a draw repeats a sentence now and then: far more tries than that needs
         if len(out) == count:
             break
