@@ -114,3 +114,28 @@ def test_a_run_stops_once_its_target_holds(tmp_path: Path, demo_corpus: Path) ->
     assert on_disk["runs"][0]["step_to_target"] == 2
     last = max(r["step"] for r in map(json.loads, Path(run.run_dir, "metrics.jsonl").read_text().splitlines()))
     assert last < 1000  # stopped by the target, not by max_steps
+
+
+def test_runs_of_different_settings_read_side_by_side_under_their_names(tmp_path: Path) -> None:
+    """`--time-to-runs autopilot=A their_settings=B`: the autopilot beside "their settings" in one table and one
+    plot, each run under its name (they were "seed 0" and "seed 1", as if one configuration); a folder that is not a
+    run is refused by name."""
+    pytest.importorskip("matplotlib")
+    from speechtrain.errors import UserError
+    from speechtrain.recipes.time_to import read_runs, write_curves
+
+    dirs = {}
+    for name, values in (("autopilot", [(1.1, 0.7), (3.2, 0.95)]), ("their_settings", [(1.0, 0.6), (1.3, 0.8)])):
+        dirs[name] = tmp_path / name
+        dirs[name].mkdir()
+        (dirs[name] / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in _rows(values)) + "\n")
+    goals = parse_goals("pesq>=3,stoi>=0.9")
+    runs = read_runs([f"{n}={d}" for n, d in dirs.items()], goals)
+    assert [r.name() for r in runs] == ["autopilot", "their_settings"]
+    assert runs[0].step_to_target is not None and runs[1].step_to_target is None
+    text = TimeToReport("vits_small", goals, 80, runs).markdown()
+    assert "| autopilot |" in text and "| their_settings |" in text and "seed 1" not in text
+    assert write_curves(TimeToReport("vits_small", goals, 80, runs), tmp_path / "c.png").stat().st_size > 1000
+    assert [r.name() for r in read_runs([str(dirs["autopilot"])], goals)] == ["seed 0"]
+    with pytest.raises(UserError, match="no metrics.jsonl"):
+        read_runs([f"x={tmp_path}"], goals)

@@ -120,8 +120,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--time-to-runs",
         nargs="+",
         default=None,
-        metavar="RUN_DIR",
-        help="--time-to: read these finished (or running) runs' evaluations instead of training",
+        metavar="[NAME=]RUN_DIR",
+        help="--time-to: read these finished (or running) runs' evaluations instead of training; NAME= labels a "
+        "run in the curves and the table (e.g. autopilot=runs/a their_settings=runs/b)",
     )
     p.add_argument("--in-process", action="store_true", help="no fresh process per configuration (faster start)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the report as JSON")
@@ -377,14 +378,14 @@ def _time_to(cfg: Any, args: argparse.Namespace) -> int:
         TimeToReport,
         machine_load,
         parse_goals,
+        read_runs,
         run_time_to,
-        seed_from_run,
         write_curves,
     )
 
     goals = parse_goals(args.time_to)
     if args.time_to_runs:
-        runs = [seed_from_run(Path(d), goals, seed=i) for i, d in enumerate(args.time_to_runs)]
+        runs = read_runs(args.time_to_runs, goals)
         report = TimeToReport(Path(cfg.train.output_dir).name, goals, args.time_minutes, runs, machine_load())
         if args.plot:
             write_curves(report, args.plot)

@@ -80,6 +80,8 @@ class SeedRun:
     seed: int
     run_dir: str
     points: list[dict[str, float]] = field(default_factory=list)
+    #: what the run is when runs of different settings are read side by side (``--time-to-runs NAME=RUN_DIR``)
+    label: str = ""
     seconds_to_target: float | None = None
     audio_to_target: float | None = None
     step_to_target: int | None = None
@@ -89,6 +91,10 @@ class SeedRun:
     #: it (the earlier process's time past that evaluation is lost)
     resumed_after: list[int] = field(default_factory=list)
     _offset: float = 0.0
+
+    def name(self) -> str:
+        """The run in a legend or a table: its label, else its seed."""
+        return self.label or f"seed {self.seed}"
 
     def add(self, row: dict[str, Any], goals: list[Goal]) -> bool:
         """Record an eval row; True when it is the first to meet every goal."""
@@ -141,11 +147,11 @@ class TimeToReport:
                 audio = "-"
             else:
                 when, audio = f"{r.seconds_to_target:.0f}", f"{r.audio_to_target:.0f}"
-            lines.append(f"| {r.seed} | {len(r.points)} | {values} | {when} | {audio} |")
+            lines.append(f"| {r.label or r.seed} | {len(r.points)} | {values} | {when} | {audio} |")
         for r in self.runs:
             if r.resumed_after:
                 lines.append(
-                    f"\nseed {r.seed} was resumed after step(s) {', '.join(map(str, r.resumed_after))}: its training "
+                    f"\n{r.name()} was resumed after step(s) {', '.join(map(str, r.resumed_after))}: its training "
                     "seconds undercount the time each earlier process trained past its last evaluation"
                 )
         if reached:
@@ -172,9 +178,9 @@ def eval_rows(run_dir: Path) -> list[dict[str, Any]]:
         return []
 
 
-def seed_from_run(run_dir: Path, goals: list[Goal], seed: int = 0, stopped: str = "read") -> SeedRun:
+def seed_from_run(run_dir: Path, goals: list[Goal], seed: int = 0, stopped: str = "read", label: str = "") -> SeedRun:
     """A finished (or running) run's curve and time to target, from its ``metrics.jsonl``."""
-    run = SeedRun(seed, str(run_dir), stopped=stopped)
+    run = SeedRun(seed, str(run_dir), stopped=stopped, label=label)
     for row in eval_rows(run_dir):
         run.add(row, goals)
     return run
@@ -255,6 +261,21 @@ def run_time_to(
     return report
 
 
+def read_runs(specs: list[str], goals: list[Goal]) -> list[SeedRun]:
+    """``--time-to-runs``: each ``RUN_DIR`` or ``NAME=RUN_DIR`` (runs of different settings read side by side, the
+    name in the legend and the table); a folder without ``metrics.jsonl`` is refused by name."""
+    runs = []
+    for i, spec in enumerate(specs):
+        label, sep, where = spec.partition("=")
+        if not sep:
+            label, where = "", spec
+        run_dir = Path(where)
+        if not (run_dir / "metrics.jsonl").is_file():
+            raise UserError(f"--time-to-runs {spec}: {run_dir} has no metrics.jsonl (give a run folder of train)")
+        runs.append(seed_from_run(run_dir, goals, seed=i, label=label))
+    return runs
+
+
 def write_report(report: TimeToReport, path: Path) -> None:
     import json
 
@@ -278,7 +299,7 @@ def write_curves(report: TimeToReport, path: str | Path) -> Path:
             ax = axes[row][col]
             for run in report.runs:
                 pts = [p for p in run.points if math.isfinite(p.get(goal.metric, math.nan))]
-                ax.plot([p[x] for p in pts], [p[goal.metric] for p in pts], marker="o", ms=3, label=f"seed {run.seed}")
+                ax.plot([p[x] for p in pts], [p[goal.metric] for p in pts], marker="o", ms=3, label=run.name())
             ax.axhline(goal.value, ls="--", color="grey", label=goal.text())
             ax.set_xlabel(label)
             ax.set_ylabel(goal.metric)
