@@ -18,9 +18,27 @@ from speechtrain.recipes import judge as rj
 
 
 def _corpus(root: Path, language: str, n: int) -> Path:
-    from speechtrain.data.speak import make_language_corpus
+    """``n`` readings of the language's built-in sentences, each in another rate or pitch (the held-out texts heard
+    in training: the judge trains in minutes; ``make-dataset -n N`` draws new sentences for English past the dozen)."""
+    from speechtrain.data.speak import SENTENCES, make_language_corpus
 
-    return Path(make_language_corpus(root / language, language, utterances=n, seed=0, eval_count=0))
+    texts = [SENTENCES[language][i % len(SENTENCES[language])] for i in range(n)]
+    return Path(make_language_corpus(root / language, language, texts, seed=0, eval_count=0))
+
+
+def test_the_judge_folds_case_as_the_corpus_language_does() -> None:
+    """A Turkish corpus's ``I`` is ``ı`` in the CER's reference (data.language=tr): the judge learns the same labels
+    (it folded every language as English, so its capital I read as i against the reference's ı) and is cached under
+    its own key; an English and an unset corpus share one judge."""
+    rng = np.random.default_rng(0)
+    recordings = [
+        qj.Recording(f"r{i}", rng.normal(0, 0.1, 8000).astype(np.float32), 16000, "IRMAK KIRIK") for i in range(12)
+    ]
+    tiny = rj.judge_settings(max_epochs=1, channels=8, hidden=8, layers=1)
+    assert qj.train_judge(recordings, tiny, language="tr").alphabet == " akmrı"
+    assert qj.train_judge(recordings, tiny, language="en").alphabet == " aikmr"
+    entries = [("r0", "IRMAK", b"x")]
+    assert qj.corpus_key(tiny, entries, "tr") != qj.corpus_key(tiny, entries, "en") == qj.corpus_key(tiny, entries)
 
 
 def test_the_recipe_file_holds_the_code_defaults_and_refuses_an_unknown_key(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
-from speechtrain.quality.metrics import cer, normalise_text, resample
+from speechtrain.quality.metrics import DOTLESS_I_LANGUAGES, cer, normalise_text, resample
 
 log = get_logger(__name__)
 
@@ -218,7 +218,7 @@ class Judge:
         with torch.no_grad():
             for mel, text in items:
                 ids = self.net.eval()(torch.from_numpy(mel)[None])[0].argmax(-1).tolist()
-                values.append(cer(text, _collapse(ids, self.alphabet)))
+                values.append(cer(text, _collapse(ids, self.alphabet), self.language or "und"))
         finite = [v for v in values if math.isfinite(v)]
         return float(np.mean(finite)) if finite else math.nan
 
@@ -244,31 +244,42 @@ class Recording:
     text: str
 
 
-def train_judge(recordings: Sequence[Recording], s: JudgeSettings, key: str = "") -> Judge:
+def fold_language(language: str | None) -> str:
+    """The language the judge folds its texts' case as: ``language`` where it folds otherwise than the default
+    (Turkish ``I`` -> ``ı``), else ``und`` (so that an English and an unset corpus share one cached judge)."""
+    code = (language or "und").replace("_", "-").split("-")[0].lower()
+    return code if code in DOTLESS_I_LANGUAGES else "und"
+
+
+def train_judge(recordings: Sequence[Recording], s: JudgeSettings, key: str = "", language: str | None = None) -> Judge:
     """A judge trained on ``recordings`` minus a held-out share (a fixed draw of ``s.seed``), its ceiling the CER on
     those; stops at ``s.max_epochs``, ``s.max_seconds`` or a held-out CER of ``s.stop_cer``, keeping the best
-    weights by held-out CER. A UserError when fewer than 10 recordings have text."""
+    weights by held-out CER. A UserError when fewer than 10 recordings have text. Texts are casefolded as
+    ``language`` folds them (:func:`fold_language`), as the CER it is scored with folds the reference."""
     import torch
 
-    usable = [r for r in recordings if normalise_text(r.text)]
+    lang = fold_language(language)
+    usable = [r for r in recordings if normalise_text(r.text, lang)]
     if len(usable) < 10:
         raise UserError(f"the judge needs at least 10 recordings with text to train on, the corpus has {len(usable)}")
     order = np.random.default_rng(s.seed).permutation(len(usable))
     n_held = max(1, min(s.held_out, len(usable) // 10))
     held = [usable[i] for i in order[:n_held]]
     train = [usable[i] for i in order[n_held:]]
-    alphabet = "".join(sorted({ch for r in usable for ch in normalise_text(r.text)}))
+    alphabet = "".join(sorted({ch for r in usable for ch in normalise_text(r.text, lang)}))
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, s.threads))
     try:
         torch.manual_seed(s.seed)
         net = _net(s, len(alphabet))
-        judge = Judge(net, alphabet, s, JudgeReport(math.nan, s.bound, len(train), n_held, 0, 0, 0.0, 0, key))
-        seen = {normalise_text(r.text) for r in train}
-        judge.report.texts_seen = sum(normalise_text(r.text) in seen for r in held)
+        judge = Judge(net, alphabet, s, JudgeReport(math.nan, s.bound, len(train), n_held, 0, 0, 0.0, 0, key), lang)
+        seen = {normalise_text(r.text, lang) for r in train}
+        judge.report.texts_seen = sum(normalise_text(r.text, lang) in seen for r in held)
         judge.report.parameters = sum(p.numel() for p in net.parameters())
         _fit(
-            judge, _encoded(train, s, alphabet), [(features(r.audio, r.rate, s), normalise_text(r.text)) for r in held]
+            judge,
+            _encoded(train, s, alphabet, lang),
+            [(features(r.audio, r.rate, s), normalise_text(r.text, lang)) for r in held],
         )
     finally:
         torch.set_num_threads(threads)
@@ -276,13 +287,15 @@ def train_judge(recordings: Sequence[Recording], s: JudgeSettings, key: str = ""
     return judge
 
 
-def _encoded(recs: Sequence[Recording], s: JudgeSettings, alphabet: str) -> list[tuple[np.ndarray, list[int]]]:
+def _encoded(
+    recs: Sequence[Recording], s: JudgeSettings, alphabet: str, language: str = "und"
+) -> list[tuple[np.ndarray, list[int]]]:
     """(features, label ids) of each recording whose label fits its frames (CTC needs one step per label and
     one between repeats)."""
     index = {ch: i + 1 for i, ch in enumerate(alphabet)}
     out = []
     for r in recs:
-        mel, text = features(r.audio, r.rate, s), normalise_text(r.text)
+        mel, text = features(r.audio, r.rate, s), normalise_text(r.text, language)
         labels = [index[ch] for ch in text]
         if _out_frames(len(mel)) >= len(labels) + sum(a == b for a, b in zip(labels, labels[1:], strict=False)):
             out.append((mel, labels))
@@ -340,11 +353,13 @@ def _batches(items: list[Any], size: int, rng: np.random.Generator) -> list[list
 
 
 # ------------------------------------------------------------------------------------ the cache
-def corpus_key(s: JudgeSettings, entries: Iterable[tuple[str, str, bytes]]) -> str:
+def corpus_key(s: JudgeSettings, entries: Iterable[tuple[str, str, bytes]], language: str | None = None) -> str:
     """The cache key of a judge: its version and settings (but the threads), and each recording's id, text and
     audio bytes (the corpus's content, not its path: a copy elsewhere reuses the judge, a changed file trains a new
     one)."""
     made = {k: v for k, v in asdict(s).items() if k != "threads"}  # the threads change the time, not the judge
+    if fold_language(language) != "und":  # a judge of Turkish texts reads other labels (an unset one: the old key)
+        made["fold_language"] = fold_language(language)
     h = hashlib.sha256(json.dumps({"version": JUDGE_VERSION, **made}, sort_keys=True).encode())
     for item_id, text, audio in entries:
         h.update(f"{item_id}\0{text}\0".encode())
@@ -378,7 +393,7 @@ class JudgeStore:
         net = _net(s, len(meta["alphabet"]))
         net.load_state_dict(ckptio.load(folder / "weights.pt"))
         report = JudgeReport(**{**meta["report"], "cached": True})
-        return Judge(net.eval(), meta["alphabet"], s, report)
+        return Judge(net.eval(), meta["alphabet"], s, report, meta.get("language", "und"))
 
     def save(self, judge: Judge) -> Path:
         """Writes ``judge`` under its key (each file through :func:`speechtrain.paths.write_atomic`: a reader never
@@ -397,6 +412,7 @@ class JudgeStore:
         meta = {
             "version": JUDGE_VERSION,
             "alphabet": judge.alphabet,
+            "language": judge.language or "und",
             "settings": asdict(judge.settings),
             "report": {k: v for k, v in asdict(judge.report).items() if k != "cached"},
         }

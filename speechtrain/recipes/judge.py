@@ -55,17 +55,19 @@ def corpus_judge(
     fmt: str = "auto",
     settings: JudgeSettings | None = None,
     store: JudgeStore | None = None,
+    language: str | None = None,
 ) -> Judge:
     """The judge of the corpus at ``manifest`` (its ``data.format``): loaded from ``store`` when a judge of the
-    same settings and content is cached, else trained on its recordings and cached. A UserError with the reason
+    same settings and content is cached, else trained on its recordings and cached; ``language``: the corpus's
+    (``data.language``), whose case folding the judge's texts take. A UserError with the reason
     when its held-out CER (the ceiling) is above its bound."""
     s, store = settings or judge_settings(), store or JudgeStore()
     entries, _problems = read_manifest(manifest, fmt)
     entries = [e for e in entries if e.text.strip()]
-    key = corpus_key(s, _content(entries))
+    key = corpus_key(s, _content(entries), language)
     judge = store.load(key)
     if judge is None:
-        judge = train_judge(_recordings(entries), s, key)
+        judge = train_judge(_recordings(entries), s, key, language)
         store.save(judge)
     else:
         log.info(judge.report.line())
