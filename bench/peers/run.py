@@ -67,7 +67,13 @@ def definition(key: str) -> PeerDefinition:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--peer", action="append", choices=list(PEERS), help="which peers (default: all)")
-    p.add_argument("--steps", type=int, default=30, help="timed optimizer steps per row (equal on every row)")
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed optimizer steps per row (equal on every row; default 30); with --same-start: optimizer steps "
+        "of each side from the same start (default 1: the step-1 losses)",
+    )
     p.add_argument("--warmup", type=int, default=5, help="untimed steps before them")
     p.add_argument("--repeat", type=int, default=3, help="passes over the rows, interleaved")
     p.add_argument("--losses-last", type=int, default=10, help="the loss shown: mean over this many last steps")
@@ -108,7 +114,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="instead: each side's step-1 losses from the same initial weights (the peer's, through our importers), "
         "batch, phoneme ids and noise, --repeat seeds, for the vits (Piper's installed trainer) and hifigan "
-        "(--jik876) peers, in this environment (bench/peers/same_start.py)",
+        "(--jik876) peers, in this environment (bench/peers/same_start.py); with --steps K > 1 (hifigan): K steps "
+        "of each side's own optimizer step over the same batches, every loss term per step and the held-out "
+        "resynthesis scored by one scorer (bench/peers/same_start_steps.py)",
     )
     p.add_argument("--json", default=None, metavar="OUT")
     p.add_argument("--markdown", default=None, metavar="OUT")
@@ -339,7 +347,11 @@ def _main(argv: list[str] | None, log: Any) -> int:
     if args.same_start:
         from same_start import run_same_start
 
-        return run_same_start(args.peer or ["vits", "hifigan"], args.repeat, args.jik876, args.json)
+        command = "python bench/peers/run.py " + shlex.join(argv if argv is not None else sys.argv[1:])
+        peers = args.peer or ["vits", "hifigan"]
+        return run_same_start(peers, args.repeat, args.jik876, args.json, args.steps or 1, args.markdown, command)
+    if args.steps is None:
+        args.steps = 30
     if args.install:
         install(args.home)
     if not venv_python(args.home).is_file():

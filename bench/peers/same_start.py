@@ -48,6 +48,7 @@ class StepOne:
     seed: int
     ours: dict[str, float] = field(default_factory=dict)
     theirs: dict[str, float] = field(default_factory=dict)
+    step: int = 1  #: which optimizer step these losses are of (same_start_steps: 1..K)
 
     def differences(self) -> dict[str, float]:
         return {k: abs(self.ours[k] - self.theirs[k]) for k in self.theirs if k in self.ours}
@@ -115,13 +116,18 @@ def _hifigan_config() -> dict[str, Any]:
 
 def _our_hifigan_task() -> Any:
     """Our HiFi-GAN task at the peer definition's settings (the tiny generator, their full-width MPD + MSD)."""
+    return _our_hifigan()[1]
+
+
+def _our_hifigan() -> tuple[Any, Any]:
+    """The peer definition's config (ours at their settings: AdamW, betas, x0.999 per epoch) and its task."""
     import peer_hifigan as ph
 
     from speechtrain.config import build_config
     from speechtrain.recipes import build_task
 
-    raw = ph.ours_raw({"corpus": "unused"}, False, {})
-    return build_task(build_config(raw))
+    cfg = build_config(ph.ours_raw({"corpus": "unused"}, False, {}))
+    return cfg, build_task(cfg)
 
 
 def hifigan_step_one(source: Path, corpus: Path, seed: int = 1234) -> StepOne:
@@ -346,19 +352,29 @@ def vits_step_one(corpus: Path, seed: int = 1234) -> StepOne:
     return StepOne("vits vs piper", seed, ours, theirs)
 
 
-def run_same_start(peers: list[str], repeat: int, jik876: Path | None, json_out: str | None) -> int:
+def run_same_start(
+    peers: list[str],
+    repeat: int,
+    jik876: Path | None,
+    json_out: str | None,
+    steps: int = 1,
+    markdown_out: str | None = None,
+    command: str = "",
+) -> int:
     """``run.py --same-start``: step 1 of each peer from the same start, seeds ``SEED``..``SEED + repeat - 1``, each
-    seed's table printed and the JSON written as each row exists."""
-    import json
+    seed's table printed and the JSON written as each row exists; with ``steps`` > 1, ``steps`` optimizer steps of
+    each side from the same start (:mod:`same_start_steps`; the hifigan peer), a row per step and the held-out
+    resynthesis scored by one scorer, the JSON (and ``markdown_out``) written as each seed's run exists."""
     import tempfile
 
     from common import SEED
 
     from speechtrain.data.demo import make_demo_corpus
 
-    rows: list[StepOne] = []
+    rows: list[Any] = []
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = make_demo_corpus(Path(tmp) / "corpus", utterances=8, seed=0)
+        # eight training utterances (two batches of four: an epoch is two steps) and two held out
+        corpus = make_demo_corpus(Path(tmp) / "corpus", utterances=8 if steps == 1 else 10, seed=0)
         source = None
         if "hifigan" in peers:
             if jik876 is None:
@@ -369,15 +385,41 @@ def run_same_start(peers: list[str], repeat: int, jik876: Path | None, json_out:
             source = peer_hifigan.extract(jik876, Path(tmp))
         for r in range(repeat):
             for key in peers:
-                if key == "vits":
+                if steps > 1 and key == "hifigan" and source is not None:
+                    from same_start_steps import hifigan_steps
+
+                    rows.append(hifigan_steps(source, corpus, steps, SEED + r, Path(tmp) / f"steps_{r}"))
+                    print(rows[-1].markdown() + "\n", flush=True)
+                elif steps > 1:
+                    print(f"--same-start --steps {steps}: no multi-step harness for the {key} peer (hifigan has one)")
+                    continue
+                elif key == "vits":
                     rows.append(vits_step_one(corpus, SEED + r))
                 elif key == "hifigan" and source is not None:
                     rows.append(hifigan_step_one(source, corpus, SEED + r))
                 else:
                     print(f"--same-start: no same-start harness for the {key} peer (vits and hifigan have one)")
                     continue
-                print(rows[-1].markdown() + f"\n\nlargest difference: {rows[-1].max_difference():.2e}\n", flush=True)
-                if json_out:
-                    table = [{**asdict(x), "max_difference": x.max_difference()} for x in rows]
-                    Path(json_out).write_text(json.dumps(table, indent=1))
+                if steps == 1:
+                    print(
+                        rows[-1].markdown() + f"\n\nlargest difference: {rows[-1].max_difference():.2e}\n", flush=True
+                    )
+                _write(rows, json_out, markdown_out, command)
     return 0
+
+
+def _write(rows: list[Any], json_out: str | None, markdown_out: str | None, command: str) -> None:
+    """The rows so far as JSON (a list: step-1 rows with their largest difference, or multi-step runs) and
+    markdown (each row's table under the command)."""
+    import json
+
+    if json_out:
+        table = [
+            x.to_dict() if hasattr(x, "to_dict") else {**asdict(x), "max_difference": x.max_difference()} for x in rows
+        ]
+        Path(json_out).write_text(json.dumps(table, indent=1))
+    if markdown_out:
+        path = Path(markdown_out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = "\n\n".join(x.markdown() for x in rows)
+        path.write_text(f"# speechtrain vs the peers, from the same start\n\n- command: `{command}`\n\n{body}\n")
