@@ -12,9 +12,10 @@ stages), and reported under one set of names, every term as the peer weights it:
 - HiFi-GAN: ``disc`` (MPD + MSD), ``mel_l1`` (unweighted), ``adv`` (MPD + MSD), ``fm`` (x2), ``gen_total``;
 - VITS: ``disc``, ``mel_l1`` (unweighted), ``kl``, ``dur``, ``adv``, ``fm`` (x2), ``gen_total``.
 
-Differences that remain between the two trainings past step 1 (not measured here): VITS's order (ours: D then G,
-as VITS's train.py; Piper: both losses from one forward, G stepped first) and Piper's learning rate (its Lightning
-module never steps its schedulers: constant; ours decays x0.999875 per epoch as VITS does). See docs/peers.md.
+Differences that remain between the two trainings past step 1 (measured by :mod:`same_start_steps`): VITS's
+order (ours: D then G, as VITS's train.py; Piper: both losses from one forward, G stepped first) and Piper's learning
+rate (its Lightning module never steps its schedulers: constant; ours decays x0.999875 per epoch as VITS does). See
+docs/benchmarks.md.
 
 Runs in speechtrain's environment: jik876's code is read from a checkout or git dir (``extract``), Piper's
 ``piper.train.vits`` from the installed ``piper-tts`` wheel (its ``train`` modules; lightning). Piper's wheel ships
@@ -192,7 +193,7 @@ def hifigan_step_one(source: Path, corpus: Path, seed: int = 1234) -> StepOne:
 MEL_FMAX = 8000.0
 
 
-def _piper_model(seed: int) -> Any:
+def _piper_model(seed: int, **settings: Any) -> Any:
     """Piper's ``VitsModel`` (``piper.train.vits.lightning``) at the tiny sizes, built after ``torch.manual_seed``;
     its alignment search's compiled ``core`` is given where the wheel ships none."""
     import peer_vits as pv
@@ -220,6 +221,7 @@ def _piper_model(seed: int) -> Any:
         c_kl=1.0,
         mos_metric=None,
         **kw,
+        **settings,
     )
 
 
@@ -254,6 +256,11 @@ def _give_piper_a_maximum_path() -> None:
 def _our_vits_task() -> Any:
     """Our VITS task at Piper's tiny sizes, with what Piper hard-codes (posterior 16 layers, flow 4 x 4, 4 duration
     flows, periods 2/3/5/7/11 and one scale discriminator at full width) and Piper's own phoneme ids."""
+    return _our_vits()[1]
+
+
+def _our_vits(extra: tuple[str, ...] = ()) -> tuple[Any, Any]:
+    """:func:`_our_vits_task`'s config (with the ``extra`` overrides) and task."""
     import peer_vits as pv
 
     from speechtrain.config import load_config
@@ -276,8 +283,10 @@ def _our_vits_task() -> Any:
         "data.phonemizer=piper",
         "data.language=en",
         f"data.fmax={MEL_FMAX}",
+        *extra,
     ]
-    return build_task(load_config(REPO / "recipes" / "vits_tiny.yaml", over))
+    cfg = load_config(REPO / "recipes" / "vits_tiny.yaml", over)
+    return cfg, build_task(cfg)
 
 
 REPO = HERE.parents[1]
@@ -363,8 +372,9 @@ def run_same_start(
 ) -> int:
     """``run.py --same-start``: step 1 of each peer from the same start, seeds ``SEED``..``SEED + repeat - 1``, each
     seed's table printed and the JSON written as each row exists; with ``steps`` > 1, ``steps`` optimizer steps of
-    each side from the same start (:mod:`same_start_steps`; the hifigan peer), a row per step and the held-out
-    resynthesis scored by one scorer, the JSON (and ``markdown_out``) written as each seed's run exists."""
+    each side from the same start (:mod:`same_start_steps`: hifigan, with the held-out resynthesis scored by one
+    scorer; vits, the loss terms only), a row per step, the JSON (and ``markdown_out``) written as each run
+    exists."""
     import tempfile
 
     from common import SEED
@@ -385,13 +395,18 @@ def run_same_start(
             source = peer_hifigan.extract(jik876, Path(tmp))
         for r in range(repeat):
             for key in peers:
-                if steps > 1 and key == "hifigan" and source is not None:
-                    from same_start_steps import hifigan_steps
+                if steps > 1 and key in ("hifigan", "vits") and (source is not None or key == "vits"):
+                    from same_start_steps import hifigan_steps, vits_steps
 
-                    rows.append(hifigan_steps(source, corpus, steps, SEED + r, Path(tmp) / f"steps_{r}"))
+                    work = Path(tmp) / f"{key}_steps_{r}"
+                    if key == "vits":
+                        rows.append(vits_steps(corpus, steps, SEED + r, work))
+                    else:
+                        assert source is not None
+                        rows.append(hifigan_steps(source, corpus, steps, SEED + r, work))
                     print(rows[-1].markdown() + "\n", flush=True)
                 elif steps > 1:
-                    print(f"--same-start --steps {steps}: no multi-step harness for the {key} peer (hifigan has one)")
+                    print(f"--same-start --steps {steps}: no multi-step harness for the {key} peer")
                     continue
                 elif key == "vits":
                     rows.append(vits_step_one(corpus, SEED + r))

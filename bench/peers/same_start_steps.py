@@ -1,4 +1,6 @@
-"""Same start, K optimizer steps: HiFi-GAN against jik876's train.py step, each side with its own step code.
+"""Same start, K optimizer steps: HiFi-GAN against jik876's train.py step (:func:`hifigan_steps`) and VITS
+against Piper's ``training_step`` (:func:`vits_steps`, loss terms only; see its docstring), each side with its own
+step code.
 
 Both sides begin from jik876's initial weights (their modules built after ``torch.manual_seed(seed)``, copied into
 ours through :func:`speechtrain.models.hifigan.importers.import_jik876`) and take ``steps`` optimizer steps over
@@ -52,11 +54,14 @@ class Trajectory:
 
     def markdown(self) -> str:
         terms = list(self.steps[0].theirs)
-        head = f"| {self.peer} seed {self.seed}, step | lr | " + " | ".join(f"{t} ours / theirs" for t in terms)
+        head = f"| {self.peer} seed {self.seed}, step | lr (ours / theirs where they differ) | " + " | ".join(
+            f"{t} ours / theirs" for t in terms
+        )
         lines = [head + " | largest rel. diff |", "| --- " * (len(terms) + 3) + "|"]
         for s, lr, rel in zip(self.steps, self.lr, self.relative(), strict=True):
             cells = " | ".join(f"{s.ours[t]:.5f} / {s.theirs[t]:.5f}" for t in terms)
-            lines.append(f"| {s.step} | {lr['theirs']:.4g} | {cells} | {rel:.1e} |")
+            rate = f"{lr['theirs']:.6g}" if lr["ours"] == lr["theirs"] else f"{lr['ours']:.6g} / {lr['theirs']:.6g}"
+            lines.append(f"| {s.step} | {rate} | {cells} | {rel:.1e} |")
         lines.append("")
         lines.append(
             "final weights, largest relative difference: " + ", ".join(f"{k} {v:.1e}" for k, v in self.weights.items())
@@ -264,3 +269,105 @@ def score_held_out(
         out[side] = {r.metric: r.model for r in result.rows}
     out["recordings"] = {r.metric: r.recordings for r in result.rows}  # the ceiling, the same for both
     return out
+
+
+# -- VITS against Piper ------------------------------------------------------------------------------------------
+
+
+def _piper_step(piper: Any, opts: tuple[Any, Any], batch: Any) -> dict[str, float]:
+    """Piper's ``VitsModel.training_step`` without Lightning's logging: both losses from one forward, then G
+    stepped, then D (D's loss from its forward on the detached output, before either step)."""
+    opt_g, opt_d = opts
+    loss_g, loss_d, m = piper._compute_loss(batch)
+    opt_g.zero_grad()
+    loss_g.backward()
+    opt_g.step()
+    opt_d.zero_grad()
+    loss_d.backward()
+    opt_d.step()
+    names = {"disc": "disc", "mel_l1": "mel", "kl": "kl", "dur": "dur", "adv": "gen", "fm": "fm"}
+    return {**{k: float(m[v]) for k, v in names.items()}, "gen_total": float(loss_g.detach())}
+
+
+def vits_steps(corpus: Path, steps: int, seed: int, work: Path) -> Trajectory:
+    """``steps`` optimizer steps of Piper's ``training_step`` and of our VITS task from Piper's initial weights, at
+    the peer definition's optimizer (AdamW lr 2e-4, betas 0.8/0.99, eps 1e-9 for both networks, as the peer row
+    sets Piper's discriminator), over one sequence of batches (:func:`crop_batches`' 1.2 s crops, random Piper-style
+    phoneme ids per step), ``torch.manual_seed(seed + step)`` before each side's step. Not the same procedure by
+    design: ours steps D, then computes G's losses with the updated D (VITS's train.py); Piper computes both from
+    one forward and steps G first; Piper's loop never steps its schedulers (constant lr), ours decays x0.999875 per
+    epoch. No held-out scoring (a TTS row needs the judge's CER: the time-to-quality runs do that)."""
+    import peer_vits as pv
+    from piper.train.vits.mel_processing import spectrogram_torch
+    from same_start import VITS_TERMS, _our_vits, _piper_model
+
+    from speechtrain.data.batch import Batch
+    from speechtrain.models.vits.importers import import_jaywalnut310
+
+    piper = _piper_model(seed, learning_rate_d=pv.LR, betas_d=pv.BETAS, eps=pv.EPS)
+    optim = (
+        "optim.name=adamw",
+        f"optim.lr={pv.LR}",
+        f"optim.betas=[{pv.BETAS[0]},{pv.BETAS[1]}]",
+        f"optim.eps={pv.EPS}",
+        f"optim.weight_decay={pv.WD}",
+        "optim.grad_clip=null",
+        "optim.scheduler=exponential",
+        f"optim.gamma={pv.GAMMA}",
+        "optim.scheduler_interval=epoch",
+    )
+    cfg, task = _our_vits(optim)
+    import_jaywalnut310({"model": piper.model_g.state_dict()}, {"model": piper.model_d.state_dict()}).load_into(task)
+    parts = _our_parts(cfg, task, work / "ours_run")
+    (opt_g, opt_d), _never_stepped = piper.configure_optimizers()
+    frames, phonemes = 104, 12
+    batches, per_epoch = crop_batches(corpus, steps, seed, pv.BATCH, frames * 256)
+    g = torch.Generator().manual_seed(seed)
+    run = Trajectory("vits vs piper", seed, per_epoch)
+    piper.train()
+    task.generator.train()
+    task.discriminator.train()
+    for step, audio in enumerate(batches):
+        ids = torch.zeros(pv.BATCH, 2 * phonemes + 1, dtype=torch.long)
+        ids[:, 1::2] = torch.randint(3, pv.SYMBOLS, (pv.BATCH, phonemes), generator=g)
+        t = {
+            "audio": audio,
+            "audio_lengths": torch.full((pv.BATCH,), frames * 256),
+            "tokens": ids,
+            "token_lengths": torch.full((pv.BATCH,), ids.shape[1]),
+        }
+        spec = spectrogram_torch(audio.squeeze(1), 1024, 22050, 256, 1024)
+        pb = _piper_batch(t, spec)
+        run.lr.append(
+            {"ours": parts.optimizers.optimizers["gen"].param_groups[0]["lr"], "theirs": opt_g.param_groups[0]["lr"]}
+        )
+        torch.manual_seed(seed + step)
+        theirs = _piper_step(piper, (opt_g, opt_d), pb)
+        torch.manual_seed(seed + step)
+        batch = Batch(t, [f"u{i}" for i in range(pv.BATCH)], 256, 22050)
+        out = parts.runner.run([batch], step, step // per_epoch).out
+        ours = {k: float(out[k]) for k in ("disc", "mel_l1", "kl", "dur", "adv", "fm")}
+        ours["gen_total"] = float(out["loss"])
+        run.steps.append(StepOne(run.peer, seed, ours, theirs, step=step + 1))
+        if (step + 1) % per_epoch == 0:
+            parts.optimizers.step_schedulers("epoch")  # Piper's loop steps none of its schedulers
+    _, again = _our_vits(optim)
+    import_jaywalnut310({"model": piper.model_g.state_dict()}, {"model": piper.model_d.state_dict()}).load_into(again)
+    run.weights = weight_differences(task, again)
+    assert set(run.steps[0].theirs) == set(VITS_TERMS)
+    return run
+
+
+def _piper_batch(t: dict[str, torch.Tensor], spec: torch.Tensor) -> Any:
+    """The fields of ``piper.train.vits.dataset.Batch`` (that module needs Silero's VAD)."""
+    import types
+
+    return types.SimpleNamespace(
+        phoneme_ids=t["tokens"],
+        phoneme_lengths=t["token_lengths"],
+        spectrograms=spec,
+        spectrogram_lengths=t["audio_lengths"] // 256,
+        audios=t["audio"],
+        audio_lengths=t["audio_lengths"],
+        speaker_ids=None,
+    )
