@@ -145,3 +145,36 @@ def test_eval_prints_cer_as_model_beside_recordings() -> None:
         line.split() == ["cer", "model", "0.8500", "/", "recordings", "0.0130", "share", "lower"] for line in lines
     )
     assert not any(line.startswith("cer_recordings") for line in lines)  # read beside cer, not as a row of its own
+
+
+def test_the_judge_never_trains_on_the_runs_evaluation_items(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run scores syntheses of its held-out items (data.eval_utterances, the store's rule): the judge trained on
+    every other recording of the corpus, those included, so it had heard the sentences it was asked to read. Now
+    they are withheld from its training (and a judge for another held-out set is another cache key)."""
+    from speechtrain.config import DataConfig
+    from speechtrain.data.store import held_out_ids
+    from speechtrain.recipes.quality import AsrSettings, corpus_asr_judge
+
+    rng = np.random.default_rng(0)
+    recordings = [qj.Recording(f"r{i}", rng.normal(0, 0.1, 8000).astype(np.float32), 16000, "abc") for i in range(20)]
+    tiny = rj.judge_settings(max_epochs=1, channels=8, hidden=8, layers=1)
+    judge = qj.train_judge(recordings, tiny, withhold={"r0", "r1", "r2", "r3"})
+    held = qj.train_judge(recordings, tiny).report
+    assert judge.report.train_items == held.train_items - judge.report.withheld and judge.report.withheld >= 3
+    assert "withheld" in judge.report.line()
+    entries = [("r0", "abc", b"x")]
+    assert qj.corpus_key(tiny, entries, withhold={"r0"}) != qj.corpus_key(tiny, entries)
+
+    corpus = _corpus(tmp_path, "en", 24)
+    seen: dict[str, object] = {}
+
+    def capture(recs: list, s: object, key: str, language: object, withhold: set) -> None:  # type: ignore[type-arg]
+        seen.update(ids=[r.item_id for r in recs], withhold=withhold)
+        raise UserError("captured")
+
+    monkeypatch.setattr(rj, "train_judge", capture)
+    monkeypatch.setattr(qj.JudgeStore, "load", lambda self, key: None)
+    data = DataConfig(manifest=str(corpus), eval_utterances=4)
+    with pytest.raises(UserError, match="captured"):
+        corpus_asr_judge("tts", data, AsrSettings("judge", None, "cpu", key="train.quality_asr"))
+    assert seen["withhold"] == held_out_ids(seen["ids"], 4) and len(seen["withhold"]) == 4  # type: ignore[arg-type]

@@ -28,7 +28,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -165,6 +165,8 @@ class JudgeReport:
     parameters: int
     key: str = ""
     cached: bool = False
+    #: recordings kept out of its training besides ``held_out``: the evaluation items of the run it scores for
+    withheld: int = 0
 
     @property
     def accepted(self) -> bool:
@@ -188,7 +190,9 @@ class JudgeReport:
         return (
             f"judge: CER {self.ceiling:.3f} on {self.held_out} held-out recordings ({self.texts_seen} of their texts "
             f"heard in training; bound {self.bound:.2f}), {self.parameters / 1e6:.2f} M parameters, "
-            f"{self.train_items} training recordings, {where}"
+            f"{self.train_items} training recordings"
+            + (f" ({self.withheld} more withheld: the run's evaluation items)" if self.withheld else "")
+            + f", {where}"
         )
 
 
@@ -251,11 +255,19 @@ def fold_language(language: str | None) -> str:
     return code if code in DOTLESS_I_LANGUAGES else "und"
 
 
-def train_judge(recordings: Sequence[Recording], s: JudgeSettings, key: str = "", language: str | None = None) -> Judge:
+def train_judge(
+    recordings: Sequence[Recording],
+    s: JudgeSettings,
+    key: str = "",
+    language: str | None = None,
+    withhold: Collection[str] = (),
+) -> Judge:
     """A judge trained on ``recordings`` minus a held-out share (a fixed draw of ``s.seed``), its ceiling the CER on
     those; stops at ``s.max_epochs``, ``s.max_seconds`` or a held-out CER of ``s.stop_cer``, keeping the best
     weights by held-out CER. A UserError when fewer than 10 recordings have text. Texts are casefolded as
-    ``language`` folds them (:func:`fold_language`), as the CER it is scored with folds the reference."""
+    ``language`` folds them (:func:`fold_language`), as the CER it is scored with folds the reference.
+    ``withhold``: ids it never trains on (the run's evaluation items: the judge then reads every synthesis it scores
+    without having heard that sentence's recording)."""
     import torch
 
     lang = fold_language(language)
@@ -265,14 +277,17 @@ def train_judge(recordings: Sequence[Recording], s: JudgeSettings, key: str = ""
     order = np.random.default_rng(s.seed).permutation(len(usable))
     n_held = max(1, min(s.held_out, len(usable) // 10))
     held = [usable[i] for i in order[:n_held]]
-    train = [usable[i] for i in order[n_held:]]
+    rest = [usable[i] for i in order[n_held:]]
+    train = [r for r in rest if r.item_id not in withhold]
     alphabet = "".join(sorted({ch for r in usable for ch in normalise_text(r.text, lang)}))
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, s.threads))
     try:
         torch.manual_seed(s.seed)
         net = _net(s, len(alphabet))
-        judge = Judge(net, alphabet, s, JudgeReport(math.nan, s.bound, len(train), n_held, 0, 0, 0.0, 0, key), lang)
+        report = JudgeReport(math.nan, s.bound, len(train), n_held, 0, 0, 0.0, 0, key)
+        report.withheld = len(rest) - len(train)
+        judge = Judge(net, alphabet, s, report, lang)
         seen = {normalise_text(r.text, lang) for r in train}
         judge.report.texts_seen = sum(normalise_text(r.text, lang) in seen for r in held)
         judge.report.parameters = sum(p.numel() for p in net.parameters())
@@ -353,13 +368,20 @@ def _batches(items: list[Any], size: int, rng: np.random.Generator) -> list[list
 
 
 # ------------------------------------------------------------------------------------ the cache
-def corpus_key(s: JudgeSettings, entries: Iterable[tuple[str, str, bytes]], language: str | None = None) -> str:
+def corpus_key(
+    s: JudgeSettings,
+    entries: Iterable[tuple[str, str, bytes]],
+    language: str | None = None,
+    withhold: Collection[str] = (),
+) -> str:
     """The cache key of a judge: its version and settings (but the threads), and each recording's id, text and
     audio bytes (the corpus's content, not its path: a copy elsewhere reuses the judge, a changed file trains a new
     one)."""
     made = {k: v for k, v in asdict(s).items() if k != "threads"}  # the threads change the time, not the judge
     if fold_language(language) != "und":  # a judge of Turkish texts reads other labels (an unset one: the old key)
         made["fold_language"] = fold_language(language)
+    if withhold:  # another set of training recordings: another judge
+        made["withhold"] = sorted(withhold)
     h = hashlib.sha256(json.dumps({"version": JUDGE_VERSION, **made}, sort_keys=True).encode())
     for item_id, text, audio in entries:
         h.update(f"{item_id}\0{text}\0".encode())

@@ -9,6 +9,7 @@ from pathlib import Path
 from speechtrain.data.audio import AudioProblem, load_audio, split_segment
 from speechtrain.data.layouts.base import Entry
 from speechtrain.data.manifest import read_manifest
+from speechtrain.data.store import held_out_ids
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
 from speechtrain.quality.judge import (
@@ -56,18 +57,22 @@ def corpus_judge(
     settings: JudgeSettings | None = None,
     store: JudgeStore | None = None,
     language: str | None = None,
+    eval_utterances: int = 0,
 ) -> Judge:
     """The judge of the corpus at ``manifest`` (its ``data.format``): loaded from ``store`` when a judge of the
     same settings and content is cached, else trained on its recordings and cached; ``language``: the corpus's
-    (``data.language``), whose case folding the judge's texts take. A UserError with the reason
+    (``data.language``), whose case folding the judge's texts take; ``eval_utterances``: the run's held-out count
+    (``data.eval_utterances``), whose items (the same rule, :func:`speechtrain.data.store.held_out_ids`) the judge
+    never trains on, so that it has not heard the sentences of the syntheses it scores. A UserError with the reason
     when its held-out CER (the ceiling) is above its bound."""
     s, store = settings or judge_settings(), store or JudgeStore()
     entries, _problems = read_manifest(manifest, fmt)
     entries = [e for e in entries if e.text.strip()]
-    key = corpus_key(s, _content(entries), language)
+    withhold = held_out_ids([e.id for e in entries], eval_utterances) if eval_utterances > 0 else set()
+    key = corpus_key(s, _content(entries), language, withhold)
     judge = store.load(key)
     if judge is None:
-        judge = train_judge(_recordings(entries), s, key, language)
+        judge = train_judge(_recordings(entries), s, key, language, withhold)
         store.save(judge)
     else:
         log.info(judge.report.line())

@@ -99,7 +99,8 @@ def corpus_asr_judge(kind: str, data: DataConfig, asr: AsrSettings) -> Judge:
         log.warning(f"{asr.key}_language={asr.language} is not used: the judge reads the corpus's own language")
     if not data.manifest:
         raise UserError(f"{asr.key}=judge trains on the corpus's recordings: set data.manifest")
-    return corpus_judge(data.manifest, data.format, language=data.language)
+    held = 0 if data.eval_manifest else data.eval_utterances  # an eval manifest's items are not in data.manifest
+    return corpus_judge(data.manifest, data.format, language=data.language, eval_utterances=held)
 
 
 def asr_transcriber(kind: str, asr: AsrSettings) -> Transcriber:
