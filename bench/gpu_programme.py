@@ -26,7 +26,7 @@ as not reached:
 
 Other sections (``--plan full`` or ``--only``): ``ladder:R`` (``speechtrain bench --ablate`` for recipe R),
 ``memory``, ``oom`` (a real OOM recovered mid-run), ``rtf:R``, ``compile`` (dynamic None/False/True),
-``time_to:R`` (``speechtrain bench --time-to`` for recipe R on a 1000-utterance English espeak-ng corpus: the
+``time_to:R`` (``speechtrain bench --time-to`` for recipe R on a one-voice 1000-utterance English espeak-ng corpus: the
 target and the minutes per seed of :data:`TIME_TO`, one seed; the same command as on the CPU, docs/benchmarks.md).
 
 Every step streams its log to ``--out``/logs (a killed step keeps what it printed), and ``programme.md``
@@ -61,11 +61,16 @@ GOALS = {
     "vits_rtf": 0.01,
 }
 GIB = 1024**3
-#: ``time_to:R``: recipe -> (target, minutes per seed), bounded to fit a lease; --smoke: the tiny vocoder, 1 minute
+#: ``time_to:R``: recipe -> (target, minutes per seed), bounded to fit a lease; --smoke: the tiny vocoder, 1 minute.
+#: VITS is scored by the corpus's judge (CER; the English judge's ceiling is 0.009 on the CPU, so 0.059 by the issue's
+#: rule): ``mcd_dtw <= 8`` held at the first evaluation of noise-like speech on this robotic voice (docs/benchmarks.md)
 TIME_TO = {
     "vocoder_hifigan_v3": ("pesq>=3.0,stoi>=0.9", 8.0),
-    "vits": ("mcd_dtw<=8", 8.0),
+    "vits": ("cer<=0.059", 8.0),
 }
+#: ``time_to:R``'s extra overrides (the judge trains at the run's set-up: a few minutes on one thread, outside the
+#: training seconds the time to target counts)
+TIME_TO_OVERRIDES = {"vits": ("train.quality_asr=judge", "data.language=en")}
 LADDERS = ("gpt_tts_base", "vocoder_hifigan", "vits", "classifier_cnn_lstm")
 
 #: the ladder rows of the lease plan (the others are skipped)
@@ -630,7 +635,8 @@ class Programme:
         corpus = self.data.parent / "espeak_en_1000"
         if not (corpus / "metadata.csv").is_file():
             n = "40" if self.smoke else "1000"
-            self.sh("make_dataset_en", self.st("make-dataset", str(corpus), "--language", "en", "-n", n), 600)
+            make = ("make-dataset", str(corpus), "--language", "en", "-n", n, "--voices", "1")  # one speaker
+            self.sh("make_dataset_en", self.st(*make), 600)
         out = self.out / f"time_to_{r}"
         js = self.out / f"time_to_{r}.json"
         cmd = self.st(
@@ -639,6 +645,7 @@ class Programme:
             recipe,
             f"data.manifest={corpus}",
             f"train.device={self.device}",
+            *(() if self.smoke else TIME_TO_OVERRIDES.get(r, ())),
             "--time-to",
             target,
             "--time-minutes",
@@ -652,7 +659,8 @@ class Programme:
             "--plot",
             str(self.out / f"time_to_{r}.png"),
         )
-        rc, text, _ = self.sh(f"time_to_{r}", cmd, minutes * 60 + 300)
+        judge = 0 if self.smoke or r not in TIME_TO_OVERRIDES else 600  # the judge's training, at the run's set-up
+        rc, text, _ = self.sh(f"time_to_{r}", cmd, minutes * 60 + 300 + judge)
         table = [ln for ln in text.splitlines() if ln.startswith("|") or ln.startswith("reached")]
         self.table(f"time to {target}: {r} ({self.device}, rc {rc})", table or ["```", text[-1500:], "```"])
 

@@ -109,3 +109,6 @@ def test_the_time_to_rows_run_the_bench_command_bounded(programme, tmp_path) -> 
     assert cmd[cmd.index("--time-to") + 1] == target and cmd[cmd.index("--time-minutes") + 1] == f"{minutes:g}"
     assert "recipes/vocoder_hifigan_v3.yaml" in cmd and timeout >= minutes * 60
     assert "reached 0/1" in (tmp_path / "out" / "programme.md").read_text()
+    prog.time_to("vits")  # scored by the judge's CER (mcd_dtw <= 8 held for noise on espeak-ng speech)
+    name, cmd, timeout = calls[-1]
+    assert cmd[cmd.index("--time-to") + 1].startswith("cer<=") and "train.quality_asr=judge" in cmd
