@@ -326,15 +326,7 @@ def vits_step_one(corpus: Path, seed: int = 1234) -> StepOne:
     imported.load_into(task)
     t = vits_batch(corpus, seed)
     spec = spectrogram_torch(t["audio"].squeeze(1), 1024, 22050, 256, 1024)  # their dataset's, VITS's eps 1e-6
-    pb = types.SimpleNamespace(  # the fields of piper.train.vits.dataset.Batch (that module needs Silero's VAD)
-        phoneme_ids=t["tokens"],
-        phoneme_lengths=t["token_lengths"],
-        spectrograms=spec,
-        spectrogram_lengths=t["audio_lengths"] // 256,
-        audios=t["audio"],
-        audio_lengths=t["audio_lengths"],
-        speaker_ids=None,
-    )
+    pb = piper_batch(t, spec)
     piper.train()
     torch.manual_seed(seed + 1)
     with torch.no_grad():
@@ -438,3 +430,16 @@ def _write(rows: list[Any], json_out: str | None, markdown_out: str | None, comm
         path.parent.mkdir(parents=True, exist_ok=True)
         body = "\n\n".join(x.markdown() for x in rows)
         path.write_text(f"# speechtrain vs the peers, from the same start\n\n- command: `{command}`\n\n{body}\n")
+
+
+def piper_batch(t: dict[str, torch.Tensor], spec: torch.Tensor) -> Any:
+    """The fields of ``piper.train.vits.dataset.Batch`` (that module needs Silero's VAD) for our batch ``t``."""
+    return types.SimpleNamespace(
+        phoneme_ids=t["tokens"],
+        phoneme_lengths=t["token_lengths"],
+        spectrograms=spec,
+        spectrogram_lengths=t["audio_lengths"] // 256,
+        audios=t["audio"],
+        audio_lengths=t["audio_lengths"],
+        speaker_ids=None,
+    )

@@ -299,7 +299,7 @@ def vits_steps(corpus: Path, steps: int, seed: int, work: Path) -> Trajectory:
     epoch. No held-out scoring (a TTS row needs the judge's CER: the time-to-quality runs do that)."""
     import peer_vits as pv
     from piper.train.vits.mel_processing import spectrogram_torch
-    from same_start import VITS_TERMS, _our_vits, _piper_model
+    from same_start import VITS_TERMS, _our_vits, _piper_model, piper_batch
 
     from speechtrain.data.batch import Batch
     from speechtrain.models.vits.importers import import_jaywalnut310
@@ -337,7 +337,7 @@ def vits_steps(corpus: Path, steps: int, seed: int, work: Path) -> Trajectory:
             "token_lengths": torch.full((pv.BATCH,), ids.shape[1]),
         }
         spec = spectrogram_torch(audio.squeeze(1), 1024, 22050, 256, 1024)
-        pb = _piper_batch(t, spec)
+        pb = piper_batch(t, spec)
         run.lr.append(
             {"ours": parts.optimizers.optimizers["gen"].param_groups[0]["lr"], "theirs": opt_g.param_groups[0]["lr"]}
         )
@@ -356,18 +356,3 @@ def vits_steps(corpus: Path, steps: int, seed: int, work: Path) -> Trajectory:
     run.weights = weight_differences(task, again)
     assert set(run.steps[0].theirs) == set(VITS_TERMS)
     return run
-
-
-def _piper_batch(t: dict[str, torch.Tensor], spec: torch.Tensor) -> Any:
-    """The fields of ``piper.train.vits.dataset.Batch`` (that module needs Silero's VAD)."""
-    import types
-
-    return types.SimpleNamespace(
-        phoneme_ids=t["tokens"],
-        phoneme_lengths=t["token_lengths"],
-        spectrograms=spec,
-        spectrogram_lengths=t["audio_lengths"] // 256,
-        audios=t["audio"],
-        audio_lengths=t["audio_lengths"],
-        speaker_ids=None,
-    )
