@@ -85,6 +85,7 @@ def test_reading_runs_and_writing_the_curves(tmp_path: Path) -> None:
     report = json.loads(out_json.read_text())
     assert [p["pesq"] for p in report["runs"][0]["points"]] == [1.1, 1.4]
     assert report["runs"][0]["seconds_to_target"] is None and "load_1m" in report["machine"]
+    assert report["machine"]["when"] == "read"  # the load when read, not while training: the plot's title says so
     text = TimeToReport("x", parse_goals("pesq>=3"), 5, [seed_from_run(run_dir, parse_goals("pesq>=3"))]).markdown()
     assert "not reached in 5 min" in text and "1.400" in text
 

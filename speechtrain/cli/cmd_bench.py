@@ -386,7 +386,9 @@ def _time_to(cfg: Any, args: argparse.Namespace) -> int:
     goals = parse_goals(args.time_to)
     if args.time_to_runs:
         runs = read_runs(args.time_to_runs, goals)
-        report = TimeToReport(Path(cfg.train.output_dir).name, goals, args.time_minutes, runs, machine_load())
+        # the load now, when the runs are read: not the load they trained under (the title says so)
+        machine = {**machine_load(), "when": "read"}
+        report = TimeToReport(Path(cfg.train.output_dir).name, goals, args.time_minutes, runs, machine)
         if args.plot:
             write_curves(report, args.plot)
     else:

@@ -284,6 +284,11 @@ def write_report(report: TimeToReport, path: Path) -> None:
     tmp.replace(path)
 
 
+def _when(report: TimeToReport) -> str:
+    """What the load in the title is: runs read afterwards (``--time-to-runs``) did not train under it."""
+    return " when read, not while training" if report.machine.get("when") == "read" else ""
+
+
 def write_curves(report: TimeToReport, path: str | Path) -> Path:
     """Quality against training wall time and against audio seen, one row of panels per goal, one line per seed,
     the goal as a dashed line."""
@@ -308,7 +313,7 @@ def write_curves(report: TimeToReport, path: str | Path) -> Path:
     load = report.machine.get("load_1m")
     fig.suptitle(
         f"{report.config}: time to {' and '.join(g.text() for g in report.goals)}"
-        + (f" (load {load:.1f} on {report.machine.get('cpus')} CPUs)" if load is not None else ""),
+        + (f" (load {load:.1f} on {report.machine.get('cpus')} CPUs{_when(report)})" if load is not None else ""),
         fontsize=10,
     )
     fig.tight_layout()
