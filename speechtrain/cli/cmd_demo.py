@@ -256,8 +256,6 @@ def startup_seconds() -> float | None:
     torch and the bench's modules, timed here as the demo starts (None when this process had imported them already).
     Not the process's age: read after the tuner it is the demo's elapsed time (a row priced at 4 minutes, "about
     62 min in all" for a demo of 10), and under ``scripts/run.sh`` (``exec``) it includes the install."""
-    import sys
-
     if "torch" in sys.modules:
         return None
     t0 = time.perf_counter()

@@ -27,6 +27,12 @@ REVISE_SHARE, REVISE_SLACK = 0.15, 15.0
 RATE_STEPS = 3
 
 
+def kept_to(took: float, announced: float) -> bool:
+    """Whether something that took ``took`` seconds kept to the ``announced`` ones (within ``OVERRUN_SHARE`` and
+    ``OVERRUN_SLACK``)."""
+    return took <= announced * (1 + OVERRUN_SHARE) + OVERRUN_SLACK
+
+
 def demo_estimate(so_far: float, train: float, ladder: float, rows: int, row_floor: float, reserve: float) -> float:
     """Seconds the whole demo takes: the stages done (measured), training (bounded), the ladder (its share of
     the budget, but at least ``row_floor`` per measured row) and the report."""
@@ -231,7 +237,7 @@ class Pacer:
 
     def _overrun(self, m: Measurement) -> str | None:
         assert m.took is not None
-        if m.took <= m.share * (1 + OVERRUN_SHARE) + OVERRUN_SLACK:
+        if kept_to(m.took, m.share):
             return None
         why = []
         if "compile" in m.label.lower():
@@ -254,7 +260,7 @@ def overrun_note(took: float, announced: float, costs: list[float], measurements
     """What the demo says when its ladder ran past the time it announced, and why: the measurements' cost beyond
     their timed windows (each a fresh process, the model and the data), which no window can shrink; None when it kept
     to its time. (It once announced 63 s left and ran 7 minutes, without a word.)"""
-    if took <= announced * (1 + OVERRUN_SHARE) + OVERRUN_SLACK:
+    if kept_to(took, announced):
         return None
     overhead = sum(costs) / len(costs) if costs else None
     why = (

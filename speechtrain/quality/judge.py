@@ -37,7 +37,7 @@ import numpy as np
 
 from speechtrain.errors import UserError
 from speechtrain.logs import get_logger
-from speechtrain.quality.metrics import DOTLESS_I_LANGUAGES, cer, normalise_text, resample
+from speechtrain.quality.metrics import cer, fold_language, normalise_text, resample
 
 log = get_logger(__name__)
 
@@ -248,13 +248,6 @@ class Recording:
     text: str
 
 
-def fold_language(language: str | None) -> str:
-    """The language the judge folds its texts' case as: ``language`` where it folds otherwise than the default
-    (Turkish ``I`` -> ``ı``), else ``und`` (so that an English and an unset corpus share one cached judge)."""
-    code = (language or "und").replace("_", "-").split("-")[0].lower()
-    return code if code in DOTLESS_I_LANGUAGES else "und"
-
-
 def train_judge(
     recordings: Sequence[Recording],
     s: JudgeSettings,
@@ -265,7 +258,8 @@ def train_judge(
     """A judge trained on ``recordings`` minus a held-out share (a fixed draw of ``s.seed``), its ceiling the CER on
     those; stops at ``s.max_epochs``, ``s.max_seconds`` or a held-out CER of ``s.stop_cer``, keeping the best
     weights by held-out CER. A UserError when fewer than 10 recordings have text. Texts are casefolded as
-    ``language`` folds them (:func:`fold_language`), as the CER it is scored with folds the reference.
+    ``language`` folds them (:func:`~speechtrain.quality.metrics.fold_language`: an English and an unset corpus
+    share one cached judge), as the CER it is scored with folds the reference.
     ``withhold``: ids it never trains on (the run's evaluation items: the judge then reads every synthesis it scores
     without having heard that sentence's recording)."""
     import torch
@@ -285,8 +279,7 @@ def train_judge(
     try:
         torch.manual_seed(s.seed)
         net = _net(s, len(alphabet))
-        report = JudgeReport(math.nan, s.bound, len(train), n_held, 0, 0, 0.0, 0, key)
-        report.withheld = len(rest) - len(train)
+        report = JudgeReport(math.nan, s.bound, len(train), n_held, 0, 0, 0.0, 0, key, withheld=len(rest) - len(train))
         judge = Judge(net, alphabet, s, report, lang)
         seen = {normalise_text(r.text, lang) for r in train}
         judge.report.texts_seen = sum(normalise_text(r.text, lang) in seen for r in held)
@@ -378,8 +371,9 @@ def corpus_key(
     audio bytes (the corpus's content, not its path: a copy elsewhere reuses the judge, a changed file trains a new
     one)."""
     made = {k: v for k, v in asdict(s).items() if k != "threads"}  # the threads change the time, not the judge
-    if fold_language(language) != "und":  # a judge of Turkish texts reads other labels (an unset one: the old key)
-        made["fold_language"] = fold_language(language)
+    folds = fold_language(language)
+    if folds != "und":  # a judge of Turkish texts reads other labels (an unset one: the old key)
+        made["fold_language"] = folds
     if withhold:  # another set of training recordings: another judge
         made["withhold"] = sorted(withhold)
     h = hashlib.sha256(json.dumps({"version": JUDGE_VERSION, **made}, sort_keys=True).encode())

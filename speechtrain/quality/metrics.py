@@ -254,10 +254,17 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 DOTLESS_I_LANGUAGES = frozenset({"tr", "az", "crh", "gag", "kaa", "tt"})
 
 
+def fold_language(language: str | None) -> str:
+    """The language ``language`` (BCP-47) folds case as: its primary subtag where that folds otherwise than the
+    default (Turkish ``I`` -> ``ı``), else ``und``."""
+    code = (language or "und").replace("_", "-").split("-")[0].lower()
+    return code if code in DOTLESS_I_LANGUAGES else "und"
+
+
 def casefold(text: str, language: str = "und") -> str:
     """``text`` casefolded as ``language`` (BCP-47) folds it: Turkish/Azerbaijani ``I`` is ``ı`` and ``İ`` is ``i``;
     elsewhere ``İ`` is ``i`` too (Python's casefold would make it i + a combining dot)."""
-    if language.replace("_", "-").split("-")[0].lower() in DOTLESS_I_LANGUAGES:
+    if fold_language(language) != "und":
         text = text.replace("I", "\u0131")
     return text.replace("\u0130", "i").casefold()
 
